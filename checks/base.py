@@ -1,0 +1,185 @@
+"""The contracts every check shares: windows, statuses, results and the report."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+    BREACHED = "breached"
+    INSUFFICIENT_DATA = "insufficient_data"
+    NO_DATA = "no_data"
+    ERROR = "error"
+    DISABLED = "disabled"
+
+
+class Severity(enum.StrEnum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Comparison(enum.StrEnum):
+    """How a value breaches its target."""
+
+    GT = ">"
+    GE = ">="
+    LT = "<"
+    LE = "<="
+
+    def breaches(self, value: float, target: float) -> bool:
+        if self is Comparison.GT:
+            return value > target
+        if self is Comparison.GE:
+            return value >= target
+        if self is Comparison.LT:
+            return value < target
+        return value <= target
+
+
+def rfc3339(moment: datetime) -> str:
+    """RFC 3339 UTC with `Z`, milliseconds only when present."""
+    moment = moment.astimezone(UTC)
+    if moment.microsecond:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_ms(moment: datetime) -> int:
+    """Epoch milliseconds of an aware datetime."""
+    return int(round(moment.timestamp() * 1000))
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The evaluation window W = [at - length, at); events exist only before `at`."""
+
+    at: datetime
+    length: timedelta
+    lookback: timedelta
+
+    def __post_init__(self) -> None:
+        if self.at.tzinfo is None:
+            raise ValueError("Window.at must be timezone-aware")
+
+    @property
+    def start(self) -> datetime:
+        return self.at - self.length
+
+    @property
+    def end(self) -> datetime:
+        return self.at
+
+    @property
+    def read_from(self) -> datetime:
+        return self.at - self.lookback
+
+    def params(self) -> dict[str, int]:
+        """The window as bound query parameters, in epoch milliseconds."""
+        return {
+            "at_ms": to_ms(self.at),
+            "ws_ms": to_ms(self.start),
+            "lb_ms": to_ms(self.read_from),
+        }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of one check over one window (SPEC section 5)."""
+
+    id: str
+    status: Status
+    value: float | None
+    target: float
+    severity: Severity
+    sample_size: int
+    summary: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    comparison: Comparison = Comparison.GT
+    unit: str = "count"  # count | ratio | ms | s
+    description: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        value: float | int | None = self.value
+        if value is not None and float(value).is_integer() and self.unit in ("count", "s"):
+            value = int(value)
+        target: float | int = self.target
+        if float(target).is_integer() and self.unit in ("count", "s", "ms"):
+            target = int(target)
+        return {
+            "status": self.status.value,
+            "value": value,
+            "target": target,
+            "severity": self.severity.value,
+            "sample_size": self.sample_size,
+            "summary": self.summary,
+            "evidence": dict(self.evidence),
+            "comparison": self.comparison.value,
+            "unit": self.unit,
+        }
+
+
+def overall_status(results: Mapping[str, CheckResult]) -> Status:
+    """`error` if any check errored, else `breached` if any breached, else `ok`."""
+    statuses = {r.status for r in results.values()}
+    if Status.ERROR in statuses:
+        return Status.ERROR
+    if Status.BREACHED in statuses:
+        return Status.BREACHED
+    return Status.OK
+
+
+@dataclass(frozen=True)
+class DeviationCount:
+    agente: str
+    tipo: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """One evaluation: every check's result over one window (SPEC section 6)."""
+
+    window: Window
+    source: str
+    checks: Mapping[str, CheckResult]
+    deviations: tuple[DeviationCount, ...] = ()
+    data_quality: Mapping[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        return overall_status(self.checks)
+
+    def ordered(self) -> list[CheckResult]:
+        """Checks with the worst first: error, breached, then the rest in spec order."""
+        rank = {Status.ERROR: 0, Status.BREACHED: 1}
+        return sorted(self.checks.values(), key=lambda r: rank.get(r.status, 2))
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "schema_version": 1,
+            "evaluated_at": rfc3339(self.window.at),
+            "window": {"start": rfc3339(self.window.start), "end": rfc3339(self.window.end)},
+            "status": self.status.value,
+            "source": self.source,
+            "checks": {check_id: r.to_json() for check_id, r in self.checks.items()},
+            "deviations": {
+                "by_agent_and_type": [
+                    {"agente": d.agente, "tipo": d.tipo, "count": d.count} for d in self.deviations
+                ]
+            },
+            "data_quality": dict(self.data_quality),
+        }
+        if self.notes:
+            document["notes"] = list(self.notes)
+        return document

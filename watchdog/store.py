@@ -1,0 +1,324 @@
+"""Store access through clickhouse-connect: the embedded engine (chdb) or a server.
+
+`open_store` is the one way in. It opens a client for the duration of an
+evaluation and closes it after, so that on the embedded engine (one process
+per store directory) `check` and the daemon can take turns. Every query
+carries a timeout, every data value travels as a bound parameter, and every
+error leaves this module as a `StoreError` whose URL has its password masked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from watchdog.errors import StoreError, StoreLockedError
+
+MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """A parsed store URL; `masked` is the only form ever shown."""
+
+    raw: str
+    kind: str  # "chdb" or "http"
+    path: str | None = None  # chdb: absolute directory, or "memory"
+    host: str | None = None
+    port: int | None = None
+    secure: bool = False
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    database: str | None = None
+
+    @property
+    def masked(self) -> str:
+        return mask_url(self.raw)
+
+    @property
+    def embedded(self) -> bool:
+        return self.kind == "chdb"
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by `***`."""
+    return re.sub(r"(//[^/@:]*:)[^@/]*@", r"\1***@", url)
+
+
+def parse_store_url(url: str) -> StoreURL:
+    """Parse `chdb:///abs/path`, `chdb://memory` or `http(s)://user:pass@host:port/db`."""
+    masked = mask_url(url)
+    if url.startswith("chdb://"):
+        rest = url[len("chdb://") :]
+        if rest == MEMORY:
+            return StoreURL(raw=url, kind="chdb", path=MEMORY)
+        if not rest.startswith("/"):
+            raise StoreError(
+                masked, "an embedded store URL is chdb:///absolute/path or chdb://memory"
+            )
+        return StoreURL(raw=url, kind="chdb", path=rest.rstrip("/") or "/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise StoreError(
+            masked,
+            "not a store URL (accepted: chdb:///path, chdb://memory, "
+            "http(s)://user:password@host:8123/database)",
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise StoreError(masked, "the port is not a number") from None
+    database = parts.path.strip("/") or None
+    return StoreURL(
+        raw=url,
+        kind="http",
+        host=parts.hostname,
+        port=port or (8443 if parts.scheme == "https" else 8123),
+        secure=parts.scheme == "https",
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        database=database,
+    )
+
+
+@dataclass
+class Transfer:
+    """What the store sent to Python: rows and bytes, summed over queries."""
+
+    queries: int = 0
+    result_rows: int = 0
+    read_rows: int = 0
+    read_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+
+    def first(self) -> dict[str, Any]:
+        """The first row as a dict (aggregate queries return exactly one)."""
+        return dict(zip(self.columns, self.rows[0], strict=True)) if self.rows else {}
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+# ClickHouse error codes that mean "the schema is not what the source expects".
+_SCHEMA_CODES = {
+    "UNKNOWN_TABLE": "table not found",
+    "UNKNOWN_DATABASE": "database not found",
+    "UNKNOWN_IDENTIFIER": "column not found",
+    "NO_SUCH_COLUMN_IN_TABLE": "column not found",
+    "AUTHENTICATION_FAILED": "authentication failed (check user and password)",
+    "REQUIRED_PASSWORD": "authentication failed (check user and password)",
+    "ACCESS_DENIED": "access denied (the user needs SELECT on the source table)",
+    "TIMEOUT_EXCEEDED": "query timed out (raise store.query_timeout)",
+    "UNKNOWN_USER": "authentication failed (unknown user)",
+}
+
+
+def describe_clickhouse_error(exc: BaseException) -> str:
+    """One line for a clickhouse-connect error: its kind, then ClickHouse's own words."""
+    text = " ".join(str(exc).split())
+    for code, meaning in _SCHEMA_CODES.items():
+        if code in text:
+            detail = re.search(r"DB::Exception: (.*?)(?: \(\w+\))?(?: \(version.*)?$", text)
+            return f"{meaning}: {detail.group(1) if detail else text}"[:400]
+    if "HTTPConnectionPool" in text or "Connection refused" in text or "Max retries" in text:
+        return "unreachable (connection refused or no route to the server)"
+    if "Read timed out" in text or "timed out" in text.lower():
+        return "query timed out (raise store.query_timeout)"
+    return text[:400]
+
+
+class Store:
+    """A clickhouse-connect client with the watchdog's conventions.
+
+    Queries take SQL text and a dict of bound parameters (`{name:Type}`
+    placeholders) and return plain tuples; the rows and bytes that crossed
+    from ClickHouse to Python are tallied in `transfer`.
+    """
+
+    def __init__(self, client: Any, url: StoreURL, *, query_timeout_s: float = 120.0) -> None:
+        self._client = client
+        self.url = url
+        self.query_timeout_s = query_timeout_s
+        self.transfer = Transfer()
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def _settings(self) -> dict[str, Any]:
+        return {"max_execution_time": max(1, int(self.query_timeout_s))}
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        try:
+            result = self._client.query(
+                sql, parameters=dict(parameters or {}), settings=self._settings()
+            )
+        except Exception as exc:
+            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+        self._tally(result.summary, len(result.result_rows))
+        return QueryResult(tuple(result.column_names), list(result.result_rows))
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
+        try:
+            return self._client.command(
+                sql, parameters=dict(parameters or {}), settings=self._settings()
+            )
+        except Exception as exc:
+            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+
+    def insert(
+        self, table: str, rows: Sequence[Sequence[Any]], column_names: Sequence[str]
+    ) -> None:
+        if not rows:
+            return
+        try:
+            self._client.insert(table, list(rows), column_names=list(column_names))
+        except Exception as exc:
+            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+
+    def table_columns(self, table: str) -> dict[str, str]:
+        """Column name -> type of `table`; StoreError naming it when it does not exist."""
+        database, _, name = table.rpartition(".")
+        result = self.query(
+            "SELECT name, type FROM system.columns"
+            " WHERE database = {db:String} AND table = {table:String}",
+            {"db": database or self.current_database(), "table": name},
+        )
+        if not result.rows:
+            raise StoreError(self.url.masked, f"table {table} not found")
+        return {str(col): str(typ) for col, typ in result.rows}
+
+    def current_database(self) -> str:
+        return str(self.query("SELECT currentDatabase()").rows[0][0])
+
+    def _tally(self, summary: Mapping[str, Any] | None, result_rows: int) -> None:
+        self.transfer.queries += 1
+        self.transfer.result_rows += result_rows
+        summary = summary or {}
+        self.transfer.read_rows += int(summary.get("read_rows", 0) or 0)
+        self.transfer.read_bytes += int(summary.get("read_bytes", 0) or 0)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+
+def _lock_holder(directory: str) -> int | None:
+    """The PID written in the embedded store's status file, when that process is alive."""
+    try:
+        text = (Path(directory) / "status").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"PID:\s*(\d+)", text)
+    if not match:
+        return None
+    pid = int(match.group(1))
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def _describe_process(pid: int) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        cmdline = ""
+    return f"process {pid} ({cmdline[:80]})" if cmdline else f"process {pid}"
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence what the embedded engine prints on fd 2 while it opens (our error says it)."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _connect_embedded(url: StoreURL, lock_timeout_s: float) -> Any:
+    import clickhouse_connect
+
+    assert url.path is not None
+    if url.path != MEMORY:
+        try:
+            Path(url.path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(url.masked, f"cannot create the store directory: {exc.strerror}") from None
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            with _quiet_stderr():
+                return clickhouse_connect.get_client(dsn=url.raw)
+        except Exception as exc:
+            holder = _lock_holder(url.path) if url.path != MEMORY else None
+            if holder is None:
+                raise StoreError(url.masked, f"cannot open the embedded store: {describe_clickhouse_error(exc)}") from exc
+            if time.monotonic() >= deadline:
+                raise StoreLockedError(
+                    url.masked,
+                    f"the embedded store is held by {_describe_process(holder)}; "
+                    f"waited {lock_timeout_s:g}s (stop it, or run this between its runs)",
+                ) from None
+            time.sleep(0.2)
+
+
+def _connect_http(url: StoreURL, query_timeout_s: float) -> Any:
+    import clickhouse_connect
+
+    try:
+        return clickhouse_connect.get_client(
+            host=url.host,
+            port=url.port,
+            username=url.username or "default",
+            password=url.password or "",
+            database=url.database or "",
+            secure=url.secure,
+            connect_timeout=min(10, query_timeout_s),
+            send_receive_timeout=query_timeout_s,
+            autogenerate_session_id=False,
+        )
+    except Exception as exc:
+        raise StoreError(url.masked, describe_clickhouse_error(exc)) from None
+
+
+@contextlib.contextmanager
+def open_store(
+    url: str | StoreURL, *, query_timeout_s: float = 120.0, lock_timeout_s: float = 10.0
+) -> Iterator[Store]:
+    """Open the store for one evaluation and close it after."""
+    parsed = url if isinstance(url, StoreURL) else parse_store_url(url)
+    if parsed.embedded:
+        client = _connect_embedded(parsed, lock_timeout_s)
+    else:
+        client = _connect_http(parsed, query_timeout_s)
+    store = Store(client, parsed, query_timeout_s=query_timeout_s)
+    try:
+        yield store
+    finally:
+        store.close()
