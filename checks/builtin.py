@@ -1,0 +1,268 @@
+"""The eleven built-in checks of SPEC section 5, as instances of the check kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+
+from checks.base import Comparison, Severity
+from checks.kinds import (
+    Anchor,
+    CheckSpec,
+    Coverage,
+    DeviationContract,
+    DeviationEvidence,
+    Freshness,
+    Obligation,
+    OutcomeRate,
+    Quantile,
+    Share,
+    Streak,
+)
+from watchdog.config import Settings
+
+FIVE_MINUTES_MS = 5 * 60 * 1000
+ONE_MINUTE_MS = 60 * 1000
+
+
+def _ms(value: timedelta) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _recall_coverage(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="recall_coverage",
+        params=Coverage(
+            obligations=(
+                Obligation(
+                    anchor=Anchor.START,
+                    required=s.events.recall_any,
+                    grace_ms=_ms(s.window.recall_grace),
+                ),
+            ),
+            breach_phrase="started without recall",
+        ),
+        target=0,
+        comparison=Comparison.GT,
+        severity=Severity.CRITICAL,
+        min_samples=0,
+        unit="count",
+        description="Every session recalls memory within recall_grace of its first event.",
+    )
+
+
+def _observe_coverage(s: Settings) -> CheckSpec:
+    grace = _ms(s.window.observe_grace)
+    return CheckSpec(
+        id="observe_coverage",
+        params=Coverage(
+            obligations=(
+                Obligation(
+                    anchor=Anchor.END,
+                    required=s.events.observe_any,
+                    grace_ms=grace,
+                    lead_ms=FIVE_MINUTES_MS,
+                    ends=s.events.session_end,
+                    idle_ms=_ms(s.window.idle_timeout),
+                ),
+                Obligation(
+                    anchor=Anchor.EVENT,
+                    required=s.events.observe_any,
+                    grace_ms=grace,
+                    lead_ms=ONE_MINUTE_MS,
+                    triggers=s.events.compaction,
+                ),
+            ),
+            breach_phrase="ended or compacted without observe",
+        ),
+        target=0,
+        comparison=Comparison.GT,
+        severity=Severity.CRITICAL,
+        min_samples=0,
+        unit="count",
+        description="Every session observes at its end and on each compaction.",
+    )
+
+
+def _observe_failure_rate(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="observe_failure_rate",
+        params=OutcomeRate(
+            started=s.events.observe_requested,
+            completed=s.events.observe_completed,
+            failed=s.events.observe_failed,
+            grace_ms=_ms(s.window.observe_grace),
+            noun="observes",
+        ),
+        target=0.05,
+        comparison=Comparison.GE,
+        severity=Severity.CRITICAL,
+        min_samples=20,
+        unit="ratio",
+        description="Failed and lost observes stay under the target share.",
+    )
+
+
+def _recall_failure_rate(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="recall_failure_rate",
+        params=OutcomeRate(
+            started=s.events.recall_started,
+            completed=s.events.recall_completed,
+            failed=s.events.recall_failed,
+            grace_ms=_ms(s.window.recall_grace),
+            noun="recalls",
+        ),
+        target=0.05,
+        comparison=Comparison.GE,
+        severity=Severity.WARNING,
+        min_samples=20,
+        unit="ratio",
+        description="Failed and lost recalls stay under the target share.",
+    )
+
+
+def _recall_latency_p95(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="recall_latency_p95",
+        params=Quantile(events=s.events.recall_completed, q_num=95, q_den=100),
+        target=3000,
+        comparison=Comparison.GE,
+        severity=Severity.WARNING,
+        min_samples=20,
+        unit="ms",
+        description="The exact p95 (nearest rank) of completed recall latency.",
+    )
+
+
+def _circuit_breaker(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="circuit_breaker",
+        params=Streak(
+            bad=s.events.recall_failed + s.events.observe_failed,
+            good=s.events.recall_completed + s.events.observe_completed,
+        ),
+        target=3,
+        comparison=Comparison.GT,
+        severity=Severity.CRITICAL,
+        min_samples=0,
+        unit="count",
+        description="No more than 3 consecutive failed memory operations.",
+    )
+
+
+def _telemetry_freshness(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="telemetry_freshness",
+        params=Freshness(),
+        target=14400,
+        comparison=Comparison.GT,
+        severity=Severity.CRITICAL,
+        min_samples=0,
+        unit="s",
+        description="Telemetry keeps arriving: the newest event is recent.",
+    )
+
+
+def _recall_injection(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="recall_injection",
+        params=Coverage(
+            obligations=(
+                Obligation(
+                    anchor=Anchor.EVENT,
+                    required=s.events.recall_injected,
+                    grace_ms=_ms(s.window.recall_grace),
+                    triggers=s.events.recall_completed,
+                    positive_results=True,
+                ),
+            ),
+            requires_seen=s.events.recall_injected,
+            breach_phrase="recalled results that were never injected",
+        ),
+        target=0,
+        comparison=Comparison.GT,
+        severity=Severity.WARNING,
+        min_samples=0,
+        unit="count",
+        description="Recalls with results are injected into the session.",
+    )
+
+
+def _write_gate_drift(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="write_gate_drift",
+        params=Share(events=s.events.gate_decision, field="verdict", value="discard"),
+        target=0.7,
+        comparison=Comparison.GE,
+        severity=Severity.WARNING,
+        min_samples=20,
+        unit="ratio",
+        description="The write gate does not discard most observations.",
+    )
+
+
+def _deviation_contract_params(s: Settings) -> DeviationContract:
+    return DeviationContract(
+        events=s.events.agent_deviation,
+        allowed_keys=s.deviation.allowed_keys + s.deviation.envelope_keys,
+        tipos=s.deviation.tipos,
+        max_evidence=s.deviation.max_evidence,
+    )
+
+
+def _agent_deviation_contract(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="agent_deviation_contract",
+        params=_deviation_contract_params(s),
+        target=0,
+        comparison=Comparison.GT,
+        severity=Severity.CRITICAL,
+        min_samples=0,
+        unit="count",
+        description="Deviation events carry only agente, tipo and evidence ids.",
+    )
+
+
+def _agent_deviation_evidence(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="agent_deviation_evidence",
+        params=DeviationEvidence(contract=_deviation_contract_params(s)),
+        target=0,
+        comparison=Comparison.GT,
+        severity=Severity.WARNING,
+        min_samples=0,
+        unit="count",
+        description="Evidence ids cited by deviation events exist in the source.",
+    )
+
+
+BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
+    "recall_coverage": _recall_coverage,
+    "observe_coverage": _observe_coverage,
+    "observe_failure_rate": _observe_failure_rate,
+    "recall_failure_rate": _recall_failure_rate,
+    "recall_latency_p95": _recall_latency_p95,
+    "circuit_breaker": _circuit_breaker,
+    "telemetry_freshness": _telemetry_freshness,
+    "recall_injection": _recall_injection,
+    "write_gate_drift": _write_gate_drift,
+    "agent_deviation_contract": _agent_deviation_contract,
+    "agent_deviation_evidence": _agent_deviation_evidence,
+}
+
+
+def configured_checks(settings: Settings) -> list[CheckSpec]:
+    """Every built-in check with the `[checks.<id>]` overrides applied, in SPEC order."""
+    specs = []
+    for check_id, build in BUILTIN.items():
+        spec = build(settings)
+        override = settings.checks.get(check_id)
+        if override is not None:
+            changes = {k: v for k, v in override.model_dump().items() if v is not None}
+            if "severity" in changes:
+                changes["severity"] = Severity(changes["severity"])
+            spec = replace(spec, **changes)
+        specs.append(spec)
+    return specs

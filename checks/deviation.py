@@ -1,0 +1,165 @@
+"""The agent deviation contract: payload shape, evidence ids, and the aggregation.
+
+A deviation event's payload may hold only `agente`, `tipo` and
+`evidenceEventIds` (plus envelope keys); `tipo` comes from a closed
+vocabulary; evidence is an array of at most 20 distinct strings (a string
+holding a JSON array counts as one, as OTel attribute maps store arrays as
+text). The classification runs in ClickHouse; Python receives counts per
+breach kind and event ids, never a payload value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from checks.base import CheckResult, DeviationCount, Window
+from checks.kinds import CheckSpec, DeviationContract
+from checks.sessions import EVIDENCE
+from checks.sources import CompiledSource
+from checks.verdict import judge
+from watchdog.store import Store
+
+# Breach kinds, in the order reports list them.
+KINDS = (
+    "payload_not_object",
+    "extra_key",
+    "agente_invalid",
+    "tipo_invalid",
+    "evidence_not_array",
+    "evidence_duplicates",
+    "evidence_too_many",
+)
+
+
+def classified(source: CompiledSource) -> str:
+    """The deviation events of W, one row per event id, with their breach kinds."""
+    return f"""
+SELECT
+  event_id, t, agente, tipo, ids,
+  arrayFilter(k -> k != '', [
+    if(NOT is_object, 'payload_not_object', ''),
+    if(is_object AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
+        JSONExtractKeys(payload)), 'extra_key', ''),
+    if(is_object AND NOT (JSONType(payload, 'agente') = 'String' AND agente != ''),
+        'agente_invalid', ''),
+    if(is_object AND NOT (JSONType(payload, 'tipo') = 'String'
+        AND has({{dev_tipos:Array(String)}}, tipo)), 'tipo_invalid', ''),
+    if(is_object AND NOT ids_ok, 'evidence_not_array', ''),
+    if(ids_ok AND length(arrayDistinct(ids)) != length(ids), 'evidence_duplicates', ''),
+    if(ids_ok AND length(ids) > {{dev_max:UInt32}}, 'evidence_too_many', '')
+  ]) AS kinds
+FROM (
+  SELECT
+    event_id, t, payload,
+    isValidJSON(payload) AND JSONType(payload) = 'Object' AS is_object,
+    if(is_object, JSONExtractString(payload, 'agente'), '') AS agente,
+    if(is_object, JSONExtractString(payload, 'tipo'), '') AS tipo,
+    multiIf(NOT is_object, '',
+            JSONType(payload, 'evidenceEventIds') = 'Array',
+            JSONExtractRaw(payload, 'evidenceEventIds'),
+            JSONType(payload, 'evidenceEventIds') = 'String',
+            JSONExtractString(payload, 'evidenceEventIds'), '') AS ids_json,
+    isValidJSON(ids_json) AND JSONType(ids_json) = 'Array'
+      AND arrayAll(x -> JSONType(x) = 'String', JSONExtractArrayRaw(ids_json)) AS ids_ok,
+    if(ids_ok, arrayMap(x -> JSONExtractString(x), JSONExtractArrayRaw(ids_json)), [])
+      AS ids
+  FROM (
+    SELECT event_id, any(t) AS t, any(payload) AS payload
+    FROM (SELECT * FROM {source.events()}
+          WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
+    GROUP BY event_id
+  )
+)"""
+
+
+def _params(
+    source: CompiledSource, window: Window, p: DeviationContract
+) -> dict[str, Any]:
+    return {
+        **source.params,
+        **window.params(),
+        "dev_names": list(p.events),
+        "dev_allowed": list(p.allowed_keys),
+        "dev_tipos": list(p.tipos),
+        "dev_max": p.max_evidence,
+    }
+
+
+@dataclass(frozen=True)
+class DeviationFindings:
+    contract: CheckResult
+    aggregation: tuple[DeviationCount, ...]
+
+
+def contract(
+    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: DeviationContract
+) -> DeviationFindings:
+    """Deviation events in W that break the contract, and the conforming ones by agente x tipo."""
+    counts = ",\n  ".join(f"countIf(has(kinds, '{kind}')) AS {kind}" for kind in KINDS)
+    sql = f"""
+SELECT
+  count() AS n,
+  countIf(length(kinds) > 0) AS broken,
+  groupArraySortedIf({EVIDENCE})((t, event_id), length(kinds) > 0) AS oldest,
+  {counts}
+FROM ({classified(source)})
+"""
+    params = _params(source, window, p)
+    row = store.query(sql, params).first()
+    n, broken = int(row["n"]), int(row["broken"])
+    kinds = {kind: int(row[kind]) for kind in KINDS if row[kind]}
+    evidence = {"events": [eid for _, eid in row["oldest"]], "kinds": kinds}
+    summary = f"{broken} of {n} deviation events break the payload contract"
+    if kinds:
+        summary += " (" + ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in kinds.items()) + ")"
+    result = judge(
+        spec,
+        float(broken),
+        n,
+        summary,
+        evidence,
+        no_data=n == 0,
+        no_data_summary="no deviation event in the window",
+    )
+    rows = store.query(
+        f"SELECT agente, tipo, count() AS n FROM ({classified(source)})"
+        " WHERE length(kinds) = 0 GROUP BY agente, tipo ORDER BY n DESC, agente, tipo",
+        params,
+    ).rows
+    aggregation = tuple(DeviationCount(str(a), str(t), int(c)) for a, t, c in rows)
+    return DeviationFindings(result, aggregation)
+
+
+def evidence(
+    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: DeviationContract
+) -> CheckResult:
+    """Conforming deviation events in W citing an evidence id found nowhere within lookback."""
+    sql = f"""
+WITH cited AS (
+  SELECT event_id, t, arrayJoin(ids) AS cited_id
+  FROM ({classified(source)}) WHERE length(kinds) = 0
+)
+SELECT
+  (SELECT uniqExact(event_id) FROM ({classified(source)}) WHERE length(kinds) = 0) AS n,
+  uniqExact(event_id) AS citing_missing,
+  groupArraySorted({EVIDENCE})((t, event_id)) AS oldest,
+  uniqExact(cited_id) AS missing_ids
+FROM cited
+WHERE cited_id NOT IN (
+  SELECT event_id FROM {source.events()} WHERE event_id IN (SELECT cited_id FROM cited)
+)
+"""
+    row = store.query(sql, _params(source, window, p)).first()
+    n, value = int(row["n"]), int(row["citing_missing"])
+    oldest = list(dict.fromkeys(eid for _, eid in row["oldest"]))
+    summary = f"{value} of {n} conforming deviation events cite evidence ids that do not exist"
+    return judge(
+        spec,
+        float(value),
+        n,
+        summary,
+        {"events": oldest, "missing_ids": int(row["missing_ids"])},
+        no_data=n == 0,
+        no_data_summary="no conforming deviation event in the window",
+    )

@@ -1,0 +1,346 @@
+"""The shared per-session aggregation: obligations, outcome counts, freshness.
+
+One query reads the normalized events of `[at - lookback, at)` once, groups
+them by session, and judges every obligation (SPEC section 4) of every
+coverage and outcome-rate check over the same per-session arrays. Python gets
+one row back: per check, the counts and at most 20 evidence items.
+
+Event names are mapped to a bit mask once per row (`transform` over bound
+arrays): bit k is set when the name belongs to name set k. Times are epoch
+milliseconds (`t`); windows, graces and idle timeouts are bound parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.base import CheckResult, Window, from_ms, rfc3339
+from checks.kinds import Anchor, CheckSpec, Coverage, Freshness, Obligation, OutcomeRate
+from checks.sources import CompiledSource
+from checks.verdict import human_seconds, judge, percent
+from watchdog.store import Store
+
+EVIDENCE = 20
+
+
+@dataclass
+class NameSets:
+    """Assigns one bit to each distinct tuple of event names."""
+
+    bits: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def bit(self, names: Sequence[str]) -> int:
+        key = tuple(sorted(set(names)))
+        if key not in self.bits:
+            if len(self.bits) == 64:
+                raise ValueError("more than 64 distinct event-name sets in one query")
+            self.bits[key] = len(self.bits)
+        return self.bits[key]
+
+    def params(self) -> dict[str, list[Any]]:
+        """`role_names` and `role_masks`: each name with the mask of the sets it is in."""
+        masks: dict[str, int] = {}
+        for names, bit in self.bits.items():
+            for name in names:
+                masks[name] = masks.get(name, 0) | (1 << bit)
+        return {"role_names": list(masks), "role_masks": list(masks.values())}
+
+
+@dataclass
+class _Builder:
+    """Collects the SELECT items of the three levels of the session query."""
+
+    sets: NameSets = field(default_factory=NameSets)
+    inner: dict[str, str] = field(default_factory=dict)  # alias -> per-session aggregate
+    outer: dict[str, str] = field(default_factory=dict)  # alias -> per-session expression
+    final: dict[str, str] = field(default_factory=dict)  # alias -> total over sessions
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def times(self, names: Sequence[str]) -> str:
+        """Per session: the times of its events named in `names`."""
+        k = self.sets.bit(names)
+        alias = f"times_{k}"
+        self.inner[alias] = f"groupArrayIf(t, bitTest(_m, {k}) AND session_id != '')"
+        return alias
+
+    def anchors(self, names: Sequence[str], positive: bool) -> str:
+        """Per session: (time, event id) of each trigger event, duplicates counted once."""
+        k = self.sets.bit(names)
+        alias = f"anchors_{k}{'_pos' if positive else ''}"
+        condition = f"bitTest(_m, {k}) AND session_id != ''"
+        if positive:
+            condition += " AND ifNull(result_count, 0) > 0"
+        self.inner[alias] = f"groupUniqArrayIf((t, event_id), {condition})"
+        return alias
+
+    def first_of(self, names: Sequence[str]) -> tuple[str, str]:
+        """Per session: whether any of `names` happened, and the first time it did."""
+        k = self.sets.bit(names)
+        self.inner[f"has_{k}"] = f"countIf(bitTest(_m, {k})) > 0"
+        self.inner[f"first_{k}"] = f"minIf(t, bitTest(_m, {k}))"
+        return f"has_{k}", f"first_{k}"
+
+    def count_in_window(self, names: Sequence[str]) -> str:
+        """Per session (sessionless events included): distinct events of `names` in W."""
+        k = self.sets.bit(names)
+        alias = f"count_{k}"
+        self.inner[alias] = f"uniqExactIf(event_id, bitTest(_m, {k}) AND t >= {{ws_ms:Int64}})"
+        return alias
+
+    def oldest_in_window(self, names: Sequence[str]) -> str:
+        """Per session: the oldest 20 (time, event id) of `names` in W."""
+        k = self.sets.bit(names)
+        alias = f"oldest_{k}"
+        self.inner[alias] = (
+            f"groupArraySortedIf({EVIDENCE})((t, event_id), bitTest(_m, {k}) AND t >= {{ws_ms:Int64}})"
+        )
+        return alias
+
+    def seen(self, names: Sequence[str]) -> str:
+        """Per session: how many events of `names` exist within lookback."""
+        k = self.sets.bit(names)
+        alias = f"seen_{k}"
+        self.inner[alias] = f"countIf(bitTest(_m, {k}))"
+        self.inner[f"newest_{k}"] = f"maxIf(t, bitTest(_m, {k}))"
+        return alias
+
+    def obligation(self, tag: str, ob: Obligation) -> tuple[str, str, str | None]:
+        """Per session: how many obligations are due in W and how many of those are unmet.
+
+        Returns the aliases (due, unmet, misses) where `misses` lists the
+        (time, event id) of unmet trigger events, for Anchor.EVENT.
+        """
+        met_by = self.times(ob.required)
+        g, lead = f"{{{tag}_grace:Int64}}", f"{{{tag}_lead:Int64}}"
+        self.params[f"{tag}_grace"] = ob.grace_ms
+        self.params[f"{tag}_lead"] = ob.lead_ms
+        in_w = "{d} >= {{ws_ms:Int64}} AND {d} < {{at_ms:Int64}}"
+        due, unmet = f"{tag}_due", f"{tag}_unmet"
+        if ob.anchor is Anchor.START:
+            deadline = f"first_seen + {g}"
+            self.outer[due] = f"toUInt32({in_w.format(d=deadline)})"
+            self.outer[unmet] = (
+                f"toUInt32({due} AND NOT arrayExists("
+                f"x -> x >= first_seen - {lead} AND x <= {deadline}, {met_by}))"
+            )
+            return due, unmet, None
+        if ob.anchor is Anchor.END:
+            has_end, end = self.first_of(ob.ends)
+            idle = f"{{{tag}_idle:Int64}}"
+            self.params[f"{tag}_idle"] = ob.idle_ms
+            # An end event sets the deadline at end + grace; without one the
+            # session ends silently at last_seen, judged once idle for idle_timeout.
+            deadline = f"{tag}_deadline"
+            self.outer[deadline] = f"if({has_end}, {end} + {g}, last_seen + {idle})"
+            self.outer[due] = f"toUInt32({in_w.format(d=deadline)})"
+            self.outer[unmet] = (
+                f"toUInt32({due} AND NOT if({has_end},"
+                f" arrayExists(x -> x >= {end} - {lead} AND x <= {end} + {g}, {met_by}),"
+                f" arrayExists(x -> x >= last_seen - {lead} AND x <= last_seen, {met_by})))"
+            )
+            return due, unmet, None
+        triggers = self.anchors(ob.triggers, ob.positive_results)
+        dues, misses = f"{tag}_dues", f"{tag}_misses"
+        self.outer[dues] = f"arrayFilter(c -> {in_w.format(d=f'c.1 + {g}')}, {triggers})"
+        self.outer[due] = f"length({dues})"
+        self.outer[misses] = (
+            f"arrayFilter(c -> NOT arrayExists(x -> x >= c.1 - {lead} AND x <= c.1 + {g},"
+            f" {met_by}), {dues})"
+        )
+        self.outer[unmet] = f"length({misses})"
+        return due, unmet, misses
+
+    def sql(self, source: CompiledSource) -> str:
+        inner = ",\n        ".join(f"{expr} AS {alias}" for alias, expr in self.inner.items())
+        outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
+        final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
+        return f"""
+SELECT
+  {final}
+FROM (
+  SELECT
+      *,
+      session_id != '' AS real,
+      {outer or "1 AS _none"}
+  FROM (
+    SELECT
+        session_id,
+        max(in_scope) AS scoped,
+        min(t) AS first_seen,
+        max(t) AS last_seen,
+        count() AS n_events,
+        {inner or "1 AS _nothing"}
+    FROM (
+      SELECT *, transform(name, {{role_names:Array(String)}}, {{role_masks:Array(UInt64)}},
+                          toUInt64(0)) AS _m
+      FROM {source.events()}
+    )
+    GROUP BY session_id
+  )
+)"""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What to read back for each check from the final row."""
+
+    coverage: dict[str, tuple[str, str, str, str | None]] = field(default_factory=dict)
+    rates: dict[str, tuple[str, str, str, str, str]] = field(default_factory=dict)
+    freshness: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
+    """The checks this module evaluates."""
+    return [s for s in specs if isinstance(s.params, Coverage | OutcomeRate | Freshness)]
+
+
+def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
+    """The session query for `specs` and where each check's numbers land in its row."""
+    b = _Builder()
+    plan = _Plan()
+    b.final["newest"] = "max(last_seen)"
+    b.final["events"] = "sum(n_events)"
+    for i, spec in enumerate(specs):
+        p = spec.params
+        if isinstance(p, Coverage):
+            dues, unmets = [], []
+            for j, ob in enumerate(p.obligations):
+                due, unmet, _ = b.obligation(f"c{i}_{j}", ob)
+                dues.append(due)
+                unmets.append(unmet)
+            judged = f"real AND scoped AND ({' + '.join(dues)}) > 0"
+            failed = f"real AND scoped AND ({' + '.join(unmets)}) > 0"
+            b.final[f"c{i}_sample"] = f"countIf({judged})"
+            b.final[f"c{i}_value"] = f"countIf({failed})"
+            b.final[f"c{i}_evidence"] = f"groupArraySortedIf({EVIDENCE})((first_seen, session_id), {failed})"
+            seen = None
+            if p.requires_seen:
+                seen = f"c{i}_seen"
+                b.final[seen] = f"sum({b.seen(p.requires_seen)})"
+            plan.coverage[spec.id] = (f"c{i}_sample", f"c{i}_value", f"c{i}_evidence", seen)
+        elif isinstance(p, OutcomeRate):
+            _, unmet, misses = b.obligation(f"r{i}", p.loss)
+            assert misses is not None
+            b.final[f"r{i}_completed"] = f"sum({b.count_in_window(p.completed)})"
+            b.final[f"r{i}_failed"] = f"sum({b.count_in_window(p.failed)})"
+            b.final[f"r{i}_lost"] = f"sumIf({unmet}, real)"
+            b.final[f"r{i}_lost_ids"] = f"groupArraySortedArray({EVIDENCE})(if(real, {misses}, []))"
+            b.final[f"r{i}_failed_ids"] = (
+                f"groupArraySortedArray({EVIDENCE})({b.oldest_in_window(p.failed)})"
+            )
+            plan.rates[spec.id] = tuple(  # type: ignore[assignment]
+                f"r{i}_{part}" for part in ("completed", "failed", "lost", "lost_ids", "failed_ids")
+            )
+        elif isinstance(p, Freshness) and p.events:
+            seen = b.seen(p.events)
+            k = seen.removeprefix("seen_")
+            b.final[f"f{i}_newest"] = f"maxIf(newest_{k}, {seen} > 0)"
+            b.final[f"f{i}_count"] = f"sum({seen})"
+            plan.freshness[spec.id] = (f"f{i}_newest", f"f{i}_count")
+    b.params.update(b.sets.params())
+    return b, plan
+
+
+def evaluate(
+    store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
+) -> dict[str, CheckResult]:
+    """Run the shared session query once and judge every coverage, rate and freshness check."""
+    b, plan = build(specs)
+    params = {**source.params, **window.params(), **b.params}
+    row = store.query(b.sql(source), params).first()
+    results: dict[str, CheckResult] = {}
+    for spec in specs:
+        p = spec.params
+        if isinstance(p, Coverage):
+            results[spec.id] = _coverage(spec, p, row, plan.coverage[spec.id])
+        elif isinstance(p, OutcomeRate):
+            results[spec.id] = _rate(spec, p, row, plan.rates[spec.id])
+        elif isinstance(p, Freshness):
+            if p.events:
+                newest_alias, count_alias = plan.freshness[spec.id]
+                newest = row[newest_alias] if row[count_alias] else None
+            else:
+                newest = row["newest"] if row["events"] else None
+            if newest is None:
+                newest = _newest_ever(store, source, window, p)
+            results[spec.id] = _freshness(spec, window, newest, int(row.get("events") or 0))
+    return results
+
+
+def _coverage(
+    spec: CheckSpec, p: Coverage, row: dict[str, Any], aliases: tuple[str, str, str, str | None]
+) -> CheckResult:
+    sample_alias, value_alias, evidence_alias, seen_alias = aliases
+    sample, value = int(row[sample_alias]), int(row[value_alias])
+    never_seen = seen_alias is not None and int(row[seen_alias]) == 0
+    sessions = [sid for _, sid in row[evidence_alias]]
+    summary = f"{value} of {sample} {p.noun} {p.breach_phrase}"
+    if never_seen:
+        reason = f"no {', '.join(p.requires_seen)} event within lookback: the source cannot be judged"
+    else:
+        reason = f"no {p.noun[:-1]} had an obligation due in the window"
+    return judge(
+        spec,
+        float(value),
+        sample,
+        summary,
+        {"sessions": sessions},
+        no_data=sample == 0 or never_seen,
+        no_data_summary=reason,
+    )
+
+
+def _rate(
+    spec: CheckSpec, p: OutcomeRate, row: dict[str, Any], aliases: tuple[str, str, str, str, str]
+) -> CheckResult:
+    completed, failed, lost = (int(row[a]) for a in aliases[:3])
+    denominator = completed + failed + lost
+    value = (failed + lost) / denominator if denominator else None
+    ids = sorted(list(row[aliases[3]]) + list(row[aliases[4]]))[:EVIDENCE]
+    evidence = {
+        "completed": completed,
+        "failed": failed,
+        "lost": lost,
+        "events": [event_id for _, event_id in ids],
+    }
+    summary = (
+        f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
+        f" ({failed} failed, {lost} lost)"
+    )
+    return judge(
+        spec,
+        value,
+        denominator,
+        summary,
+        evidence,
+        no_data=denominator == 0,
+        no_data_summary=f"no {p.noun} completed, failed or were due in the window",
+    )
+
+
+def _newest_ever(
+    store: Store, source: CompiledSource, window: Window, p: Freshness
+) -> int | None:
+    """The newest event before `at` in the whole table, when lookback holds none."""
+    names = "" if not p.events else " AND name IN {fresh_names:Array(String)}"
+    params = {**source.params, **window.params(), "lb_ms": -(2**62), "fresh_names": list(p.events)}
+    row = store.query(
+        f"SELECT count() AS n, max(t) AS newest FROM {source.events()} WHERE 1{names}", params
+    ).first()
+    return int(row["newest"]) if row.get("n") else None
+
+
+def _freshness(spec: CheckSpec, window: Window, newest: int | None, events: int) -> CheckResult:
+    if newest is None:
+        return judge(
+            spec,
+            None,
+            0,
+            "no event at all before the evaluation time: silence is not health",
+            {"newest": None},
+        )
+    age = (window.params()["at_ms"] - newest) / 1000
+    summary = f"newest event {human_seconds(age)} before the evaluation time"
+    return judge(spec, age, events, summary, {"newest": rfc3339(from_ms(newest))})

@@ -1,0 +1,266 @@
+"""Sources: each preset compiles to one SQL subquery yielding the normalized event.
+
+The normalized event (SPEC section 2) has the columns `event_id, ts,
+session_id, name, latency_ms, trigger, result_count, payload`; the compiled
+subquery adds `t` (ts in epoch milliseconds, what the checks compare) and
+`in_scope` (whether the event may define a session, from `session_filter`).
+It reads only `[at - lookback, at)`: `{lb_ms:Int64}` and `{at_ms:Int64}` are
+bound by the caller. Column expressions are SQL by design (config is
+trusted, like a datasource query in Grafana); data values never are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchdog.config import SourceSettings
+from watchdog.errors import ConfigError, StoreError
+from watchdog.store import Store
+
+LB = "fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
+AT = "fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC')"
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A column expression and the raw columns it reads."""
+
+    sql: str
+    reads: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How one table layout maps to the normalized event."""
+
+    name: str
+    default_table: str
+    columns: Mapping[str, Expr]  # normalized column -> expression (session_id before ignore)
+    ts_filter: Expr  # the WHERE clause restricting the read range; may use {lb}/{at}
+    array_join: str = ""  # e.g. traces: one span yields a start and an end event
+    variants: Mapping[str, Mapping[str, Expr]] = field(default_factory=dict)
+
+    def resolve(self, present: set[str]) -> dict[str, Expr]:
+        """The column expressions for a table with the `present` raw columns."""
+        columns = dict(self.columns)
+        for marker, override in self.variants.items():
+            if marker.startswith("!") and marker[1:] not in present:
+                columns.update(override)
+            elif not marker.startswith("!") and marker in present:
+                columns.update(override)
+        return columns
+
+
+_JOELCLAW = Preset(
+    name="joelclaw",
+    default_table="joelclaw.otel_events",
+    columns={
+        "event_id": Expr("id", ("id",)),
+        "ts": Expr("timestamp", ("timestamp",)),
+        # First non-empty of metadata.session_id (extensions), metadata.sessionId
+        # (workers), then the top-level column (often a placeholder).
+        "session_id": Expr(
+            "multiIf(JSONExtractString(metadata_json, 'session_id') != '',"
+            " JSONExtractString(metadata_json, 'session_id'),"
+            " JSONExtractString(metadata_json, 'sessionId') != '',"
+            " JSONExtractString(metadata_json, 'sessionId'), ifNull(sessionId, ''))",
+            ("metadata_json", "sessionId"),
+        ),
+        "name": Expr("action", ("action",)),
+        "latency_ms": Expr(
+            "coalesce(JSONExtract(metadata_json, 'latency_ms', 'Nullable(Float64)'),"
+            " toFloat64(duration_ms))",
+            ("metadata_json", "duration_ms"),
+        ),
+        "trigger": Expr("JSONExtractString(metadata_json, 'trigger')", ("metadata_json",)),
+        "result_count": Expr(
+            "JSONExtract(metadata_json, 'result_count', 'Nullable(Int64)')", ("metadata_json",)
+        ),
+        "payload": Expr("metadata_json", ("metadata_json",)),
+    },
+    ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
+)
+
+_OTEL_SESSION = Expr(
+    "if(LogAttributes['session.id'] != '', LogAttributes['session.id'],"
+    " ResourceAttributes['session.id'])",
+    ("LogAttributes", "ResourceAttributes"),
+)
+
+_OTEL_LOGS = Preset(
+    name="otel_logs",
+    default_table="otel.otel_logs",
+    columns={
+        "event_id": Expr(
+            "if(LogAttributes['event.id'] != '', LogAttributes['event.id'],"
+            " hex(cityHash64(Timestamp, ServiceName, Body, TraceId, SpanId,"
+            " toString(LogAttributes), toString(ResourceAttributes))))",
+            ("LogAttributes", "Timestamp", "ServiceName", "Body", "TraceId", "SpanId"),
+        ),
+        "ts": Expr("toDateTime64(Timestamp, 3, 'UTC')", ("Timestamp",)),
+        "session_id": _OTEL_SESSION,
+        "name": Expr(
+            "if(EventName != '', EventName, LogAttributes['event.name'])",
+            ("EventName", "LogAttributes"),
+        ),
+        "latency_ms": Expr(
+            "coalesce(toFloat64OrNull(LogAttributes['latency_ms']),"
+            " toFloat64OrNull(LogAttributes['duration_ms']))",
+            ("LogAttributes",),
+        ),
+        "trigger": Expr("LogAttributes['trigger']", ("LogAttributes",)),
+        "result_count": Expr("toInt64OrNull(LogAttributes['result_count'])", ("LogAttributes",)),
+        "payload": Expr("toJSONString(LogAttributes)", ("LogAttributes",)),
+    },
+    ts_filter=Expr(f"Timestamp >= {LB} AND Timestamp < {AT}", ("Timestamp",)),
+    variants={
+        # The older exporter schema has no EventName: the name is an attribute.
+        "!EventName": {"name": Expr("LogAttributes['event.name']", ("LogAttributes",))},
+    },
+)
+
+# The older schema also has TimestampTime (DateTime), which leads its ORDER BY:
+# filtering on it too lets ClickHouse skip granules.
+_OTEL_LOGS_LEGACY_FILTER = Expr(
+    f"TimestampTime >= toDateTime(intDiv({{lb_ms:Int64}}, 1000), 'UTC')"
+    f" AND TimestampTime <= toDateTime(intDiv({{at_ms:Int64}}, 1000), 'UTC')"
+    f" AND Timestamp >= {LB} AND Timestamp < {AT}",
+    ("Timestamp", "TimestampTime"),
+)
+
+_TRACE_FAILED = "StatusCode IN ('Error', 'STATUS_CODE_ERROR')"
+_OTEL_TRACES = Preset(
+    name="otel_traces",
+    default_table="otel.otel_traces",
+    # A span yields `<SpanName>.started` at its start and `<SpanName>.completed`
+    # or `.failed` at its end, with the span's duration as latency.
+    columns={
+        "event_id": Expr("concat(SpanId, if(_phase = 0, ':start', ':end'))", ("SpanId",)),
+        "ts": Expr(
+            "toDateTime64(if(_phase = 0, Timestamp,"
+            " Timestamp + toIntervalNanosecond(Duration)), 3, 'UTC')",
+            ("Timestamp", "Duration"),
+        ),
+        "session_id": Expr(
+            "if(SpanAttributes['session.id'] != '', SpanAttributes['session.id'],"
+            " ResourceAttributes['session.id'])",
+            ("SpanAttributes", "ResourceAttributes"),
+        ),
+        "name": Expr(
+            f"concat(SpanName, if(_phase = 0, '.started', if({_TRACE_FAILED}, '.failed', '.completed')))",
+            ("SpanName", "StatusCode"),
+        ),
+        "latency_ms": Expr("if(_phase = 1, Duration / 1e6, NULL)", ("Duration",)),
+        "trigger": Expr("SpanAttributes['trigger']", ("SpanAttributes",)),
+        "result_count": Expr("toInt64OrNull(SpanAttributes['result_count'])", ("SpanAttributes",)),
+        "payload": Expr("toJSONString(SpanAttributes)", ("SpanAttributes",)),
+    },
+    ts_filter=Expr(f"Timestamp >= {LB} AND Timestamp < {AT}", ("Timestamp",)),
+    array_join="ARRAY JOIN [0, 1] AS _phase",
+)
+
+_NORMALIZED = Preset(
+    name="normalized",
+    default_table="watchdog.memory_events",
+    columns={name: Expr(name, (name,)) for name in (
+        "event_id", "ts", "session_id", "name", "latency_ms", "trigger", "result_count", "payload"
+    )},
+    ts_filter=Expr(f"ts >= {LB} AND ts < {AT}", ("ts",)),
+)
+
+PRESETS: dict[str, Preset] = {
+    p.name: p for p in (_JOELCLAW, _OTEL_LOGS, _OTEL_TRACES, _NORMALIZED)
+}
+
+
+@dataclass(frozen=True)
+class CompiledSource:
+    """A source ready to query: the normalized-event subquery and its parameters."""
+
+    name: str
+    preset: str
+    table: str
+    sql: str
+    params: Mapping[str, Any]
+    columns: Mapping[str, str]  # normalized column -> expression, for benchmarks and docs
+
+    def events(self) -> str:
+        """The normalized-event relation, as a parenthesized subquery."""
+        return f"({self.sql})"
+
+
+def compile_source(settings: SourceSettings, present: set[str] | None = None) -> CompiledSource:
+    """Compile the configured source; `present` is the table's raw columns, when known."""
+    preset = PRESETS.get(settings.preset)
+    if preset is None:  # guarded by the config's Literal; kept for direct callers
+        raise ConfigError("source.preset", f"unknown preset (accepted: {', '.join(PRESETS)})")
+    table = settings.table or preset.default_table
+    columns = preset.resolve(present or set(preset.columns) | {"EventName"})
+    ts_filter = preset.ts_filter
+    if preset.name == "otel_logs" and present is not None and "TimestampTime" in present:
+        ts_filter = _OTEL_LOGS_LEGACY_FILTER
+    for key, sql in settings.columns.items():
+        columns[key] = Expr(sql)
+    if "ts" in settings.columns:
+        # The read range then follows the user's own time expression.
+        ts_filter = Expr(f"({settings.columns['ts']}) >= {LB} AND ({settings.columns['ts']}) < {AT}")
+    scope = f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
+    select = ",\n    ".join(
+        [
+            f"toString({columns['event_id'].sql}) AS event_id",
+            f"toDateTime64({columns['ts'].sql}, 3, 'UTC') AS ts",
+            "toUnixTimestamp64Milli(ts) AS t",
+            f"toString({columns['session_id'].sql}) AS _session_raw",
+            "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
+            f"toString({columns['name'].sql}) AS name",
+            # Negative, NaN and infinite latencies are not latencies: NULL.
+            f"if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
+            f"toFloat64OrNull(toString({columns['latency_ms'].sql})) AS _lat",
+            f"toString({columns['trigger'].sql}) AS trigger",
+            f"toInt64OrNull(toString({columns['result_count'].sql})) AS result_count",
+            f"toString({columns['payload'].sql}) AS payload",
+            f"{scope} AS in_scope",
+        ]
+    )
+    sql = f"SELECT\n    {select}\nFROM {table} {preset.array_join}\nWHERE {ts_filter.sql}"
+    if preset.array_join:
+        sql = f"SELECT * FROM ({sql}) WHERE t < {{at_ms:Int64}}"
+    reads = set(ts_filter.reads)
+    for key, expr in columns.items():
+        if key not in settings.columns:
+            reads.update(expr.reads)
+    if present is not None:
+        missing = sorted(reads - present)
+        if missing:
+            raise MissingColumnsError(table, preset.name, missing)
+    return CompiledSource(
+        name=settings.name or table,
+        preset=preset.name,
+        table=table,
+        sql=sql,
+        params={"ignore_sessions": list(settings.ignore_sessions)},
+        columns={key: expr.sql for key, expr in columns.items()},
+    )
+
+
+class MissingColumnsError(Exception):
+    """The table lacks columns the preset reads (turned into a StoreError by the caller)."""
+
+    def __init__(self, table: str, preset: str, missing: list[str]) -> None:
+        self.table, self.preset, self.missing = table, preset, missing
+        super().__init__(
+            f"table {table} has no column {', '.join(missing)} (the {preset} preset reads it;"
+            " map your own under [source.columns])"
+        )
+
+
+def open_source(store: Store, settings: SourceSettings) -> CompiledSource:
+    """Compile the source against the live table, naming what is missing as a StoreError."""
+    table = settings.table or PRESETS[settings.preset].default_table
+    present = set(store.table_columns(table))
+    try:
+        return compile_source(settings, present)
+    except MissingColumnsError as exc:
+        raise StoreError(store.url.masked, str(exc)) from None

@@ -1,0 +1,89 @@
+"""From a measured value to a CheckResult: statuses, min_samples, summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from checks.base import CheckResult, Severity, Status
+from checks.kinds import CheckSpec
+
+
+def judge(
+    spec: CheckSpec,
+    value: float | None,
+    sample_size: int,
+    summary: str,
+    evidence: Mapping[str, Any],
+    *,
+    no_data: bool = False,
+    no_data_summary: str = "",
+) -> CheckResult:
+    """Apply SPEC section 5's status rules: no_data, insufficient_data, breached, ok.
+
+    A check never reports `ok` on nothing: no_data carries a null value and
+    a zero sample size.
+    """
+    if no_data:
+        return _result(spec, Status.NO_DATA, None, 0, no_data_summary or summary, {})
+    if sample_size < spec.min_samples:
+        note = f"{summary} (fewer than min_samples {spec.min_samples})"
+        return _result(spec, Status.INSUFFICIENT_DATA, value, sample_size, note, evidence)
+    breached = value is None or spec.comparison.breaches(value, spec.target)
+    status = Status.BREACHED if breached else Status.OK
+    return _result(spec, status, value, sample_size, summary, evidence)
+
+
+def _result(
+    spec: CheckSpec,
+    status: Status,
+    value: float | None,
+    sample_size: int,
+    summary: str,
+    evidence: Mapping[str, Any],
+) -> CheckResult:
+    return CheckResult(
+        id=spec.id,
+        status=status,
+        value=value,
+        target=spec.target,
+        severity=spec.severity,
+        sample_size=sample_size,
+        summary=summary,
+        evidence=evidence,
+        comparison=spec.comparison,
+        unit=spec.unit,
+        description=spec.description,
+    )
+
+
+def disabled(spec: CheckSpec) -> CheckResult:
+    """The result of a check turned off in config."""
+    return _result(spec, Status.DISABLED, None, 0, "disabled in config", {})
+
+
+def errored(spec: CheckSpec, problem: str) -> CheckResult:
+    """The result of a check that could not run: reported like a breach, never a crash."""
+    return _result(spec, Status.ERROR, None, 0, f"could not evaluate: {problem}", {})
+
+
+def severity_of(value: str) -> Severity:
+    return Severity(value)
+
+
+def percent(value: float) -> str:
+    """A ratio as a percentage with one decimal: 0.0734 -> 7.3%."""
+    return f"{value * 100:.1f}%"
+
+
+def human_seconds(seconds: float) -> str:
+    """A duration for people: 90 -> 1m30s, 14400 -> 4h."""
+    total = int(round(seconds))
+    if total < 60:
+        return f"{total}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        amount, total = divmod(total, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts[:2])
