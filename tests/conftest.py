@@ -1,0 +1,24 @@
+"""Shared fixtures: one embedded ClickHouse store per test process.
+
+The embedded engine binds a process to one directory, so every test shares
+this store and isolates itself with tables of its own (`unique_table`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from watchdog.store import Store, open_store
+
+
+@pytest.fixture(scope="session")
+def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"chdb://{tmp_path_factory.mktemp('store')}"
+
+
+@pytest.fixture(scope="session")
+def store(store_url: str) -> Iterator[Store]:
+    with open_store(store_url) as opened:
+        yield opened

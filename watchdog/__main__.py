@@ -1,0 +1,5 @@
+"""`python -m watchdog` runs the command line."""
+
+from watchdog.cli import run
+
+run()

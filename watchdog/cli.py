@@ -1,0 +1,187 @@
+"""The command line (SPEC section 7): `memory-watchdog check|demo|...`.
+
+Every `WatchdogError` becomes one line on stderr and the documented exit
+code: 0 no breach, 1 a breach (or a check that could not run), 2 usage or
+config, 3 the store could not be read. A traceback only with `--debug`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import NoReturn
+
+from checks.base import Report, Status
+from watchdog.config import Settings, load_settings, parse_duration
+from watchdog.errors import UsageError, WatchdogError
+from watchdog.render import render_json, render_text
+from watchdog.runner import known_checks, run_once, system_clock, window_at
+from watchdog.store import open_store
+
+PROG = "memory-watchdog"
+FORMATS = ("text", "json", "html")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time with its zone, e.g. 2026-11-28T04:00:00Z."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--at: {text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise UsageError(f"--at: {text!r} has no time zone (add Z or +00:00)")
+    return moment.astimezone(UTC)
+
+
+def _duration_arg(flag: str, text: str) -> timedelta:
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    if value <= timedelta(0):
+        raise UsageError(f"{flag}: must be positive")
+    return value
+
+
+def load(args: argparse.Namespace) -> Settings:
+    """Settings from --config / WATCHDOG_CONFIG, with --store applied on top."""
+    settings = load_settings(args.config, known_checks=known_checks())
+    if getattr(args, "store", None):
+        settings = settings.model_copy(
+            update={"store": settings.store.model_copy(update={"url": args.store})}
+        )
+    return settings
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML config file (default: $WATCHDOG_CONFIG, else built-in defaults)")
+    parser.add_argument("--store", help="chdb:///path, chdb://memory or http(s)://user:pass@host:8123/db")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+
+
+def _add_check(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser("check", help="evaluate once and print the report")
+    _common(p)
+    p.add_argument("--at", help="evaluation time, RFC 3339 (default: now); replays the past")
+    p.add_argument("--window", help="window length, e.g. 4h (default: window.length)")
+    p.add_argument("--format", default="text", help="text | json | html")
+    p.add_argument("--output", help="write the report to this file instead of stdout")
+    p.add_argument("--notify", action="store_true", help="run the alert lifecycle and send")
+    p.set_defaults(run=cmd_check)
+
+
+def evaluate_once(settings: Settings, at: datetime, length: timedelta | None) -> Report:
+    """Open the store, evaluate one window, close the store."""
+    store_cfg = settings.store
+    with open_store(
+        store_cfg.url,
+        query_timeout_s=store_cfg.query_timeout.total_seconds(),
+        lock_timeout_s=store_cfg.lock_timeout.total_seconds(),
+    ) as store:
+        return run_once(store, settings, window_at(settings, at, length))
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output: cannot write {output}: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text)
+
+
+def render(report: Report, fmt: str, *, color: bool) -> str:
+    if fmt == "json":
+        return render_json(report)
+    return render_text(report, color=color)
+
+
+def exit_code(report: Report) -> int:
+    """0 when nothing breached; 1 when a check breached or could not run."""
+    return 0 if report.status is Status.OK else 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.format not in FORMATS:
+        raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json, html)")
+    if args.format == "html":
+        raise UsageError("--format html: the HTML report is not built yet (accepted now: text, json)")
+    at = parse_time(args.at) if args.at else system_clock()
+    length = _duration_arg("--window", args.window) if args.window else None
+    settings = load(args)
+    report = evaluate_once(settings, at, length)
+    color = not args.output and sys.stdout.isatty()
+    _emit(render(report, args.format, color=color), args.output)
+    if args.notify:
+        print(f"{PROG}: --notify: notifications are not configured in this build", file=sys.stderr)
+    return exit_code(report)
+
+
+def _add_demo(sub: argparse._SubParsersAction[_Parser]) -> None:
+    from watchdog.demo import add_arguments, cmd_demo
+
+    p = sub.add_parser("demo", help="fill an embedded demo store with realistic telemetry and check it")
+    _common(p)
+    add_arguments(p)
+    p.set_defaults(run=cmd_demo)
+
+
+# name -> function adding the subcommand; each sets `run` on its parser.
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction[_Parser]], None]] = {
+    "check": _add_check,
+    "demo": _add_demo,
+}
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog=PROG, description="The verify layer of agent memory.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in COMMANDS.values():
+        add(sub)
+    return parser
+
+
+def configure_logging(debug: bool) -> None:
+    """Our own warnings on stderr; third-party chatter only with --debug (errors are one line)."""
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not debug:
+        for noisy in ("clickhouse_connect", "urllib3", "slack_sdk", "apscheduler", "opentelemetry"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    configure_logging(debug)
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "run", None):
+            raise UsageError(f"a command is required ({', '.join(COMMANDS)}; see {PROG} --help)")
+        code: int = args.run(args)
+        return code
+    except WatchdogError as exc:
+        if debug:
+            raise
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def run() -> NoReturn:
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The report for people (text) and for scripts (JSON)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checks.base import CheckResult, Report, Status, rfc3339
+from checks.verdict import human_seconds, percent
+
+_MARK = {
+    Status.OK: "✓",
+    Status.BREACHED: "✗",
+    Status.ERROR: "!",
+    Status.INSUFFICIENT_DATA: "~",
+    Status.NO_DATA: "?",
+    Status.DISABLED: "-",
+}
+_COLOR = {
+    Status.OK: "32",
+    Status.BREACHED: "31",
+    Status.ERROR: "35",
+    Status.INSUFFICIENT_DATA: "33",
+    Status.NO_DATA: "33",
+    Status.DISABLED: "90",
+}
+
+
+def format_value(result: CheckResult, value: float | None) -> str:
+    """A value in its unit: 7, 7.3%, 3120 ms, 4h."""
+    if value is None:
+        return "—"
+    if result.unit == "ratio":
+        return percent(value)
+    if result.unit == "ms":
+        return f"{value:.0f} ms"
+    if result.unit == "s":
+        return human_seconds(value)
+    return f"{value:g}"
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _paint(text: str, status: Status, color: bool) -> str:
+    return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
+
+
+def _evidence_lines(result: CheckResult) -> list[str]:
+    evidence: dict[str, Any] = dict(result.evidence)
+    lines = []
+    for key in ("sessions", "events"):
+        items = evidence.get(key)
+        if items:
+            lines.append(f"    {key}: {', '.join(str(i) for i in items)}")
+    if "kinds" in evidence and evidence["kinds"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in evidence["kinds"].items())
+        lines.append(f"    breach kinds: {kinds}")
+    if "length" in evidence:
+        lines.append(
+            f"    longest run: {evidence['length']} failures from {evidence['start']} to {evidence['end']}"
+        )
+    if evidence.get("newest") and result.status is Status.BREACHED:
+        lines.append(f"    newest event: {evidence['newest']}")
+    return lines
+
+
+def render_text(report: Report, *, color: bool = False) -> str:
+    """What a person on call wants at 3 a.m.: verdicts first, breaches on top, then evidence."""
+    status = report.status
+    out = [
+        _paint(f"memory-watchdog: {status.value.upper()}", status, color)
+        + f"  source {report.source}",
+        f"window {rfc3339(report.window.start)} .. {rfc3339(report.window.end)}"
+        f" (evaluated at {rfc3339(report.window.at)})",
+        "",
+    ]
+    width = max(len(r.id) for r in report.checks.values()) if report.checks else 10
+    for result in report.ordered():
+        mark = _paint(f"{_MARK[result.status]} {result.status.value:<17}", result.status, color)
+        value = format_value(result, result.value)
+        target = f"{result.comparison.value} {format_value(result, result.target)}"
+        out.append(
+            f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {result.summary}"
+        )
+    breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
+    evidence = [(r, _evidence_lines(r)) for r in breached]
+    evidence = [(r, lines) for r, lines in evidence if lines]
+    if evidence:
+        out += ["", "Evidence (oldest first, at most 20):"]
+        for result, lines in evidence:
+            out.append(f"  {result.id} [{result.severity.value}]")
+            out += lines
+    if report.deviations:
+        out += ["", "Deviations by agente x tipo (conforming events in the window):"]
+        out += [f"  {d.agente:<16} {d.tipo:<28} {d.count}" for d in report.deviations]
+    for note in report.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out) + "\n"

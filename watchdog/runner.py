@@ -1,0 +1,55 @@
+"""One evaluation, from settings to Report: thin, with its collaborators handed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from checks.base import Report, Window
+from checks.builtin import BUILTIN, configured_checks
+from checks.evaluate import evaluate
+from checks.kinds import CheckSpec
+from checks.sources import open_source
+from watchdog.config import Settings
+from watchdog.store import Store
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class FrozenClock:
+    """A clock that always says the same time (tests, replays)."""
+
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def known_checks() -> dict[str, object]:
+    """Every check id a config may name."""
+    return dict(BUILTIN)
+
+
+def window_at(settings: Settings, at: datetime, length: timedelta | None = None) -> Window:
+    """The evaluation window ending at `at`."""
+    return Window(
+        at=at.astimezone(UTC),
+        length=length or settings.window.length,
+        lookback=settings.window.lookback,
+    )
+
+
+def checks_for(settings: Settings) -> list[CheckSpec]:
+    return configured_checks(settings)
+
+
+def run_once(store: Store, settings: Settings, window: Window) -> Report:
+    """Evaluate every configured check over `window` on the store's source."""
+    source = open_source(store, settings.source)
+    return evaluate(store, source, window, checks_for(settings))
