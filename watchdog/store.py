@@ -238,10 +238,11 @@ def _lock_holder(directory: str) -> int | None:
 
 def _describe_process(pid: int) -> str:
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
-        cmdline = ""
-    return f"process {pid} ({cmdline[:80]})" if cmdline else f"process {pid}"
+        raw = ""
+    cmdline = mask_url(" ".join(raw.split()[:3]))[:80]
+    return f"process {pid} ({cmdline})" if cmdline else f"process {pid}"
 
 
 @contextlib.contextmanager

@@ -1,0 +1,216 @@
+"""The console script from outside: exit codes and one-line errors (SPEC section 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent / "memory-watchdog"
+AT = "2026-11-28T04:00:00Z"
+
+# Written by a subprocess: the test process keeps its own embedded store open.
+SETUP = """
+import sys
+from tests.builder import H, M, S, T0, Scenario
+from watchdog.store import open_store
+healthy = sys.argv[2] == "healthy"
+sc = Scenario()
+b = sc.session("s1").starts(T0 + 3 * H).recalls(T0 + 3 * H + S)
+if healthy:
+    b.ends(T0 + 3 * H + 10 * M).observes(T0 + 3 * H + 11 * M)
+else:
+    sc.session("cold").starts(T0 + 3 * H).ends(T0 + 3 * H + 10 * M)
+with open_store(sys.argv[1]) as store:
+    sc.write(store, "joelclaw.otel_events")
+"""
+
+HOLD = """
+import sys, time
+from watchdog.store import open_store
+with open_store(sys.argv[1]):
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    full_env.update({"XDG_DATA_HOME": "/nonexistent-xdg", **(env or {})})
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, timeout=120, env=full_env, check=False
+    )
+
+
+def make_store(path: Path, kind: str) -> str:
+    url = f"chdb://{path}"
+    subprocess.run([sys.executable, "-c", SETUP, url, kind], check=True, cwd=Path(__file__).parents[1])
+    return url
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return make_store(tmp_path_factory.mktemp("healthy"), "healthy")
+
+
+@pytest.fixture(scope="module")
+def breached(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return make_store(tmp_path_factory.mktemp("breached"), "breached")
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_healthy_store_exits_0(healthy: str) -> None:
+    """No breach: exit 0, text report on stdout."""
+    result = run("check", "--store", healthy, "--at", AT)
+    assert result.returncode == 0, result.stderr
+    assert "memory-watchdog: OK" in result.stdout
+
+
+def test_breach_exits_1_with_json_report(breached: str) -> None:
+    """A breach exits 1; --format json follows SPEC section 6."""
+    result = run("check", "--store", breached, "--at", AT, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["schema_version"] == 1
+    assert report["evaluated_at"] == AT
+    assert report["window"] == {"start": "2026-11-28T00:00:00Z", "end": AT}
+    assert report["status"] == "breached"
+    assert report["checks"]["recall_coverage"]["evidence"] == {"sessions": ["cold"]}
+    assert len(report["checks"]) == 11
+
+
+def test_output_file_and_python_dash_m(breached: str, tmp_path: Path) -> None:
+    """`python -m watchdog` works and --output writes the report to a file."""
+    out = tmp_path / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "watchdog", "check", "--store", breached, "--at", AT, "--format", "json", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert json.loads(out.read_text())["status"] == "breached"
+
+
+def test_window_flag_and_disabled_check(breached: str, tmp_path: Path) -> None:
+    """--window sets the length; a disabled check is reported as disabled."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[checks.recall_coverage]\nenabled = false\n")
+    result = run("check", "--store", breached, "--at", AT, "--window", "1h", "--config", str(cfg), "--format", "json")
+    report = json.loads(result.stdout)
+    assert report["window"]["start"] == "2026-11-28T03:00:00Z"
+    assert report["checks"]["recall_coverage"]["status"] == "disabled"
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("[window]\nlenght = '4h'\n", "window.lenght: unknown key (accepted: length, lookback"),
+        ("[window]\nlength = 'four hours'\n", "window.length: 'four hours' is not a duration"),
+        ("[source]\npreset = 'splunk'\n", "source.preset: 'splunk' is not accepted (accepted: 'joelclaw'"),
+        ("[checks.recall_coverge]\ntarget = 1\n", "checks.recall_coverge: unknown check id (accepted: recall_coverage"),
+        ("[window\nlength = 1", "invalid TOML"),
+        ("[alerts.slack]\nwebhook_url = '${NOPE_NOT_SET}'\n", "environment variable NOPE_NOT_SET is not set"),
+        ("[checks.observe_failure_rate]\nseverity = 'loud'\n", "checks.observe_failure_rate.severity: 'loud' is not accepted"),
+    ],
+)
+def test_config_errors_exit_2_with_one_line(healthy: str, tmp_path: Path, config: str, expected: str) -> None:
+    """Each config mistake is exit 2 with one line naming the key and what is accepted."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(config)
+    result = run("check", "--store", healthy, "--config", str(cfg))
+    assert result.returncode == 2
+    assert expected in one_line(result.stderr)
+
+
+def test_missing_config_file_exits_2(healthy: str) -> None:
+    """A missing config file is exit 2."""
+    result = run("check", "--store", healthy, "--config", "/nope/watchdog.toml")
+    assert result.returncode == 2
+    assert "config file /nope/watchdog.toml does not exist" in one_line(result.stderr)
+
+
+def test_config_from_environment(healthy: str, tmp_path: Path) -> None:
+    """WATCHDOG_CONFIG and WATCHDOG_STORE_URL stand in for --config and --store."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[window]\nlength = '2h'\n")
+    result = run("check", "--at", AT, "--format", "json", env={"WATCHDOG_CONFIG": str(cfg), "WATCHDOG_STORE_URL": healthy})
+    assert json.loads(result.stdout)["window"]["start"] == "2026-11-28T02:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--at", "yesterday"], "--at: 'yesterday' is not an RFC 3339 time"),
+        (["--at", "2026-11-28T04:00:00"], "has no time zone"),
+        (["--window", "4 hours"], "--window:"),
+        (["--format", "xml"], "--format: 'xml' is not accepted"),
+        (["--format", "html"], "--format html"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_usage_errors_exit_2(healthy: str, args: list[str], expected: str) -> None:
+    """Bad flags are exit 2 with one line."""
+    result = run("check", "--store", healthy, *args)
+    assert result.returncode == 2
+    assert expected in one_line(result.stderr)
+
+
+def test_missing_table_exits_3(tmp_path: Path) -> None:
+    """A store without the source table is exit 3 naming the table."""
+    result = run("check", "--store", f"chdb://{tmp_path / 'empty'}")
+    assert result.returncode == 3
+    assert "table joelclaw.otel_events not found" in one_line(result.stderr)
+
+
+def test_missing_column_exits_3(healthy: str, tmp_path: Path) -> None:
+    """A column the preset reads but the table lacks is exit 3 naming the column."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[source]\npreset = 'otel_logs'\ntable = 'joelclaw.otel_events'\n")
+    result = run("check", "--store", healthy, "--config", str(cfg))
+    assert result.returncode == 3
+    assert "has no column" in one_line(result.stderr)
+
+
+def test_unreachable_server_exits_3_with_password_masked() -> None:
+    """An unreachable server is exit 3; the password never appears."""
+    result = run("check", "--store", "http://watchdog:s3cret-pw@127.0.0.1:9/agents")
+    assert result.returncode == 3
+    line = one_line(result.stderr)
+    assert "s3cret-pw" not in line and "http://watchdog:***@127.0.0.1:9/agents" in line
+
+
+def test_locked_embedded_store_exits_3_naming_the_holder(healthy: str, tmp_path: Path) -> None:
+    """Another process holding the embedded store: wait lock_timeout, then exit 3 naming it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, healthy, "20"], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text("[store]\nlock_timeout = '1s'\n")
+        started = time.monotonic()
+        result = run("check", "--store", healthy, "--config", str(cfg))
+        assert result.returncode == 3
+        line = one_line(result.stderr)
+        assert f"held by process {holder.pid}" in line
+        assert time.monotonic() - started < 30
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_notify_without_alerts_says_so(healthy: str) -> None:
+    """--notify is accepted and keeps check's exit code."""
+    result = run("check", "--store", healthy, "--at", AT, "--notify")
+    assert result.returncode == 0

@@ -1,0 +1,86 @@
+"""Properties of the windows: consecutive windows judge every obligation exactly once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checks.base import Report
+from tests.builder import H, M, S, T0, Scenario, evaluate_table, unique_table
+from watchdog.store import Store
+
+session_plans = st.lists(
+    st.fixed_dictionaries(
+        {
+            "start_min": st.integers(0, 9 * 60),
+            "recall_after_s": st.one_of(st.none(), st.integers(0, 10 * 60)),
+            "recall_outcome": st.sampled_from(["completed", "failed", "lost"]),
+            "length_min": st.integers(1, 120),
+            "ends": st.booleans(),
+            "observe_offset_s": st.one_of(st.none(), st.integers(-10 * 60, 20 * 60)),
+            "observe_outcome": st.sampled_from(["completed", "failed", "lost"]),
+        }
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _scenario(plans: list[dict[str, Any]]) -> Scenario:
+    sc = Scenario()
+    for i, plan in enumerate(plans):
+        start = T0 + plan["start_min"] * M
+        end = start + plan["length_min"] * M
+        b = sc.session(f"s{i:02d}").starts(start)
+        if plan["recall_after_s"] is not None:
+            at = start + plan["recall_after_s"] * S
+            b.emits("memory.recall.started", at)
+            if plan["recall_outcome"] != "lost":
+                b.emits(f"memory.recall.{plan['recall_outcome']}", at + 2 * S)
+        b.emits("tool.call.completed", end)
+        if plan["ends"]:
+            b.ends(end)
+        if plan["observe_offset_s"] is not None:
+            at = end + plan["observe_offset_s"] * S
+            b.emits("memory.observe.requested", at)
+            outcome = {"completed": "observe.store.completed", "failed": "observe.store.failed"}
+            if plan["observe_outcome"] in outcome:
+                b.emits(outcome[plan["observe_outcome"]], at + 3 * S)
+    return sc
+
+
+def _tally(reports: list[Report]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for report in reports:
+        for check_id in ("recall_coverage", "observe_coverage"):
+            result = report.checks[check_id]
+            total[f"{check_id}.value"] = total.get(f"{check_id}.value", 0) + int(result.value or 0)
+            total[f"{check_id}.due"] = total.get(f"{check_id}.due", 0) + result.sample_size
+        for check_id in ("recall_failure_rate", "observe_failure_rate"):
+            evidence = report.checks[check_id].evidence
+            for part in ("completed", "failed", "lost"):
+                key = f"{check_id}.{part}"
+                total[key] = total.get(key, 0) + int(evidence.get(part, 0))
+    return total
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plans=session_plans)
+def test_consecutive_windows_judge_each_obligation_once(store: Store, plans: list[dict[str, Any]]) -> None:
+    """The sum of unmet (and due) obligations over consecutive 4h windows equals the whole period's."""
+    table = unique_table()
+    _scenario(plans).write(store, table)
+    config = {"window": {"lookback": "30h"}}
+    period_end = T0 + 20 * H
+    windows = [
+        evaluate_table(store, table, T0 + k * 4 * H, config, length=timedelta(hours=4))
+        for k in range(1, 6)
+    ]
+    whole = evaluate_table(store, table, period_end, config, length=timedelta(hours=20))
+    assert _tally([whole])["recall_coverage.due"] == len(plans)
+    assert _tally(windows) == _tally([whole])
