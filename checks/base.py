@@ -50,9 +50,12 @@ def rfc3339(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_ms(moment: datetime) -> int:
     """Epoch milliseconds of an aware datetime."""
-    return int(round(moment.timestamp() * 1000))
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def from_ms(ms: int) -> datetime:

@@ -73,9 +73,7 @@ FROM (
 )"""
 
 
-def _params(
-    source: CompiledSource, window: Window, p: DeviationContract
-) -> dict[str, Any]:
+def _params(source: CompiledSource, window: Window, p: DeviationContract) -> dict[str, Any]:
     return {
         **source.params,
         **window.params(),

@@ -69,7 +69,10 @@ FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
     summary = f"{label} {p.field} {value or 0:.0f} ms over {n} events"
     if spec.unit != "ms":
         summary = f"{label} {p.field} {value or 0:g} over {n} events"
-    evidence = {"events": [eid for _, eid in row["slow"]], "at_or_above_target": int(row["at_or_above"])}
+    evidence = {
+        "events": [eid for _, eid in row["slow"]],
+        "at_or_above_target": int(row["at_or_above"]),
+    }
     return judge(
         spec,
         value,
@@ -108,7 +111,11 @@ FROM (
     evidence: dict[str, Any] = {}
     if longest > 0:
         start, end = row["earliest"]
-        evidence = {"start": rfc3339(from_ms(start)), "end": rfc3339(from_ms(end)), "length": longest}
+        evidence = {
+            "start": rfc3339(from_ms(start)),
+            "end": rfc3339(from_ms(end)),
+            "length": longest,
+        }
     summary = f"longest run of {longest} consecutive failures among {n} outcomes"
     return judge(
         spec,

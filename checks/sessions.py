@@ -214,7 +214,9 @@ def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
             failed = f"real AND scoped AND ({' + '.join(unmets)}) > 0"
             b.final[f"c{i}_sample"] = f"countIf({judged})"
             b.final[f"c{i}_value"] = f"countIf({failed})"
-            b.final[f"c{i}_evidence"] = f"groupArraySortedIf({EVIDENCE})((first_seen, session_id), {failed})"
+            b.final[f"c{i}_evidence"] = (
+                f"groupArraySortedIf({EVIDENCE})((first_seen, session_id), {failed})"
+            )
             seen = None
             if p.requires_seen:
                 seen = f"c{i}_seen"
@@ -278,7 +280,9 @@ def _coverage(
     sessions = [sid for _, sid in row[evidence_alias]]
     summary = f"{value} of {sample} {p.noun} {p.breach_phrase}"
     if never_seen:
-        reason = f"no {', '.join(p.requires_seen)} event within lookback: the source cannot be judged"
+        reason = (
+            f"no {', '.join(p.requires_seen)} event within lookback: the source cannot be judged"
+        )
     else:
         reason = f"no {p.noun[:-1]} had an obligation due in the window"
     return judge(
@@ -320,9 +324,7 @@ def _rate(
     )
 
 
-def _newest_ever(
-    store: Store, source: CompiledSource, window: Window, p: Freshness
-) -> int | None:
+def _newest_ever(store: Store, source: CompiledSource, window: Window, p: Freshness) -> int | None:
     """The newest event before `at` in the whole table, when lookback holds none."""
     names = "" if not p.events else " AND name IN {fresh_names:Array(String)}"
     params = {**source.params, **window.params(), "lb_ms": -(2**62), "fresh_names": list(p.events)}

@@ -46,9 +46,9 @@ class Preset:
         """The column expressions for a table with the `present` raw columns."""
         columns = dict(self.columns)
         for marker, override in self.variants.items():
-            if marker.startswith("!") and marker[1:] not in present:
-                columns.update(override)
-            elif not marker.startswith("!") and marker in present:
+            if (marker.startswith("!") and marker[1:] not in present) or (
+                not marker.startswith("!") and marker in present
+            ):
                 columns.update(override)
         return columns
 
@@ -164,15 +164,23 @@ _OTEL_TRACES = Preset(
 _NORMALIZED = Preset(
     name="normalized",
     default_table="watchdog.memory_events",
-    columns={name: Expr(name, (name,)) for name in (
-        "event_id", "ts", "session_id", "name", "latency_ms", "trigger", "result_count", "payload"
-    )},
+    columns={
+        name: Expr(name, (name,))
+        for name in (
+            "event_id",
+            "ts",
+            "session_id",
+            "name",
+            "latency_ms",
+            "trigger",
+            "result_count",
+            "payload",
+        )
+    },
     ts_filter=Expr(f"ts >= {LB} AND ts < {AT}", ("ts",)),
 )
 
-PRESETS: dict[str, Preset] = {
-    p.name: p for p in (_JOELCLAW, _OTEL_LOGS, _OTEL_TRACES, _NORMALIZED)
-}
+PRESETS: dict[str, Preset] = {p.name: p for p in (_JOELCLAW, _OTEL_LOGS, _OTEL_TRACES, _NORMALIZED)}
 
 
 @dataclass(frozen=True)
@@ -205,8 +213,12 @@ def compile_source(settings: SourceSettings, present: set[str] | None = None) ->
         columns[key] = Expr(sql)
     if "ts" in settings.columns:
         # The read range then follows the user's own time expression.
-        ts_filter = Expr(f"({settings.columns['ts']}) >= {LB} AND ({settings.columns['ts']}) < {AT}")
-    scope = f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
+        ts_filter = Expr(
+            f"({settings.columns['ts']}) >= {LB} AND ({settings.columns['ts']}) < {AT}"
+        )
+    scope = (
+        f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
+    )
     select = ",\n    ".join(
         [
             f"toString({columns['event_id'].sql}) AS event_id",
@@ -216,7 +228,7 @@ def compile_source(settings: SourceSettings, present: set[str] | None = None) ->
             "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
             f"toString({columns['name'].sql}) AS name",
             # Negative, NaN and infinite latencies are not latencies: NULL.
-            f"if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
+            "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
             f"toFloat64OrNull(toString({columns['latency_ms'].sql})) AS _lat",
             f"toString({columns['trigger'].sql}) AS trigger",
             f"toInt64OrNull(toString({columns['result_count'].sql})) AS result_count",

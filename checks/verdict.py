@@ -78,7 +78,7 @@ def percent(value: float) -> str:
 
 def human_seconds(seconds: float) -> str:
     """A duration for people: 90 -> 1m30s, 14400 -> 4h."""
-    total = int(round(seconds))
+    total = round(seconds)
     if total < 60:
         return f"{total}s"
     parts = []

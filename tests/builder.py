@@ -1,8 +1,8 @@
 """A small event builder: scenarios that read like the rules they pin.
 
-    scenario = Scenario()
-    scenario.session("s1").starts(t0).recalls(t0 + 2 * S).ends(t0 + 30 * M).observes(t0 + 31 * M)
-    report = evaluate(store, scenario, at=t0 + 4 * H)
+scenario = Scenario()
+scenario.session("s1").starts(t0).recalls(t0 + 2 * S).ends(t0 + 30 * M).observes(t0 + 31 * M)
+report = evaluate(store, scenario, at=t0 + 4 * H)
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ class Scenario:
         return f"ev-{next(self._ids):06d}"
 
     def event(self, name: str, ts: datetime, session: str | None = None, **fields: Any) -> Event:
-        event = Event(name=name, ts=ts, session=session, id=fields.pop("id", None) or self.next_id(), **fields)
+        event = Event(
+            name=name, ts=ts, session=session, id=fields.pop("id", None) or self.next_id(), **fields
+        )
         self.events.append(event)
         return event
 
@@ -133,7 +135,9 @@ class SessionBuilder:
         if fails:
             return self.emits("memory.recall.failed", done, success=0, error="operation_failed")
         return self.emits(
-            "memory.recall.completed", done, meta={"latency_ms": latency_ms, "result_count": result_count}
+            "memory.recall.completed",
+            done,
+            meta={"latency_ms": latency_ms, "result_count": result_count},
         )
 
     def injects(self, ts: datetime) -> SessionBuilder:
@@ -154,7 +158,9 @@ class SessionBuilder:
     def ends(self, ts: datetime) -> SessionBuilder:
         return self.emits("session.ended", ts)
 
-    def deviates(self, ts: datetime, payload: dict[str, Any] | str, **fields: Any) -> SessionBuilder:
+    def deviates(
+        self, ts: datetime, payload: dict[str, Any] | str, **fields: Any
+    ) -> SessionBuilder:
         text = payload if isinstance(payload, str) else json.dumps(payload)
         return self.emits("anamnese.agent_deviation", ts, metadata_json=text, **fields)
 
@@ -165,7 +171,9 @@ def unique_table() -> str:
 
 def settings_for(table: str, config: dict[str, Any] | None = None) -> Settings:
     """Settings reading `table` with the joelclaw preset, plus any config overrides."""
-    data: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in (config or {}).items()}
+    data: dict[str, Any] = {
+        k: dict(v) if isinstance(v, dict) else v for k, v in (config or {}).items()
+    }
     source = dict(data.get("source", {}))
     source.setdefault("table", table)
     data["source"] = source
@@ -195,7 +203,12 @@ def _attr(value: Any) -> str:
 
 
 def write_otel_logs(
-    store: Store, table: str, scenario: Scenario, *, legacy: bool = False, name_in_attributes: bool = False
+    store: Store,
+    table: str,
+    scenario: Scenario,
+    *,
+    legacy: bool = False,
+    name_in_attributes: bool = False,
 ) -> None:
     """Write the scenario as OpenTelemetry Collector log rows (current or legacy schema)."""
     database = table.split(".")[0]
@@ -251,12 +264,25 @@ def write_otel_traces(store: Store, table: str, spans: list[Span]) -> None:
     store.insert(
         table,
         rows,
-        ["Timestamp", "SpanId", "SpanName", "ServiceName", "SpanAttributes", "Duration", "StatusCode"],
+        [
+            "Timestamp",
+            "SpanId",
+            "SpanName",
+            "ServiceName",
+            "SpanAttributes",
+            "Duration",
+            "StatusCode",
+        ],
     )
 
 
 def evaluate_table(
-    store: Store, table: str, at: datetime, config: dict[str, Any], *, length: timedelta | None = None
+    store: Store,
+    table: str,
+    at: datetime,
+    config: dict[str, Any],
+    *,
+    length: timedelta | None = None,
 ) -> Report:
     """Evaluate an already written table."""
     settings = settings_for(table, config)

@@ -49,7 +49,9 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def make_store(path: Path, kind: str) -> str:
     url = f"chdb://{path}"
-    subprocess.run([sys.executable, "-c", SETUP, url, kind], check=True, cwd=Path(__file__).parents[1])
+    subprocess.run(
+        [sys.executable, "-c", SETUP, url, kind], check=True, cwd=Path(__file__).parents[1]
+    )
     return url
 
 
@@ -93,7 +95,20 @@ def test_output_file_and_python_dash_m(breached: str, tmp_path: Path) -> None:
     """`python -m watchdog` works and --output writes the report to a file."""
     out = tmp_path / "report.json"
     result = subprocess.run(
-        [sys.executable, "-m", "watchdog", "check", "--store", breached, "--at", AT, "--format", "json", "--output", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "watchdog",
+            "check",
+            "--store",
+            breached,
+            "--at",
+            AT,
+            "--format",
+            "json",
+            "--output",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -106,7 +121,19 @@ def test_window_flag_and_disabled_check(breached: str, tmp_path: Path) -> None:
     """--window sets the length; a disabled check is reported as disabled."""
     cfg = tmp_path / "cfg.toml"
     cfg.write_text("[checks.recall_coverage]\nenabled = false\n")
-    result = run("check", "--store", breached, "--at", AT, "--window", "1h", "--config", str(cfg), "--format", "json")
+    result = run(
+        "check",
+        "--store",
+        breached,
+        "--at",
+        AT,
+        "--window",
+        "1h",
+        "--config",
+        str(cfg),
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     assert report["window"]["start"] == "2026-11-28T03:00:00Z"
     assert report["checks"]["recall_coverage"]["status"] == "disabled"
@@ -117,14 +144,28 @@ def test_window_flag_and_disabled_check(breached: str, tmp_path: Path) -> None:
     [
         ("[window]\nlenght = '4h'\n", "window.lenght: unknown key (accepted: length, lookback"),
         ("[window]\nlength = 'four hours'\n", "window.length: 'four hours' is not a duration"),
-        ("[source]\npreset = 'splunk'\n", "source.preset: 'splunk' is not accepted (accepted: 'joelclaw'"),
-        ("[checks.recall_coverge]\ntarget = 1\n", "checks.recall_coverge: unknown check id (accepted: recall_coverage"),
+        (
+            "[source]\npreset = 'splunk'\n",
+            "source.preset: 'splunk' is not accepted (accepted: 'joelclaw'",
+        ),
+        (
+            "[checks.recall_coverge]\ntarget = 1\n",
+            "checks.recall_coverge: unknown check id (accepted: recall_coverage",
+        ),
         ("[window\nlength = 1", "invalid TOML"),
-        ("[alerts.slack]\nwebhook_url = '${NOPE_NOT_SET}'\n", "environment variable NOPE_NOT_SET is not set"),
-        ("[checks.observe_failure_rate]\nseverity = 'loud'\n", "checks.observe_failure_rate.severity: 'loud' is not accepted"),
+        (
+            "[alerts.slack]\nwebhook_url = '${NOPE_NOT_SET}'\n",
+            "environment variable NOPE_NOT_SET is not set",
+        ),
+        (
+            "[checks.observe_failure_rate]\nseverity = 'loud'\n",
+            "checks.observe_failure_rate.severity: 'loud' is not accepted",
+        ),
     ],
 )
-def test_config_errors_exit_2_with_one_line(healthy: str, tmp_path: Path, config: str, expected: str) -> None:
+def test_config_errors_exit_2_with_one_line(
+    healthy: str, tmp_path: Path, config: str, expected: str
+) -> None:
     """Each config mistake is exit 2 with one line naming the key and what is accepted."""
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(config)
@@ -144,7 +185,14 @@ def test_config_from_environment(healthy: str, tmp_path: Path) -> None:
     """WATCHDOG_CONFIG and WATCHDOG_STORE_URL stand in for --config and --store."""
     cfg = tmp_path / "cfg.toml"
     cfg.write_text("[window]\nlength = '2h'\n")
-    result = run("check", "--at", AT, "--format", "json", env={"WATCHDOG_CONFIG": str(cfg), "WATCHDOG_STORE_URL": healthy})
+    result = run(
+        "check",
+        "--at",
+        AT,
+        "--format",
+        "json",
+        env={"WATCHDOG_CONFIG": str(cfg), "WATCHDOG_STORE_URL": healthy},
+    )
     assert json.loads(result.stdout)["window"]["start"] == "2026-11-28T02:00:00Z"
 
 
@@ -193,7 +241,10 @@ def test_unreachable_server_exits_3_with_password_masked() -> None:
 def test_locked_embedded_store_exits_3_naming_the_holder(healthy: str, tmp_path: Path) -> None:
     """Another process holding the embedded store: wait lock_timeout, then exit 3 naming it."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, healthy, "20"], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]
+        [sys.executable, "-c", HOLD, healthy, "20"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from checks.base import Status
-from tests.builder import H, M, T0, Scenario, evaluate
+from tests.builder import T0, H, M, Scenario, evaluate
 from watchdog.store import Store
 
 AT = T0 + 4 * H

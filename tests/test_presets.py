@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from checks.base import Status
-from tests.builder import H, M, S, T0, Scenario, Span, evaluate_table, unique_table, write_otel_logs, write_otel_traces
+from tests.builder import (
+    T0,
+    H,
+    M,
+    S,
+    Scenario,
+    Span,
+    evaluate_table,
+    unique_table,
+    write_otel_logs,
+    write_otel_traces,
+)
 from watchdog.store import Store
 
 AT = T0 + 4 * H
@@ -11,11 +22,13 @@ AT = T0 + 4 * H
 
 def _scenario() -> Scenario:
     sc = Scenario()
-    sc.session("warm").starts(T0 + H).recalls(T0 + H + S, latency_ms=4000).ends(T0 + 2 * H).observes(
-        T0 + 2 * H + M
-    )
+    sc.session("warm").starts(T0 + H).recalls(T0 + H + S, latency_ms=4000).ends(
+        T0 + 2 * H
+    ).observes(T0 + 2 * H + M)
     sc.session("cold").starts(T0 + H).ends(T0 + 2 * H)
-    sc.session("dev").starts(T0 + H).deviates(T0 + H + M, {"agente": "po", "tipo": "laco", "evidenceEventIds": ["ghost"]})
+    sc.session("dev").starts(T0 + H).deviates(
+        T0 + H + M, {"agente": "po", "tipo": "laco", "evidenceEventIds": ["ghost"]}
+    )
     return sc
 
 

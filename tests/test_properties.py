@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checks.base import Report
-from tests.builder import H, M, S, T0, Scenario, evaluate_table, unique_table
+from tests.builder import T0, H, M, S, Scenario, evaluate_table, unique_table
 from watchdog.store import Store
 
 session_plans = st.lists(
@@ -69,9 +69,13 @@ def _tally(reports: list[Report]) -> dict[str, int]:
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(plans=session_plans)
-def test_consecutive_windows_judge_each_obligation_once(store: Store, plans: list[dict[str, Any]]) -> None:
+def test_consecutive_windows_judge_each_obligation_once(
+    store: Store, plans: list[dict[str, Any]]
+) -> None:
     """The sum of unmet (and due) obligations over consecutive 4h windows equals the whole period's."""
     table = unique_table()
     _scenario(plans).write(store, table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from checks.base import Status
-from tests.builder import H, M, S, T0, Scenario, evaluate
+from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.store import Store
 
 AT = T0 + 4 * H  # the window is [T0, T0 + 4h)
@@ -173,7 +173,9 @@ def test_outcome_within_grace_is_not_lost(store: Store) -> None:
     sc = Scenario()
     for i in range(20):
         b = sc.session(f"s{i}").starts(T0 + H)
-        b.emits("memory.observe.requested", T0 + H).emits("observe.store.completed", T0 + H + 15 * M)
+        b.emits("memory.observe.requested", T0 + H).emits(
+            "observe.store.completed", T0 + H + 15 * M
+        )
     result = check(evaluate(store, sc, AT), "observe_failure_rate")
     assert (result.status, result.value, result.sample_size) == (Status.OK, 0, 20)
 
@@ -249,7 +251,13 @@ def test_latency_from_duration_ms_column(store: Store) -> None:
     """A CLI recall carries its latency in duration_ms, not in metadata."""
     sc = Scenario()
     for i in range(20):
-        sc.event("memory.recall.completed", T0 + H + i * S, f"s{i}", duration_ms=4000, component="recall-cli")
+        sc.event(
+            "memory.recall.completed",
+            T0 + H + i * S,
+            f"s{i}",
+            duration_ms=4000,
+            component="recall-cli",
+        )
     result = check(evaluate(store, sc, AT), "recall_latency_p95")
     assert (result.status, result.value) == (Status.BREACHED, 4000)
 
@@ -409,7 +417,12 @@ def test_session_id_only_in_worker_metadata(store: Store) -> None:
     sc = Scenario()
     sc.session("s1").starts(T0 + H).ends(T0 + 2 * H)
     sc.event(
-        "observe.started", T0 + 2 * H + M, None, meta={"sessionId": "s1"}, session_column=None, source="worker"
+        "observe.started",
+        T0 + 2 * H + M,
+        None,
+        meta={"sessionId": "s1"},
+        session_column=None,
+        source="worker",
     )
     result = check(evaluate(store, sc, AT), "observe_coverage")
     assert (result.status, result.value, result.sample_size) == (Status.OK, 0, 1)

@@ -38,7 +38,9 @@ def parse_time(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise UsageError(f"--at: {text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)") from None
+        raise UsageError(
+            f"--at: {text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)"
+        ) from None
     if moment.tzinfo is None:
         raise UsageError(f"--at: {text!r} has no time zone (add Z or +00:00)")
     return moment.astimezone(UTC)
@@ -65,8 +67,12 @@ def load(args: argparse.Namespace) -> Settings:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML config file (default: $WATCHDOG_CONFIG, else built-in defaults)")
-    parser.add_argument("--store", help="chdb:///path, chdb://memory or http(s)://user:pass@host:8123/db")
+    parser.add_argument(
+        "--config", help="TOML config file (default: $WATCHDOG_CONFIG, else built-in defaults)"
+    )
+    parser.add_argument(
+        "--store", help="chdb:///path, chdb://memory or http(s)://user:pass@host:8123/db"
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
 
 
@@ -117,7 +123,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json, html)")
     if args.format == "html":
-        raise UsageError("--format html: the HTML report is not built yet (accepted now: text, json)")
+        raise UsageError(
+            "--format html: the HTML report is not built yet (accepted now: text, json)"
+        )
     at = parse_time(args.at) if args.at else system_clock()
     length = _duration_arg("--window", args.window) if args.window else None
     settings = load(args)
@@ -132,7 +140,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _add_demo(sub: argparse._SubParsersAction[_Parser]) -> None:
     from watchdog.demo import add_arguments, cmd_demo
 
-    p = sub.add_parser("demo", help="fill an embedded demo store with realistic telemetry and check it")
+    p = sub.add_parser(
+        "demo", help="fill an embedded demo store with realistic telemetry and check it"
+    )
     _common(p)
     add_arguments(p)
     p.set_defaults(run=cmd_demo)

@@ -191,7 +191,13 @@ class DeviationSettings(_Settings):
     """The agent deviation contract (SPEC section 5)."""
 
     allowed_keys: tuple[str, ...] = ("agente", "tipo", "evidenceEventIds")
-    envelope_keys: tuple[str, ...] = ("session.id", "session_id", "sessionId", "event.name", "event.id")
+    envelope_keys: tuple[str, ...] = (
+        "session.id",
+        "session_id",
+        "sessionId",
+        "event.name",
+        "event.id",
+    )
     tipos: tuple[str, ...] = ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")
     max_evidence: int = Field(default=20, ge=0)
 
@@ -232,7 +238,9 @@ class ScheduleSettings(_Settings):
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"{value!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)") from None
+            raise ValueError(
+                f"{value!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
+            ) from None
         return value
 
     @property
@@ -310,7 +318,9 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
                 return env[name]
             if default is not None:
                 return default
-            raise ConfigError(path, f"environment variable {name} is not set (referenced as ${{{name}}})")
+            raise ConfigError(
+                path, f"environment variable {name} is not set (referenced as ${{{name}}})"
+            )
 
         return _ENV_REF.sub(substitute, value)
     if isinstance(value, dict):
@@ -320,7 +330,7 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
     return value
 
 
-def _describe(error: dict[str, Any], data: Mapping[str, Any]) -> tuple[str, str]:
+def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
     """The key path and problem of pydantic's first error, in our words."""
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc)
@@ -384,7 +394,11 @@ def settings_from_mapping(
                     origin=origin,
                 )
     # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
-    url = env.get("WATCHDOG_STORE_URL") or settings.store.url or f"chdb://{default_data_dir() / 'store'}"
+    url = (
+        env.get("WATCHDOG_STORE_URL")
+        or settings.store.url
+        or f"chdb://{default_data_dir() / 'store'}"
+    )
     if url != settings.store.url:
         settings = settings.model_copy(
             update={"store": settings.store.model_copy(update={"url": url})}

@@ -13,8 +13,12 @@ DEMO_TABLE = "joelclaw.otel_events"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sessions", type=int, default=500, help="agent sessions to generate (default 500)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed, for a repeatable run (default 0)")
+    parser.add_argument(
+        "--sessions", type=int, default=500, help="agent sessions to generate (default 500)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed, for a repeatable run (default 0)"
+    )
     parser.add_argument("--at", help="evaluation time, RFC 3339 (default: now)")
 
 
@@ -35,7 +39,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     at = parse_time(args.at) if args.at else datetime.now(UTC).replace(microsecond=0)
     settings = load(args)
     settings = settings.model_copy(
-        update={"source": settings.source.model_copy(update={"preset": "joelclaw", "table": DEMO_TABLE})}
+        update={
+            "source": settings.source.model_copy(update={"preset": "joelclaw", "table": DEMO_TABLE})
+        }
     )
     store_cfg = settings.store
     with open_store(

@@ -54,7 +54,7 @@ def _evidence_lines(result: CheckResult) -> list[str]:
         items = evidence.get(key)
         if items:
             lines.append(f"    {key}: {', '.join(str(i) for i in items)}")
-    if "kinds" in evidence and evidence["kinds"]:
+    if evidence.get("kinds"):
         kinds = ", ".join(f"{k} {v}" for k, v in evidence["kinds"].items())
         lines.append(f"    breach kinds: {kinds}")
     if "length" in evidence:
@@ -81,9 +81,7 @@ def render_text(report: Report, *, color: bool = False) -> str:
         mark = _paint(f"{_MARK[result.status]} {result.status.value:<17}", result.status, color)
         value = format_value(result, result.value)
         target = f"{result.comparison.value} {format_value(result, result.target)}"
-        out.append(
-            f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {result.summary}"
-        )
+        out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {result.summary}")
     breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
     evidence = [(r, _evidence_lines(r)) for r in breached]
     evidence = [(r, lines) for r, lines in evidence if lines]

@@ -238,7 +238,9 @@ def _lock_holder(directory: str) -> int | None:
 
 def _describe_process(pid: int) -> str:
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        raw = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         raw = ""
     cmdline = mask_url(" ".join(raw.split()[:3]))[:80]
@@ -270,7 +272,9 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float) -> Any:
         try:
             Path(url.path).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(url.masked, f"cannot create the store directory: {exc.strerror}") from None
+            raise StoreError(
+                url.masked, f"cannot create the store directory: {exc.strerror}"
+            ) from None
     deadline = time.monotonic() + lock_timeout_s
     while True:
         try:
@@ -279,7 +283,9 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float) -> Any:
         except Exception as exc:
             holder = _lock_holder(url.path) if url.path != MEMORY else None
             if holder is None:
-                raise StoreError(url.masked, f"cannot open the embedded store: {describe_clickhouse_error(exc)}") from exc
+                raise StoreError(
+                    url.masked, f"cannot open the embedded store: {describe_clickhouse_error(exc)}"
+                ) from exc
             if time.monotonic() >= deadline:
                 raise StoreLockedError(
                     url.masked,
