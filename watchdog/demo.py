@@ -6,10 +6,13 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from checks.schemas import create_table_sql
 from watchdog.config import default_data_dir
 from watchdog.errors import UsageError
+from watchdog.store import Store, open_store
 
 DEMO_TABLE = "joelclaw.otel_events"
+DEMO_MARK = "memory-watchdog demo data"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,16 +29,35 @@ def default_demo_store() -> str:
     return f"chdb://{default_data_dir() / 'demo-store'}"
 
 
+def _fresh_demo_table(store: Store) -> None:
+    """An empty demo table, marked as ours; never touch a table the demo did not create."""
+    database, _, table = DEMO_TABLE.partition(".")
+    found = store.query(
+        "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        {"db": database, "t": table},
+    ).rows
+    if found and found[0][0] != DEMO_MARK:
+        raise UsageError(
+            f"--store: {store.url.masked} already has a {DEMO_TABLE} table the demo did not"
+            " create; choose another --store"
+        )
+    store.command(f"DROP TABLE IF EXISTS {DEMO_TABLE}")
+    store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    store.command(create_table_sql("joelclaw", DEMO_TABLE))
+    store.command(f"ALTER TABLE {DEMO_TABLE} MODIFY COMMENT '{DEMO_MARK}'")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from checks.base import Report
-    from watchdog.cli import evaluate_once, load, parse_time, render
+    from watchdog.cli import load, parse_time, render
     from watchdog.demo_data import write_demo
     from watchdog.runner import run_once, window_at
-    from watchdog.store import open_store
 
-    if args.sessions < 1:
-        raise UsageError("--sessions: must be at least 1")
+    if args.sessions < 100:
+        raise UsageError("--sessions: must be at least 100 (the injected faults need room)")
     args.store = args.store or default_demo_store()
+    if not args.store.startswith("chdb://"):
+        raise UsageError("--store: the demo writes only to an embedded store (chdb:///path)")
     at = parse_time(args.at) if args.at else datetime.now(UTC).replace(microsecond=0)
     settings = load(args)
     settings = settings.model_copy(
@@ -49,10 +71,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         query_timeout_s=store_cfg.query_timeout.total_seconds(),
         lock_timeout_s=store_cfg.lock_timeout.total_seconds(),
     ) as store:
-        store.command(f"DROP TABLE IF EXISTS {DEMO_TABLE}")
+        _fresh_demo_table(store)
         plan = write_demo(store, DEMO_TABLE, sessions=args.sessions, seed=args.seed, at=at)
         report: Report = run_once(store, settings, window_at(settings, at))
-    del evaluate_once
     out = sys.stdout
     out.write(
         f"Wrote {plan.events} events of {plan.sessions} agent sessions (seed {args.seed}) into"

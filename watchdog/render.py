@@ -8,6 +8,8 @@ from typing import Any
 from checks.base import CheckResult, Report, Status, rfc3339
 from checks.verdict import human_seconds, percent
 
+TEXT_EVIDENCE = 5  # items per check in the text report; the JSON report has up to 20
+
 _MARK = {
     Status.OK: "✓",
     Status.BREACHED: "✗",
@@ -53,7 +55,13 @@ def _evidence_lines(result: CheckResult) -> list[str]:
     for key in ("sessions", "events"):
         items = evidence.get(key)
         if items:
-            lines.append(f"    {key}: {', '.join(str(i) for i in items)}")
+            shown = ", ".join(str(i) for i in items[:TEXT_EVIDENCE])
+            more = (
+                f" (+{len(items) - TEXT_EVIDENCE} more in --format json)"
+                if len(items) > TEXT_EVIDENCE
+                else ""
+            )
+            lines.append(f"    {key}: {shown}{more}")
     if evidence.get("kinds"):
         kinds = ", ".join(f"{k} {v}" for k, v in evidence["kinds"].items())
         lines.append(f"    breach kinds: {kinds}")
@@ -86,7 +94,7 @@ def render_text(report: Report, *, color: bool = False) -> str:
     evidence = [(r, _evidence_lines(r)) for r in breached]
     evidence = [(r, lines) for r, lines in evidence if lines]
     if evidence:
-        out += ["", "Evidence (oldest first, at most 20):"]
+        out += ["", "Evidence (oldest first):"]
         for result, lines in evidence:
             out.append(f"  {result.id} [{result.severity.value}]")
             out += lines
