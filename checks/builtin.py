@@ -126,7 +126,7 @@ def _recall_failure_rate(s: Settings) -> CheckSpec:
 def _recall_latency_p95(s: Settings) -> CheckSpec:
     return CheckSpec(
         id="recall_latency_p95",
-        params=Quantile(events=s.events.recall_completed, q_num=95, q_den=100),
+        params=Quantile(events=s.events.recall_completed, q_num=95, q_den=100, noun="recalls"),
         target=3000,
         comparison=Comparison.GE,
         severity=Severity.WARNING,
@@ -193,7 +193,9 @@ def _recall_injection(s: Settings) -> CheckSpec:
 def _write_gate_drift(s: Settings) -> CheckSpec:
     return CheckSpec(
         id="write_gate_drift",
-        params=Share(events=s.events.gate_decision, field="verdict", value="discard"),
+        params=Share(
+            events=s.events.gate_decision, field="verdict", value="discard", noun="gate decisions"
+        ),
         target=0.7,
         comparison=Comparison.GE,
         severity=Severity.WARNING,

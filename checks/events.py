@@ -66,9 +66,9 @@ FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
     n = int(row["n"])
     value = float(row["value"]) if row["value"] is not None else None
     label = f"p{p.q_num * 100 // p.q_den}" if 100 % p.q_den == 0 else f"q{p.q_num}/{p.q_den}"
-    summary = f"{label} {p.field} {value or 0:.0f} ms over {n} events"
-    if spec.unit != "ms":
-        summary = f"{label} {p.field} {value or 0:g} over {n} events"
+    what = "latency" if p.field == "latency_ms" else p.field
+    shown = f"{value or 0:.0f} ms" if spec.unit == "ms" else f"{value or 0:g}"
+    summary = f"{label} {what} {shown} over {n} {p.noun}"
     evidence = {
         "events": [eid for _, eid in row["slow"]],
         "at_or_above_target": int(row["at_or_above"]),
@@ -148,7 +148,7 @@ FROM ({inner})
     ).first()
     n, hits = int(row["n"]), int(row["hits"])
     value = hits / n if n else None
-    summary = f"{percent(value or 0)} of {n} events had {p.field} = {p.value} ({hits})"
+    summary = f"{percent(value or 0)} of {n} {p.noun} had {p.field} {p.value} ({hits})"
     return judge(
         spec,
         value,

@@ -82,6 +82,7 @@ class Quantile:
     q_num: int  # q as the fraction q_num / q_den, so the rank is exact integer arithmetic
     q_den: int
     field: str = "latency_ms"  # a normalized column, or `payload.<key>`
+    noun: str = "events"
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class Share:
     events: tuple[str, ...]
     field: str
     value: str
+    noun: str = "events"
 
 
 @dataclass(frozen=True)
