@@ -158,6 +158,8 @@ class Report:
     deviations: tuple[DeviationCount, ...] = ()
     data_quality: Mapping[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # Per breached check: its failing items grouped by the source's dimensions (checks.triage).
+    triage: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> Status:
@@ -185,4 +187,6 @@ class Report:
         }
         if self.notes:
             document["notes"] = list(self.notes)
+        if self.triage:
+            document["triage"] = dict(self.triage)
         return document

@@ -41,6 +41,8 @@ class Preset:
     ts_filter: Expr  # the WHERE clause restricting the read range; may use {lb}/{at}
     array_join: str = ""  # e.g. traces: one span yields a start and an end event
     variants: Mapping[str, Mapping[str, Expr]] = field(default_factory=dict)
+    # Triage: what a failing event can be grouped by (name -> raw-column expression).
+    dimensions: Mapping[str, Expr] = field(default_factory=dict)
 
     def resolve(self, present: set[str]) -> dict[str, Expr]:
         """The column expressions for a table with the `present` raw columns."""
@@ -81,6 +83,11 @@ _JOELCLAW = Preset(
         "payload": Expr("metadata_json", ("metadata_json",)),
     },
     ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
+    dimensions={
+        "source": Expr("source", ("source",)),
+        "component": Expr("component", ("component",)),
+        "error": Expr("error", ("error",)),
+    },
 )
 
 _OTEL_SESSION = Expr(
@@ -118,6 +125,10 @@ _OTEL_LOGS = Preset(
     variants={
         # The older exporter schema has no EventName: the name is an attribute.
         "!EventName": {"name": Expr("LogAttributes['event.name']", ("LogAttributes",))},
+    },
+    dimensions={
+        "ServiceName": Expr("ServiceName", ("ServiceName",)),
+        "SeverityText": Expr("SeverityText", ("SeverityText",)),
     },
 )
 
@@ -159,6 +170,10 @@ _OTEL_TRACES = Preset(
     },
     ts_filter=Expr(f"Timestamp >= {LB} AND Timestamp < {AT}", ("Timestamp",)),
     array_join="ARRAY JOIN [0, 1] AS _phase",
+    dimensions={
+        "ServiceName": Expr("ServiceName", ("ServiceName",)),
+        "StatusMessage": Expr("StatusMessage", ("StatusMessage",)),
+    },
 )
 
 _NORMALIZED = Preset(
@@ -193,6 +208,12 @@ class CompiledSource:
     sql: str
     params: Mapping[str, Any]
     columns: Mapping[str, str]  # normalized column -> expression, for benchmarks and docs
+    dims: Mapping[str, str] = field(default_factory=dict)  # triage dimension -> expression
+    dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
+
+    def events_with_dims(self) -> str:
+        """The normalized-event relation with the triage dimensions, as a subquery."""
+        return f"({self.dims_sql or self.sql})"
 
     def events(self) -> str:
         """The normalized-event relation, as a parenthesized subquery."""
@@ -236,9 +257,21 @@ def compile_source(settings: SourceSettings, present: set[str] | None = None) ->
             f"{scope} AS in_scope",
         ]
     )
-    sql = f"SELECT\n    {select}\nFROM {table} {preset.array_join}\nWHERE {ts_filter.sql}"
-    if preset.array_join:
-        sql = f"SELECT * FROM ({sql}) WHERE t < {{at_ms:Int64}}"
+
+    def assemble(items: str) -> str:
+        text = f"SELECT\n    {items}\nFROM {table} {preset.array_join}\nWHERE {ts_filter.sql}"
+        return f"SELECT * FROM ({text}) WHERE t < {{at_ms:Int64}}" if preset.array_join else text
+
+    sql = assemble(select)
+    # Dimensions whose columns the table lacks are left out: triage only, never an error.
+    dims = {
+        name: expr.sql
+        for name, expr in preset.dimensions.items()
+        if present is None or set(expr.reads) <= present
+    }
+    dims_sql = assemble(
+        select + "".join(f",\n    toString({expr}) AS dim_{name}" for name, expr in dims.items())
+    )
     reads = set(ts_filter.reads)
     for key, expr in columns.items():
         if key not in settings.columns:
@@ -254,6 +287,8 @@ def compile_source(settings: SourceSettings, present: set[str] | None = None) ->
         sql=sql,
         params={"ignore_sessions": list(settings.ignore_sessions)},
         columns={key: expr.sql for key, expr in columns.items()},
+        dims=dims,
+        dims_sql=dims_sql,
     )
 
 
