@@ -17,9 +17,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/memory-watchdog demo
 
+LINT_PATHS := $(wildcard watchdog checks alerts tests benchmarks)
+
 lint: $(STAMP)
-	$(BIN)/ruff check watchdog checks alerts tests benchmarks
-	$(BIN)/ruff format --check watchdog checks alerts tests benchmarks
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
