@@ -1,0 +1,387 @@
+"""The triage breakdown: what the on-call person asks next about a breached check.
+
+For each breached check, its failing items (failed and lost operations,
+slow recalls, discarded gate decisions, broken deviation events, the
+sessions that missed an obligation) are grouped by the dimensions the
+source offers (joelclaw: `source`, `component`, `error`; otel_logs:
+`ServiceName`, `SeverityText`; otel_traces: `ServiceName`, `StatusMessage`),
+top 10 per dimension with counts and shares. Coverage checks also list their
+sessions (at most 20, oldest first) with first and last seen, event count
+and the obligations they missed.
+
+All grouping runs in ClickHouse; Python gets the top groups back. Free text
+(`error`, `StatusMessage`) appears only as normalised classes: ids, numbers,
+quoted values, URLs and e-mail addresses are stripped and the class is cut to
+120 characters, and only when `report.error_classes` is on, since error
+strings can carry user data. Payload values never leave the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from checks.base import CheckResult, Report, Status, Window, from_ms, rfc3339, to_ms
+from checks.builtin import configured_checks
+from checks.deviation import classified
+from checks.kinds import (
+    Anchor,
+    CheckSpec,
+    Coverage,
+    DeviationContract,
+    DeviationEvidence,
+    Obligation,
+    OutcomeRate,
+    Quantile,
+    Share,
+    Streak,
+)
+from checks.sessions import EVIDENCE, _Builder
+from checks.sources import CompiledSource, open_source
+from watchdog.config import Settings
+from watchdog.errors import StoreError
+from watchdog.store import Store
+
+log = logging.getLogger(__name__)
+
+TOP = 10
+CLASS_CHARS = 120
+# Dimensions holding free text: shown only as normalised error classes.
+FREE_TEXT = frozenset({"error", "StatusMessage"})
+LOST_CLASS = "(lost: no outcome within the grace period)"
+
+# Applied in order by `error_class`; bound as parameters (RE2 syntax).
+NORMALISE = (
+    ("tr_re_url", r"(?i)\b[a-z][a-z0-9+.-]*://\S+", "<url>"),
+    ("tr_re_email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "<email>"),
+    ("tr_re_quoted", r"\"[^\"]*\"|'[^']*'|`[^`]*`", "<q>"),
+    (
+        "tr_re_uuid",
+        r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+        "<id>",
+    ),
+    ("tr_re_number", r"\b\d+(?:\.\d+)?(?:ms|s|m|h|d|%)?\b", "<n>"),
+    ("tr_re_token", r"[\w.:/-]*\d[\w.:/-]*", "<id>"),
+    ("tr_re_space", r"\s+", " "),
+)
+
+
+def error_class(column: str) -> str:
+    """SQL: free text normalised into a class, so messages differing only in ids merge."""
+    expr = column
+    for name, _, replacement in NORMALISE:
+        expr = f"replaceRegexpAll({expr}, {{{name}:String}}, '{replacement}')"
+    return f"leftUTF8(trimBoth({expr}), {CLASS_CHARS})"
+
+
+def _normalise_params() -> dict[str, str]:
+    return {name: pattern for name, pattern, _ in NORMALISE}
+
+
+def _dims(source: CompiledSource, error_classes: bool) -> list[str]:
+    """The dimensions to group by: free text only when error classes are wanted."""
+    return [name for name in source.dims if error_classes or name not in FREE_TEXT]
+
+
+def _window_for(spec: CheckSpec, window: Window) -> Window:
+    if spec.window_ms is None:
+        return window
+    return replace(window, length=timedelta(milliseconds=spec.window_ms))
+
+
+def _events_in_window(
+    source: CompiledSource, dims: Sequence[str], condition: str, outcome: str = ""
+) -> str:
+    """Items: the events of W meeting `condition`, one row per event id, with their dimensions."""
+    columns = "".join(f", any(dim_{d}) AS dim_{d}" for d in dims)
+    label = f", '{outcome}' AS dim_outcome" if outcome else ""
+    return (
+        f"SELECT event_id AS item, any(t) AS t{columns}{label}"
+        f" FROM (SELECT * FROM {source.events_with_dims()}"
+        f" WHERE t >= {{ws_ms:Int64}} AND ({condition})) GROUP BY event_id"
+    )
+
+
+def _lost(source: CompiledSource, dims: Sequence[str], p: OutcomeRate) -> str:
+    """Items: started events of a real session whose outcome obligation is due in W and unmet."""
+    fields = ", ".join(["t", "event_id", *(f"dim_{d}" for d in dims)])
+    columns = "".join(
+        f", '{LOST_CLASS}' AS dim_{d}" if d in FREE_TEXT else f", m.{i + 3} AS dim_{d}"
+        for i, d in enumerate(dims)
+    )
+    g = "{tr_grace:Int64}"
+    return f"""
+SELECT m.2 AS item, m.1 AS t{columns}, 'lost' AS dim_outcome
+FROM (
+  SELECT
+    groupUniqArrayIf(({fields}), name IN {{tr_started:Array(String)}}) AS starts,
+    groupArrayIf(t, name IN {{tr_outcomes:Array(String)}}) AS outcomes
+  FROM {source.events_with_dims()}
+  WHERE session_id != ''
+  GROUP BY session_id
+)
+ARRAY JOIN arrayFilter(
+  c -> c.1 + {g} >= {{ws_ms:Int64}} AND c.1 + {g} < {{at_ms:Int64}}
+    AND NOT arrayExists(x -> x >= c.1 AND x <= c.1 + {g}, outcomes),
+  starts) AS m"""
+
+
+def _quantity(field: str) -> str:
+    """A numeric normalized column, or `payload.<key>` read from the payload JSON."""
+    if field.startswith("payload."):
+        return "toFloat64OrNull(JSONExtractRaw(payload, {tr_field_key:String}))"
+    return f"toFloat64OrNull(toString({field}))"
+
+
+def _deviation_params(p: DeviationContract) -> dict[str, Any]:
+    return {
+        "dev_names": list(p.events),
+        "dev_allowed": list(p.allowed_keys),
+        "dev_tipos": list(p.tipos),
+        "dev_max": p.max_evidence,
+    }
+
+
+def _event_items(
+    source: CompiledSource,
+    dims: list[str],
+    spec: CheckSpec,
+    result: CheckResult,
+) -> tuple[str, dict[str, Any], list[str]] | None:
+    """The items SQL, its parameters and dimensions for a check whose failing items are events."""
+    p = spec.params
+    if isinstance(p, OutcomeRate):
+        params = {
+            "tr_failed": list(p.failed),
+            "tr_started": list(p.started),
+            "tr_outcomes": list(p.completed + p.failed),
+            "tr_grace": p.grace_ms,
+        }
+        failed = _events_in_window(
+            source, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
+        )
+        return f"{failed}\nUNION ALL\n{_lost(source, dims, p)}", params, ["outcome", *dims]
+    if isinstance(p, Quantile):
+        condition = (
+            f"name IN {{tr_names:Array(String)}} AND {_quantity(p.field)} >= {{tr_target:Float64}}"
+        )
+        params = {
+            "tr_names": list(p.events),
+            "tr_target": float(spec.target),
+            "tr_field_key": p.field.removeprefix("payload."),
+        }
+        return _events_in_window(source, _plain(dims), condition), params, _plain(dims)
+    if isinstance(p, Streak):
+        evidence = result.evidence
+        if "start" not in evidence:
+            return None
+        params = {
+            "tr_bad": list(p.bad),
+            "tr_from": to_ms(datetime.fromisoformat(str(evidence["start"]))),
+            "tr_to": to_ms(datetime.fromisoformat(str(evidence["end"]))),
+        }
+        condition = "name IN {tr_bad:Array(String)} AND t >= {tr_from:Int64} AND t <= {tr_to:Int64}"
+        return _events_in_window(source, dims, condition), params, dims
+    if isinstance(p, Share):
+        condition = (
+            "name IN {tr_names:Array(String)}"
+            " AND JSONExtractString(payload, {tr_field:String}) = {tr_value:String}"
+        )
+        params = {"tr_names": list(p.events), "tr_field": p.field, "tr_value": p.value}
+        return _events_in_window(source, _plain(dims), condition), params, _plain(dims)
+    if isinstance(p, DeviationContract):
+        broken = f"SELECT event_id FROM ({classified(source)}) WHERE length(kinds) > 0"
+        condition = f"name IN {{dev_names:Array(String)}} AND event_id IN ({broken})"
+        return (
+            _events_in_window(source, _plain(dims), condition),
+            _deviation_params(p),
+            _plain(dims),
+        )
+    if isinstance(p, DeviationEvidence):
+        citing = f"""
+WITH cited AS (
+  SELECT event_id, arrayJoin(ids) AS cited_id FROM ({classified(source)}) WHERE length(kinds) = 0
+)
+SELECT event_id FROM cited WHERE cited_id NOT IN (
+  SELECT event_id FROM {source.events()} WHERE event_id IN (SELECT cited_id FROM cited)
+)"""
+        condition = f"name IN {{dev_names:Array(String)}} AND event_id IN ({citing})"
+        return (
+            _events_in_window(source, _plain(dims), condition),
+            _deviation_params(p.contract),
+            _plain(dims),
+        )
+    return None
+
+
+def _plain(dims: Sequence[str]) -> list[str]:
+    """Dimensions other than free text: events that did not fail carry no error to classify."""
+    return [d for d in dims if d not in FREE_TEXT]
+
+
+def _obligation_label(ob: Obligation, silent: bool = False) -> str:
+    """An obligation in the words of SPEC section 4."""
+    if ob.anchor is Anchor.START:
+        return "start recall"
+    if ob.anchor is Anchor.END:
+        return "end observe (silent end)" if silent else "end observe (end event)"
+    return "recall injection" if ob.positive_results else "compaction observe"
+
+
+def _coverage_query(
+    source: CompiledSource, dims: Sequence[str], p: Coverage
+) -> tuple[_Builder, str, list[tuple[Obligation, str, str | None]]]:
+    """The shared session query over the dimensioned events; `failed` marks a failing session."""
+    b = _Builder()
+    unmets: list[tuple[Obligation, str, str | None]] = []
+    for j, ob in enumerate(p.obligations):
+        _, unmet, _ = b.obligation(f"tr{j}", ob)
+        has_end = b.first_of(ob.ends)[0] if ob.anchor is Anchor.END else None
+        unmets.append((ob, unmet, has_end))
+    for d in dims:
+        # A session's dimensions are those of its first event.
+        b.inner[f"sdim_{d}"] = f"argMin(dim_{d}, t)"
+    b.params.update(b.sets.params())
+    failed = f"real AND scoped AND ({' + '.join(u for _, u, _ in unmets)}) > 0"
+    return b, failed, unmets
+
+
+def _coverage(
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    p: Coverage,
+    dims: list[str],
+) -> dict[str, Any]:
+    """The failing sessions of a coverage check: grouped by dimension, and the oldest 20."""
+    plain = _plain(dims)
+    b, failed, unmets = _coverage_query(source, plain, p)
+    dimensioned = replace(source, sql=source.dims_sql or source.sql)
+    flags = ", ".join(
+        f"{unmet}, toUInt8(ifNull({has_end}, 1))" if has_end else f"{unmet}, toUInt8(1)"
+        for _, unmet, has_end in unmets
+    )
+    b.final["sessions"] = (
+        f"groupArraySortedIf({EVIDENCE})"
+        f"((first_seen, session_id, last_seen, n_events, [{flags}]), {failed})"
+    )
+    b.final["failing"] = (
+        f"groupArrayIf(tuple(session_id{''.join(f', sdim_{d}' for d in plain)}), {failed})"
+    )
+    base_params = {**source.params, **window.params(), **b.params}
+    row = store.query(
+        f"SELECT sessions FROM ({b.sql(dimensioned)})", {**base_params, **_normalise_params()}
+    ).first()
+    sessions = []
+    for first_seen, session_id, last_seen, n_events, raw in row.get("sessions") or []:
+        missed = []
+        for k, (ob, _, _) in enumerate(unmets):
+            count, ended = int(raw[2 * k]), int(raw[2 * k + 1])
+            if count:
+                label = _obligation_label(ob, silent=not ended)
+                missed.append(label if count == 1 else f"{label} x{count}")
+        sessions.append(
+            {
+                "session_id": str(session_id),
+                "first_seen": rfc3339(from_ms(int(first_seen))),
+                "last_seen": rfc3339(from_ms(int(last_seen))),
+                "events": int(n_events),
+                "missed": missed,
+            }
+        )
+    items = "".join(f", f.{i + 2} AS dim_{d}" for i, d in enumerate(plain))
+    items_sql = f"SELECT f.1 AS item{items} FROM (SELECT arrayJoin(failing) AS f FROM ({b.sql(dimensioned)}))"
+    breakdown = _group(store, items_sql, plain, base_params)
+    return {**breakdown, "noun": "sessions", "sessions": sessions}
+
+
+def _group(
+    store: Store, items_sql: str, dims: Sequence[str], params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Count the items, and the top groups of each dimension with their counts and shares."""
+    pairs = ", ".join(
+        ["('', '')"]
+        + [f"('{d}', {error_class(f'dim_{d}') if d in FREE_TEXT else f'dim_{d}'})" for d in dims]
+    )
+    sql = f"""
+SELECT dimension, value, n FROM (
+  SELECT d.1 AS dimension, d.2 AS value, count() AS n
+  FROM ({items_sql})
+  ARRAY JOIN [{pairs}] AS d
+  GROUP BY dimension, value
+)
+ORDER BY dimension, n DESC, value
+LIMIT {TOP} BY dimension"""
+    rows = store.query(sql, {**params, **_normalise_params()}).rows
+    total = next((int(n) for dim, _, n in rows if dim == ""), 0)
+    groups: dict[str, list[dict[str, Any]]] = {d: [] for d in dims}
+    for dim, value, n in rows:
+        if dim:
+            groups[str(dim)].append(
+                {"value": str(value), "count": int(n), "share": int(n) / total if total else 0.0}
+            )
+    return {"items": total, "groups": {d: g for d, g in groups.items() if g}}
+
+
+def breakdown(
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    spec: CheckSpec,
+    result: CheckResult,
+    *,
+    error_classes: bool = True,
+) -> dict[str, Any] | None:
+    """The triage breakdown of one breached check, or None when it has no items to group."""
+    dims = _dims(source, error_classes)
+    window = _window_for(spec, window)
+    if isinstance(spec.params, Coverage):
+        return _coverage(store, source, window, spec.params, dims)
+    found = _event_items(source, dims, spec, result)
+    if found is None:
+        return None
+    items_sql, params, used = found
+    grouped = _group(store, items_sql, used, {**source.params, **window.params(), **params})
+    return {**grouped, "noun": "events"}
+
+
+def triage(
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    specs: Sequence[CheckSpec],
+    report: Report,
+    *,
+    error_classes: bool = True,
+) -> dict[str, Any]:
+    """The breakdown of every breached check of `report`; one that cannot run says so."""
+    out: dict[str, Any] = {}
+    for spec in specs:
+        result = report.checks.get(spec.id)
+        if result is None or result.status is not Status.BREACHED:
+            continue
+        try:
+            found = breakdown(store, source, window, spec, result, error_classes=error_classes)
+        except StoreError as exc:
+            log.warning("triage of %s could not run: %s", spec.id, exc.problem)
+            found = {"error": f"could not compute the breakdown: {exc.problem}"}
+        if found is not None:
+            out[spec.id] = found
+    return out
+
+
+def with_triage(store: Store, settings: Settings, report: Report) -> Report:
+    """The report with its triage breakdown, computed on the configured source."""
+    source = open_source(store, settings.source)
+    found = triage(
+        store,
+        source,
+        report.window,
+        configured_checks(settings),
+        report,
+        error_classes=settings.report.error_classes,
+    )
+    return replace(report, triage=found)
