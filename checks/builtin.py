@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from checks.base import Comparison, Severity
+from checks.custom import custom_specs
 from checks.kinds import (
     Anchor,
     CheckSpec,
@@ -21,6 +22,7 @@ from checks.kinds import (
     Streak,
 )
 from watchdog.config import Settings
+from watchdog.errors import ConfigError
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 ONE_MINUTE_MS = 60 * 1000
@@ -256,15 +258,32 @@ BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
 
 
 def configured_checks(settings: Settings) -> list[CheckSpec]:
-    """Every built-in check with the `[checks.<id>]` overrides applied, in SPEC order."""
+    """Every built-in check with its `[checks.<id>]` overrides, in SPEC order, then the custom ones.
+
+    Raises ConfigError for a custom id that is taken, or an override of an unknown id.
+    """
     specs = []
-    for check_id, build in BUILTIN.items():
-        spec = build(settings)
-        override = settings.checks.get(check_id)
-        if override is not None:
-            changes = {k: v for k, v in override.model_dump().items() if v is not None}
-            if "severity" in changes:
-                changes["severity"] = Severity(changes["severity"])
-            spec = replace(spec, **changes)
-        specs.append(spec)
-    return specs
+    for build in BUILTIN.values():
+        specs.append(_override(build(settings), settings))
+    custom = custom_specs(
+        settings.custom_checks,
+        BUILTIN,
+        window_ms=_ms(settings.window.length),
+        lookback_ms=_ms(settings.window.lookback),
+    )
+    custom_ids = {spec.id for spec in custom}
+    for check_id in settings.checks:
+        if check_id not in BUILTIN and check_id not in custom_ids:
+            accepted = ", ".join([*BUILTIN, *sorted(custom_ids)])
+            raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+    return specs + [_override(spec, settings) for spec in custom]
+
+
+def _override(spec: CheckSpec, settings: Settings) -> CheckSpec:
+    override = settings.checks.get(spec.id)
+    if override is None:
+        return spec
+    changes = {k: v for k, v in override.model_dump().items() if v is not None}
+    if "severity" in changes:
+        changes["severity"] = Severity(changes["severity"])
+    return replace(spec, **changes)

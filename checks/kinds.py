@@ -52,6 +52,7 @@ class Coverage:
     requires_seen: tuple[str, ...] = ()
     noun: str = "sessions"
     breach_phrase: str = "missed an obligation"
+    session_filter: str | None = None  # SQL: only sessions with a matching event are judged
 
 
 @dataclass(frozen=True)

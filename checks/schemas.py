@@ -118,6 +118,13 @@ DDL = {
 }
 
 
-def create_table_sql(kind: str, table: str) -> str:
-    """The CREATE TABLE statement of a source table of `kind` named `table`."""
-    return DDL[kind].format(table=table)
+def create_table_sql(kind: str, table: str, *, ttl: bool = True) -> str:
+    """The CREATE TABLE statement of a source table of `kind` named `table`.
+
+    `ttl=False` leaves out the retention TTL: fixed-date scenarios (tests,
+    rule files) would otherwise be deleted on insert once they age past it.
+    """
+    sql = DDL[kind].format(table=table)
+    if not ttl:
+        sql = "\n".join(line for line in sql.splitlines() if not line.startswith("TTL "))
+    return sql

@@ -210,8 +210,12 @@ def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
                 due, unmet, _ = b.obligation(f"c{i}_{j}", ob)
                 dues.append(due)
                 unmets.append(unmet)
-            judged = f"real AND scoped AND ({' + '.join(dues)}) > 0"
-            failed = f"real AND scoped AND ({' + '.join(unmets)}) > 0"
+            scoped = "scoped"
+            if p.session_filter:
+                scoped = f"scoped_c{i}"
+                b.inner[scoped] = f"max(scope_{spec.id})"
+            judged = f"real AND {scoped} AND ({' + '.join(dues)}) > 0"
+            failed = f"real AND {scoped} AND ({' + '.join(unmets)}) > 0"
             b.final[f"c{i}_sample"] = f"countIf({judged})"
             b.final[f"c{i}_value"] = f"countIf({failed})"
             b.final[f"c{i}_evidence"] = (

@@ -220,8 +220,16 @@ class CompiledSource:
         return f"({self.sql})"
 
 
-def compile_source(settings: SourceSettings, present: set[str] | None = None) -> CompiledSource:
-    """Compile the configured source; `present` is the table's raw columns, when known."""
+def compile_source(
+    settings: SourceSettings,
+    present: set[str] | None = None,
+    scopes: Mapping[str, str] | None = None,
+) -> CompiledSource:
+    """Compile the configured source; `present` is the table's raw columns, when known.
+
+    `scopes` maps a name to a SQL predicate (a check's own session filter):
+    each becomes a `scope_<name>` column, like `in_scope` for the source's.
+    """
     preset = PRESETS.get(settings.preset)
     if preset is None:  # guarded by the config's Literal; kept for direct callers
         raise ConfigError("source.preset", f"unknown preset (accepted: {', '.join(PRESETS)})")
@@ -255,6 +263,7 @@ def compile_source(settings: SourceSettings, present: set[str] | None = None) ->
             f"toInt64OrNull(toString({columns['result_count'].sql})) AS result_count",
             f"toString({columns['payload'].sql}) AS payload",
             f"{scope} AS in_scope",
+            *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
         ]
     )
 
@@ -303,11 +312,13 @@ class MissingColumnsError(Exception):
         )
 
 
-def open_source(store: Store, settings: SourceSettings) -> CompiledSource:
+def open_source(
+    store: Store, settings: SourceSettings, scopes: Mapping[str, str] | None = None
+) -> CompiledSource:
     """Compile the source against the live table, naming what is missing as a StoreError."""
     table = settings.table or PRESETS[settings.preset].default_table
     present = set(store.table_columns(table))
     try:
-        return compile_source(settings, present)
+        return compile_source(settings, present, scopes)
     except MissingColumnsError as exc:
         raise StoreError(store.url.masked, str(exc)) from None

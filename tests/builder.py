@@ -106,7 +106,7 @@ class Scenario:
     def write(self, store: Store, table: str) -> None:
         database = table.split(".")[0]
         store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
-        store.command(create_table_sql("joelclaw", table))
+        store.command(create_table_sql("joelclaw", table, ttl=False))
         received = datetime(2026, 12, 1, tzinfo=UTC)
         rows = [e.row(received + i * timedelta(milliseconds=1)) for i, e in enumerate(self.events)]
         store.insert(table, rows, JOELCLAW_COLUMNS)

@@ -18,9 +18,9 @@ from typing import NoReturn
 
 from checks.base import Report, Status
 from watchdog.config import Settings, load_settings, parse_duration
-from watchdog.errors import UsageError, WatchdogError
+from watchdog.errors import ConfigError, UsageError, WatchdogError
 from watchdog.render import render_json, render_text
-from watchdog.runner import known_checks, run_once, system_clock, window_at
+from watchdog.runner import checks_for, run_once, system_clock, window_at
 from watchdog.store import open_store
 
 PROG = "memory-watchdog"
@@ -59,7 +59,12 @@ def _duration_arg(flag: str, text: str) -> timedelta:
 
 def load(args: argparse.Namespace) -> Settings:
     """Settings from --config / WATCHDOG_CONFIG, with --store applied on top."""
-    settings = load_settings(args.config, known_checks=known_checks())
+    settings = load_settings(args.config)
+    try:
+        checks_for(settings)  # custom checks and [checks.<id>] names, validated up front
+    except ConfigError as exc:
+        origin = args.config or os.environ.get("WATCHDOG_CONFIG")
+        raise ConfigError(exc.key, exc.problem, origin=origin) from None
     if getattr(args, "store", None):
         settings = settings.model_copy(
             update={"store": settings.store.model_copy(update={"url": args.store})}
@@ -149,10 +154,41 @@ def _add_demo(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.set_defaults(run=cmd_demo)
 
 
+def _add_test_checks(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser(
+        "test-checks", help="run offline rule tests of the checks (exit 1 on a failure)"
+    )
+    p.add_argument("file", help="rule file (TOML) with [[case]] tables")
+    _common(p)
+    p.set_defaults(run=cmd_test_checks)
+
+
+def cmd_test_checks(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from watchdog.rule_tests import (
+        format_outcomes,
+        load_rule_file,
+        run_rule_file,
+        settings_for_rules,
+    )
+
+    rules = load_rule_file(args.file)
+    settings = settings_for_rules(rules, args.config)
+    checks_for(settings)
+    with tempfile.TemporaryDirectory(prefix="memory-watchdog-rules-") as scratch:
+        url = args.store or f"chdb://{scratch}/store"
+        with open_store(url) as store:
+            outcomes = run_rule_file(store, rules, settings)
+    sys.stdout.write(format_outcomes(args.file, outcomes))
+    return 0 if all(o.passed for o in outcomes) else 1
+
+
 # name -> function adding the subcommand; each sets `run` on its parser.
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[_Parser]], None]] = {
     "check": _add_check,
     "demo": _add_demo,
+    "test-checks": _add_test_checks,
 }
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from checks.base import Report, Window
 from checks.builtin import BUILTIN, configured_checks
 from checks.evaluate import evaluate
-from checks.kinds import CheckSpec
+from checks.kinds import CheckSpec, Coverage
 from checks.sources import open_source
 from watchdog.config import Settings
 from watchdog.store import Store
@@ -51,5 +51,15 @@ def checks_for(settings: Settings) -> list[CheckSpec]:
 
 def run_once(store: Store, settings: Settings, window: Window) -> Report:
     """Evaluate every configured check over `window` on the store's source."""
-    source = open_source(store, settings.source)
-    return evaluate(store, source, window, checks_for(settings))
+    specs = checks_for(settings)
+    source = open_source(store, settings.source, session_scopes(specs))
+    return evaluate(store, source, window, specs)
+
+
+def session_scopes(specs: list[CheckSpec]) -> dict[str, str]:
+    """The session filters of checks that narrow their own sessions, by check id."""
+    return {
+        spec.id: spec.params.session_filter
+        for spec in specs
+        if isinstance(spec.params, Coverage) and spec.params.session_filter
+    }
