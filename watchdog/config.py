@@ -12,63 +12,27 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import time, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from watchdog.custom_checks import KINDS as CUSTOM_KINDS
+from watchdog.custom_checks import MODELS as CUSTOM_MODELS
+from watchdog.custom_checks import CustomCheck
+from watchdog.durations import DURATION_HINT, Duration, format_duration, parse_duration
 from watchdog.errors import ConfigError
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-DURATION_HINT = "a duration (e.g. 90s, 15m, 4h, 1d)"
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse `90s`, `15m`, `4h`, `1d`, `1h30m` into a timedelta; ValueError otherwise."""
-    compact = text.strip().replace(" ", "")
-    if not compact:
-        raise ValueError(f"{text!r} is not {DURATION_HINT}")
-    pos, seconds = 0, 0.0
-    for match in _DURATION_PART.finditer(compact):
-        if match.start() != pos:
-            break
-        seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(compact):
-        raise ValueError(f"{text!r} is not {DURATION_HINT}")
-    return timedelta(seconds=seconds)
-
-
-def format_duration(value: timedelta) -> str:
-    """The shortest round form of a duration: `4h`, `15m`, `90s`, `1d`."""
-    total = int(value.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if total and total % size == 0:
-            return f"{total // size}{unit}"
-    return f"{total}s"
-
-
-def _to_duration(value: Any) -> Any:
-    if isinstance(value, str):
-        return parse_duration(value)
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not {DURATION_HINT}")
-    if isinstance(value, int | float):
-        raise ValueError(f"{value!r} is not {DURATION_HINT}; write the unit, e.g. {value}s")
-    return value
-
-
-Duration = Annotated[timedelta, BeforeValidator(_to_duration)]
+__all__ = ["DURATION_HINT", "Duration", "format_duration", "parse_duration"]
 
 
 class _Settings(BaseModel):
@@ -249,40 +213,96 @@ class ScheduleSettings(_Settings):
         return self.every if self.every is not None else timedelta(hours=4)
 
 
-class SlackSettings(_Settings):
-    """A Slack notifier: an incoming webhook, or a bot token and a channel."""
+_CLOCK_RANGE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
+QUIET_HOURS_HINT = "a daily range HH:MM-HH:MM, e.g. 22:00-07:00"
 
-    webhook_url: str | None = None
-    token: str | None = None
+
+def parse_quiet_hours(text: str) -> tuple[time, time]:
+    """`22:00-07:00` -> (22:00, 07:00); the range may wrap midnight. ValueError otherwise."""
+    match = _CLOCK_RANGE.fullmatch(text.strip().replace(" ", ""))
+    if not match:
+        raise ValueError(f"{text!r} is not {QUIET_HOURS_HINT}")
+    hour1, minute1, hour2, minute2 = (int(g) for g in match.groups())
+    start, end = time(hour1, minute1), time(hour2, minute2)
+    if start == end:
+        raise ValueError(f"{text!r} is empty: start and end are the same time")
+    return start, end
+
+
+def _check_quiet(quiet_hours: str | None, quiet_timezone: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if quiet_hours is not None:
+        parse_quiet_hours(quiet_hours)
+    try:
+        ZoneInfo(quiet_timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"quiet_timezone {quiet_timezone!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
+        ) from None
+
+
+class SlackSettings(_Settings):
+    """A Slack notifier: an incoming webhook, or a bot token and a channel.
+
+    `webhook_url` and `token` are secrets: pydantic's SecretStr keeps them out
+    of every repr, dump and log line; only the notifier reads their value.
+    """
+
+    webhook_url: SecretStr | None = None
+    token: SecretStr | None = None
     channel: str | None = None
     base_url: str | None = None  # Slack's API root; for tests and proxies
-    quiet_hours: str | None = None
+    quiet_hours: str | None = None  # e.g. "22:00-07:00": hold non-critical notifications
     quiet_timezone: str = "UTC"
-    timeout: Duration = timedelta(seconds=10)
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
 
     @model_validator(mode="after")
     def _one_mode(self) -> SlackSettings:
-        if bool(self.webhook_url) == bool(self.token):
+        webhook = self.webhook_url.get_secret_value() if self.webhook_url else ""
+        token = self.token.get_secret_value() if self.token else ""
+        if bool(webhook) == bool(token):
             raise ValueError("set webhook_url, or token and channel (exactly one mode)")
-        if self.token and not self.channel:
-            raise ValueError("token needs channel")
+        if webhook and not webhook.startswith(("https://", "http://")):
+            raise ValueError("webhook_url is not an http(s) URL (value not shown: it is a secret)")
+        if token and not self.channel:
+            raise ValueError('token needs channel (e.g. channel = "#memory-alerts")')
+        if self.timeout <= timedelta(0):
+            raise ValueError("timeout must be positive")
+        _check_quiet(self.quiet_hours, self.quiet_timezone)
         return self
 
 
 class StdoutSettings(_Settings):
+    """The stdout notifier: the same message as plain text, for cron mail and debugging."""
+
     enabled: bool = True
     quiet_hours: str | None = None
     quiet_timezone: str = "UTC"
 
+    @model_validator(mode="after")
+    def _quiet(self) -> StdoutSettings:
+        _check_quiet(self.quiet_hours, self.quiet_timezone)
+        return self
+
 
 class AlertSettings(_Settings):
+    """`[alerts]`: the alert lifecycle (SPEC section 8) and its delivery."""
+
     repeat_interval: Duration = timedelta(hours=24)
-    pending_runs: int = Field(default=1, ge=1)
-    max_delivery_age: Duration = timedelta(days=7)
-    delivery_timeout: Duration = timedelta(seconds=60)
-    templates_dir: str | None = None
+    pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
+    max_delivery_age: Duration = timedelta(days=7)  # undelivered older than this is dropped
+    delivery_timeout: Duration = timedelta(seconds=60)  # total delivery time within one run
+    templates_dir: str | None = None  # overrides alerts/templates/*.j2 file by file
     slack: SlackSettings | None = None
     stdout: StdoutSettings | None = None
+
+    @model_validator(mode="after")
+    def _positive(self) -> AlertSettings:
+        for key in ("repeat_interval", "max_delivery_age", "delivery_timeout"):
+            if getattr(self, key) <= timedelta(0):
+                raise ValueError(f"{key} must be positive")
+        return self
 
 
 class ReportSettings(_Settings):
@@ -303,6 +323,8 @@ class Settings(_Settings):
     schedule: ScheduleSettings = ScheduleSettings()
     alerts: AlertSettings = AlertSettings()
     report: ReportSettings = ReportSettings()
+    # `[[checks.custom]]` in the file; moved here before validation (see settings_from_mapping).
+    custom_checks: tuple[CustomCheck, ...] = ()
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -333,8 +355,10 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
 def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
     """The key path and problem of pydantic's first error, in our words."""
     loc = [str(part) for part in error["loc"]]
-    key = ".".join(loc)
     kind = error["type"]
+    if loc[:1] == ["custom_checks"]:
+        return _describe_custom(error, loc)
+    key = ".".join(loc)
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         accepted = ", ".join(parent.model_fields) if parent else ""
@@ -348,6 +372,33 @@ def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
             message = message[len(prefix) :]
     if kind in ("missing",):
         return key, "is required"
+    return key, message
+
+
+def _describe_custom(error: Any, loc: list[str]) -> tuple[str, str]:
+    """Errors inside `[[checks.custom]]`, named by table index and key."""
+    kind = error["type"]
+    if len(loc) < 2:
+        return "checks.custom", "must be an array of tables ([[checks.custom]])"
+    base = f"checks.custom[{loc[1]}]"
+    accepted = ", ".join(CUSTOM_KINDS)
+    if kind == "union_tag_not_found":
+        return f"{base}.kind", f"is required (accepted: {accepted})"
+    if kind == "union_tag_invalid":
+        tag = error.get("ctx", {}).get("tag", "")
+        return f"{base}.kind", f"{tag!r} is not accepted (accepted: {accepted})"
+    rest = loc[3:]  # loc[2] is the kind tag of the discriminated union
+    key = ".".join([base, *rest])
+    if kind == "extra_forbidden":
+        model = CUSTOM_MODELS.get(loc[2])
+        fields = ", ".join(model.model_fields) if model else ""
+        return key, f"unknown key for kind {loc[2]} (accepted: {fields})"
+    if kind == "missing":
+        return key, f"is required for kind {loc[2]}"
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return key, f"{error.get('input')!r} is not accepted (accepted: {expected})"
+    message = str(error["msg"]).removeprefix("Value error, ")
     return key, message
 
 
@@ -378,6 +429,14 @@ def settings_from_mapping(
     """Validate parsed TOML into Settings; ConfigError names the first bad key."""
     env = os.environ if env is None else env
     expanded = _expand_env(dict(data), env, "")
+    checks = expanded.get("checks")
+    if isinstance(checks, dict) and "custom" in checks:
+        checks = dict(checks)
+        expanded = {**expanded, "checks": checks, "custom_checks": checks.pop("custom")}
+        if not isinstance(expanded["custom_checks"], list):
+            raise ConfigError(
+                "checks.custom", "must be an array of tables ([[checks.custom]])", origin=origin
+            )
     try:
         settings = Settings.model_validate(expanded)
     except ValidationError as exc:
