@@ -104,7 +104,7 @@ SELECT
 FROM ({classified(source)})
 """
     params = _params(source, window, p)
-    row = store.query(sql, params).first()
+    row = store.aggregate(sql, params)
     n, broken = int(row["n"]), int(row["broken"])
     kinds = {kind: int(row[kind]) for kind in KINDS if row[kind]}
     evidence = {"events": [eid for _, eid in row["oldest"]], "kinds": kinds}
@@ -148,7 +148,7 @@ WHERE cited_id NOT IN (
   SELECT event_id FROM {source.events()} WHERE event_id IN (SELECT cited_id FROM cited)
 )
 """
-    row = store.query(sql, _params(source, window, p)).first()
+    row = store.aggregate(sql, _params(source, window, p))
     n, value = int(row["n"]), int(row["citing_missing"])
     oldest = list(dict.fromkeys(eid for _, eid in row["oldest"]))
     summary = f"{value} of {n} conforming deviation events cite evidence ids that do not exist"

@@ -51,7 +51,7 @@ SELECT
   groupArraySortedIf({EVIDENCE})((t, event_id), x >= {{target:Float64}}) AS slow
 FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
 """
-    row = store.query(
+    row = store.aggregate(
         sql,
         _params(
             source,
@@ -62,7 +62,7 @@ FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
             target=float(spec.target),
             field_key=p.field.removeprefix("payload."),
         ),
-    ).first()
+    )
     n = int(row["n"])
     value = float(row["value"]) if row["value"] is not None else None
     label = f"p{p.q_num * 100 // p.q_den}" if 100 % p.q_den == 0 else f"q{p.q_num}/{p.q_den}"
@@ -105,7 +105,7 @@ FROM (
 )
 """
     names = list(p.bad + p.good)
-    row = store.query(sql, _params(source, window, names=names, bad=list(p.bad))).first()
+    row = store.aggregate(sql, _params(source, window, names=names, bad=list(p.bad)))
     n = int(row["n"] or 0)
     longest = int(row["longest"] or 0)
     evidence: dict[str, Any] = {}
@@ -142,10 +142,10 @@ SELECT
   groupArraySortedIf({EVIDENCE})((t, event_id), v = {{share_value:String}}) AS matching
 FROM ({inner})
 """
-    row = store.query(
+    row = store.aggregate(
         sql,
         _params(source, window, names=list(p.events), share_field=p.field, share_value=p.value),
-    ).first()
+    )
     n, hits = int(row["n"]), int(row["hits"])
     value = hits / n if n else None
     summary = f"{percent(value or 0)} of {n} {p.noun} had {p.field} {p.value} ({hits})"

@@ -255,7 +255,7 @@ def evaluate(
     """Run the shared session query once and judge every coverage, rate and freshness check."""
     b, plan = build(specs)
     params = {**source.params, **window.params(), **b.params}
-    row = store.query(b.sql(source), params).first()
+    row = store.aggregate(b.sql(source), params)
     results: dict[str, CheckResult] = {}
     for spec in specs:
         p = spec.params
@@ -332,9 +332,9 @@ def _newest_ever(store: Store, source: CompiledSource, window: Window, p: Freshn
     """The newest event before `at` in the whole table, when lookback holds none."""
     names = "" if not p.events else " AND name IN {fresh_names:Array(String)}"
     params = {**source.params, **window.params(), "lb_ms": -(2**62), "fresh_names": list(p.events)}
-    row = store.query(
+    row = store.aggregate(
         f"SELECT count() AS n, max(t) AS newest FROM {source.events()} WHERE 1{names}", params
-    ).first()
+    )
     return int(row["newest"]) if row.get("n") else None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from checks.base import Status
-from tests.builder import H, M, S, T0, Scenario, evaluate
+from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.config import settings_from_mapping
 from watchdog.errors import ConfigError
 from watchdog.rule_tests import load_rule_file, run_rule_file, settings_for_rules

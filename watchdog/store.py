@@ -170,6 +170,22 @@ class Store:
         self._tally(result.summary, len(result.result_rows))
         return QueryResult(tuple(result.column_names), list(result.result_rows))
 
+    def aggregate(self, sql: str, parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The one row of an aggregate query, as a dict.
+
+        An aggregate without GROUP BY always returns exactly one row; none
+        means the response was cut short (clickhouse-connect reads a
+        connection closed inside the headers as an empty result), which must
+        never pass for "nothing happened".
+        """
+        result = self.query(sql, parameters)
+        if len(result.rows) != 1:
+            raise StoreError(
+                self.url.masked,
+                f"incomplete response: an aggregate query returned {len(result.rows)} rows",
+            )
+        return result.first()
+
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
         try:
             return self._client.command(
