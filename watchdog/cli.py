@@ -11,14 +11,22 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
 
+from alerts.commands import (
+    add_alerts,
+    add_notify_test,
+    add_silence,
+    notify_after_check,
+    notify_store_error,
+)
 from checks.base import Report, Status
 from watchdog.config import Settings, load_settings, parse_duration
-from watchdog.errors import ConfigError, UsageError, WatchdogError
+from watchdog.errors import ConfigError, StoreError, UsageError, WatchdogError
 from watchdog.render import render_json, render_text
 from watchdog.runner import checks_for, run_once, system_clock, window_at
 from watchdog.store import open_store
@@ -135,11 +143,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     at = parse_time(args.at) if args.at else system_clock()
     length = _duration_arg("--window", args.window) if args.window else None
     settings = load(args)
-    report = evaluate_once(settings, at, length)
+    started = time.monotonic()
+    try:
+        report = evaluate_once(settings, at, length)
+    except StoreError as exc:
+        if args.notify:  # fire the `store` alert, then exit 3 as usual
+            notify_store_error(settings, at, length, exc)
+        raise
+    duration_s = time.monotonic() - started
     color = not args.output and sys.stdout.isatty()
     _emit(render(report, args.format, color=color), args.output)
-    if args.notify:
-        print(f"{PROG}: --notify: notifications are not configured in this build", file=sys.stderr)
+    if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
+        notify_after_check(settings, report, duration_s=duration_s)
     return exit_code(report)
 
 
@@ -189,6 +204,9 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[_Parser]], None]] = {
     "check": _add_check,
     "demo": _add_demo,
     "test-checks": _add_test_checks,
+    "silence": add_silence,
+    "alerts": add_alerts,
+    "notify-test": add_notify_test,
 }
 
 

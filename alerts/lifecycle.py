@@ -1,0 +1,213 @@
+"""The alert state machine (SPEC section 8): pure, judged at the evaluation time.
+
+An alert is one check on one source, in state `ok` or `firing`:
+
+- `breached` or `error` for `pending_runs` consecutive evaluations opens it
+  (`ok -> firing`) and announces it; an `error` alert is worded "the
+  watchdog could not evaluate X", never as a breach;
+- while firing it is announced again every `repeat_interval`;
+- `ok` resolves it (`firing -> ok`) and announces that once, with how long
+  it fired;
+- `insufficient_data`, `no_data` and `disabled` keep the state and neither
+  count towards nor reset `pending_runs` (a disabled check is not repeated).
+
+Everything is judged at the evaluation time `at`, never the wall clock, so
+a replay (`check --at`) behaves like the live run at that time. An
+evaluation whose `at` is not after the last one applied to an alert is
+stale and changes nothing, so evaluating the same `at` twice, or restarting,
+never announces anything again.
+
+A silence holds the announcement but not the state change. What chat was
+last told is remembered (`notified_state`), so when the silence ends an
+alert whose state differs from what chat knows is announced then: nothing
+is swallowed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from checks.base import CheckResult, Severity, Status, Window
+
+# The pseudo check id of "the source could not be read at all" (see alerts.pipeline).
+STORE_CHECK = "store"
+
+
+class AlertState(enum.StrEnum):
+    OK = "ok"
+    FIRING = "firing"
+
+
+class Kind(enum.StrEnum):
+    """What an announcement says."""
+
+    FIRE = "fire"
+    REPEAT = "repeat"
+    RESOLVE = "resolve"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The lifecycle's settings (`[alerts]`)."""
+
+    repeat_interval: timedelta = timedelta(hours=24)
+    pending_runs: int = 1
+
+
+@dataclass(frozen=True)
+class Alert:
+    """The durable state of one alert; one row of the `alert_state` table."""
+
+    source: str
+    check_id: str
+    state: AlertState = AlertState.OK
+    cause: str = ""  # what the latest firing episode fired for: "breached" or "error"
+    streak: int = 0  # consecutive breached/error evaluations (for pending_runs)
+    since: datetime | None = None  # when the current state began
+    fired_at: datetime | None = None  # start of the latest firing episode
+    last_at: datetime | None = None  # evaluation time of the latest evaluation applied
+    last_status: str = ""
+    last_value: float | None = None
+    target: float | None = None
+    severity: str = Severity.WARNING.value
+    summary: str = ""
+    notified_state: AlertState = AlertState.OK  # what chat was last told
+    last_notified_at: datetime | None = None  # evaluation time of the last announcement
+    silenced_until: datetime | None = None  # a silence in force at the latest evaluation
+    version: int = 0
+
+    @property
+    def firing(self) -> bool:
+        return self.state is AlertState.FIRING
+
+    @property
+    def pending(self) -> bool:
+        """Breached at least once but not yet for `pending_runs` evaluations."""
+        return self.state is AlertState.OK and self.streak > 0
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One announcement: an alert that fired, is still firing, or resolved, at `at`."""
+
+    kind: Kind
+    source: str
+    check_id: str
+    cause: str  # "breached" or "error" (for a resolve: what it had fired for)
+    result: CheckResult  # the evaluation that decided it
+    window: Window
+    firing_since: datetime | None
+    fired_for: timedelta | None = None  # resolve only
+    after_silence: bool = False  # a silence held it until now
+
+    @property
+    def at(self) -> datetime:
+        return self.window.at
+
+    @property
+    def severity(self) -> Severity:
+        return self.result.severity
+
+    @property
+    def is_error(self) -> bool:
+        return self.cause == Status.ERROR.value
+
+
+@dataclass(frozen=True)
+class Step:
+    """The outcome of one evaluation for one alert."""
+
+    alert: Alert
+    notification: Notification | None = None
+    held: bool = False  # an announcement was due but a silence held it
+    stale: bool = False  # `at` was not after the last evaluation applied: nothing changed
+
+
+_OPENS = (Status.BREACHED, Status.ERROR)
+
+
+def advance(
+    previous: Alert,
+    result: CheckResult,
+    window: Window,
+    rules: Rules,
+    *,
+    silenced_until: datetime | None = None,
+) -> Step:
+    """Apply one evaluation's result to an alert, at `window.at`.
+
+    `silenced_until` is the end of a silence in force at `window.at` (None
+    when there is none): the state still changes, the announcement waits.
+    """
+    at = window.at
+    if previous.last_at is not None and at <= previous.last_at:
+        return Step(previous, stale=True)
+
+    status = result.status
+    state, cause, streak = previous.state, previous.cause, previous.streak
+    since, fired_at = previous.since, previous.fired_at
+    if status in _OPENS:
+        streak += 1
+        if state is AlertState.OK and streak >= rules.pending_runs:
+            state, since, fired_at = AlertState.FIRING, at, at
+        if state is AlertState.FIRING:
+            cause = status.value
+    elif status is Status.OK:
+        streak = 0
+        if state is AlertState.FIRING:
+            state, since = AlertState.OK, at
+    # insufficient_data, no_data, disabled: the state stays as it is.
+
+    kind: Kind | None = None
+    if state is AlertState.FIRING:
+        if previous.notified_state is not AlertState.FIRING:
+            kind = Kind.FIRE
+        elif (
+            status is not Status.DISABLED
+            and previous.last_notified_at is not None
+            and at - previous.last_notified_at >= rules.repeat_interval
+        ):
+            kind = Kind.REPEAT
+    elif previous.notified_state is AlertState.FIRING:
+        kind = Kind.RESOLVE
+
+    alert = replace(
+        previous,
+        state=state,
+        cause=cause,
+        streak=streak,
+        since=since if since is not None else at,
+        fired_at=fired_at,
+        last_at=at,
+        last_status=status.value,
+        last_value=result.value,
+        target=result.target,
+        severity=result.severity.value,
+        summary=result.summary,
+        silenced_until=silenced_until,
+        version=previous.version + 1,
+    )
+    if kind is None:
+        return Step(alert)
+    if silenced_until is not None:
+        return Step(alert, held=True)
+
+    notification = Notification(
+        kind=kind,
+        source=previous.source,
+        check_id=previous.check_id,
+        cause=cause if kind is not Kind.RESOLVE else previous.cause,
+        result=result,
+        window=window,
+        firing_since=fired_at,
+        fired_for=(since - fired_at) if kind is Kind.RESOLVE and since and fired_at else None,
+        after_silence=previous.silenced_until is not None,
+    )
+    alert = replace(
+        alert,
+        notified_state=AlertState.OK if kind is Kind.RESOLVE else AlertState.FIRING,
+        last_notified_at=at,
+    )
+    return Step(alert, notification)

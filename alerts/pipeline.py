@@ -1,0 +1,257 @@
+"""From a Report to chat: the one entry point of alerting.
+
+`process(store, settings, report, now=...)` is what `check --notify` and the
+daemon call after an evaluation. In order, it:
+
+1. creates the watchdog's tables when they do not exist (`alerts.state`);
+2. advances every alert of the report's source through the state machine
+   (`alerts.lifecycle`), judged at the evaluation time `report.window.at`,
+   with the silences in force at that time;
+3. renders one message per notifier grouping all of this run's
+   announcements and writes it to the outbox (`alerts.outbox`), before
+   anything is sent;
+4. saves the alert states, and records the run in the run log;
+5. delivers every pending outbox row, oldest first, within
+   `alerts.delivery_timeout` (`now`, the wall clock, is what delivery
+   bookkeeping, quiet hours and `max_delivery_age` use).
+
+Chat failures never raise: they come back as one line each in
+`ProcessOutcome.errors`. A `StoreError` (the watchdog's own tables could not
+be written) and a `ConfigError` (a broken custom template) do raise.
+
+Besides the report's checks, every run judges the pseudo check `store`:
+`ok` when the source was read (so `process` resolves it), `error` when
+`alerts.state.record_error_run` reports that it could not be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from alerts.base import Notifier, Timer
+from alerts.lifecycle import STORE_CHECK, Alert, Kind, Notification, Rules, advance
+from alerts.notifiers import build_notifiers
+from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
+from alerts.render import templates
+from alerts.silences import active_silences, silenced_until
+from alerts.state import (
+    check_results_json,
+    ensure_schema,
+    load_alerts,
+    record_run,
+    save_alerts,
+    source_name,
+)
+from checks.base import CheckResult, Report, Severity, Status, Window
+from watchdog.config import Settings
+from watchdog.store import Store
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """What one run of the alert pipeline did."""
+
+    source: str
+    at: datetime
+    notifications: tuple[Notification, ...]  # announced (enqueued) by this run
+    held: tuple[str, ...]  # check ids whose announcement a silence holds
+    firing: tuple[str, ...]  # check ids firing after this run
+    pending: tuple[str, ...]  # check ids breached but waiting for alerts.pending_runs
+    enqueued: tuple[str, ...]  # outbox ids written by this run
+    delivery: DeliveryReport
+    stale: bool  # `at` was not after the last evaluation applied: nothing new
+    notifiers: tuple[str, ...]  # the notifiers configured
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return self.delivery.errors
+
+    def summary(self) -> str:
+        """One line for people: what fired, resolved, was sent."""
+        counts = {kind: [n.check_id for n in self.notifications if n.kind is kind] for kind in Kind}
+        parts = []
+        for kind, word in (
+            (Kind.FIRE, "fired"),
+            (Kind.REPEAT, "reminded"),
+            (Kind.RESOLVE, "resolved"),
+        ):
+            if counts[kind]:
+                parts.append(f"{word} {', '.join(counts[kind])}")
+        if self.held:
+            parts.append(f"held by a silence: {', '.join(self.held)}")
+        if not parts:
+            parts.append(
+                "nothing new"
+                + (" (this evaluation time was already processed)" if self.stale else "")
+            )
+        firing = f"{len(self.firing)} firing" + (
+            f" ({', '.join(self.firing)})" if self.firing else ""
+        )
+        sent = f"{len(self.delivery.delivered)} message(s) delivered"
+        if not self.notifiers:
+            sent = "no notifier configured ([alerts.slack] or [alerts.stdout])"
+        waiting = self.delivery.pending + self.delivery.held
+        tail = f", {waiting} waiting in the outbox" if waiting else ""
+        return f"alerts: {'; '.join(parts)}; {firing}; {sent}{tail}"
+
+
+def source_read(source: str) -> CheckResult:
+    """The `store` pseudo check when the source was read."""
+    return CheckResult(
+        id=STORE_CHECK,
+        status=Status.OK,
+        value=None,
+        target=0,
+        severity=Severity.CRITICAL,
+        sample_size=0,
+        summary=f"the source {source} was read",
+    )
+
+
+def source_unreadable(problem: str) -> CheckResult:
+    """The `store` pseudo check when the source could not be read."""
+    return CheckResult(
+        id=STORE_CHECK,
+        status=Status.ERROR,
+        value=None,
+        target=0,
+        severity=Severity.CRITICAL,
+        sample_size=0,
+        summary=f"could not read the source: {problem}",
+    )
+
+
+def process(
+    store: Store,
+    settings: Settings,
+    report: Report,
+    *,
+    now: datetime,
+    notifiers: Mapping[str, Notifier] | None = None,
+    run_status: str | None = None,
+    duration_s: float | None = None,
+    timer: Timer | None = None,
+) -> ProcessOutcome:
+    """Record the run, advance the alerts, enqueue and deliver; see the module docstring.
+
+    `now` is the wall clock (delivery, quiet hours, ages); transitions are
+    judged at `report.window.at`. `notifiers` defaults to the configured
+    ones (`alerts.notifiers.build_notifiers`). `run_status` overrides the
+    status the run log records (default: the report's). `timer` paces the
+    delivery's retries (tests hand in a fake one).
+    """
+    store_result = source_read(report.source)
+    results: dict[str, CheckResult] = {**report.checks, STORE_CHECK: store_result}
+    checks_json = {**check_results_json(report), STORE_CHECK: store_result.to_json()}
+    return _run(
+        store,
+        settings,
+        source=report.source,
+        window=report.window,
+        results=results,
+        checks_json=checks_json,
+        now=now,
+        notifiers=notifiers,
+        run_status=run_status or report.status.value,
+        duration_s=duration_s,
+        problem="",
+        timer=timer,
+    )
+
+
+def process_store_error(
+    store: Store,
+    settings: Settings,
+    window: Window,
+    problem: str,
+    *,
+    now: datetime,
+    notifiers: Mapping[str, Notifier] | None = None,
+    duration_s: float | None = None,
+    timer: Timer | None = None,
+) -> ProcessOutcome:
+    """A run that could not read the source: fire the `store` alert (alerts.state.record_error_run)."""
+    result = source_unreadable(problem)
+    return _run(
+        store,
+        settings,
+        source=source_name(settings),
+        window=window,
+        results={STORE_CHECK: result},
+        checks_json={STORE_CHECK: result.to_json()},
+        now=now,
+        notifiers=notifiers,
+        run_status=Status.ERROR.value,
+        duration_s=duration_s,
+        problem=problem,
+        timer=timer,
+    )
+
+
+def _run(
+    store: Store,
+    settings: Settings,
+    *,
+    source: str,
+    window: Window,
+    results: Mapping[str, CheckResult],
+    checks_json: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+    notifiers: Mapping[str, Notifier] | None,
+    run_status: str,
+    duration_s: float | None,
+    problem: str,
+    timer: Timer | None,
+) -> ProcessOutcome:
+    chosen = build_notifiers(settings) if notifiers is None else notifiers
+    renderer = templates(settings.alerts.templates_dir)
+    ensure_schema(store, settings)
+
+    rules = Rules(settings.alerts.repeat_interval, settings.alerts.pending_runs)
+    alerts = load_alerts(store, settings, source)
+    silences = active_silences(store, settings, window.at)
+    steps = [
+        advance(
+            alerts.get(check_id) or Alert(source=source, check_id=check_id),
+            result,
+            window,
+            rules,
+            silenced_until=silenced_until(silences, check_id, window.at),
+        )
+        for check_id, result in results.items()
+    ]
+    notifications = [s.notification for s in steps if s.notification is not None]
+
+    rows = compose(notifications, chosen, renderer, now=now)
+    enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
+    save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)
+    record_run(
+        store,
+        settings,
+        source=source,
+        window=window,
+        now=now,
+        status=run_status,
+        checks=checks_json,
+        duration_s=duration_s,
+        problem=problem,
+        notifications=len(notifications),
+    )
+    delivery = deliver_pending(store, settings, chosen, now=now, timer=timer)
+
+    current = {**alerts, **{s.alert.check_id: s.alert for s in steps}}
+    return ProcessOutcome(
+        source=source,
+        at=window.at,
+        notifications=tuple(notifications),
+        held=tuple(s.alert.check_id for s in steps if s.held),
+        firing=tuple(sorted(c for c, a in current.items() if a.firing)),
+        pending=tuple(sorted(c for c, a in current.items() if a.pending)),
+        enqueued=tuple(r.id for r in rows),
+        delivery=delivery,
+        stale=bool(steps) and all(s.stale for s in steps),
+        notifiers=tuple(chosen),
+    )

@@ -1,0 +1,46 @@
+"""Recurring quiet hours: a daily local-time range in which non-critical notifications wait."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from watchdog.config import parse_quiet_hours
+
+
+@dataclass(frozen=True)
+class QuietHours:
+    """`22:00-07:00` in a time zone; the range may wrap midnight, the end is exclusive."""
+
+    start: time
+    end: time
+    timezone: str = "UTC"
+
+    @classmethod
+    def parse(cls, text: str, timezone: str = "UTC") -> QuietHours:
+        start, end = parse_quiet_hours(text)
+        return cls(start, end, timezone)
+
+    def _local(self, now: datetime) -> datetime:
+        return now.astimezone(ZoneInfo(self.timezone))
+
+    def active(self, now: datetime) -> bool:
+        """Whether `now` falls inside the quiet range (local wall time)."""
+        clock = self._local(now).time().replace(tzinfo=None)
+        if self.start < self.end:
+            return self.start <= clock < self.end
+        return clock >= self.start or clock < self.end
+
+    def ends_after(self, now: datetime) -> datetime:
+        """The first end of the quiet range at or after `now`, in UTC."""
+        local = self._local(now)
+        for days in range(0, 3):
+            day = (local + timedelta(days=days)).date()
+            candidate = datetime.combine(day, self.end, tzinfo=ZoneInfo(self.timezone))
+            if candidate >= local:
+                return candidate.astimezone(UTC)
+        raise AssertionError("unreachable: a daily range ends within two days")
+
+    def __str__(self) -> str:
+        return f"{self.start:%H:%M}-{self.end:%H:%M} {self.timezone}"

@@ -1,0 +1,385 @@
+"""Chat messages from Jinja2 templates: Slack Block Kit, its text fallback, plain text.
+
+One message per evaluation groups every announcement of that run. The
+templates (`alerts/templates/*.j2`, or the same file names in
+`alerts.templates_dir`, which wins file by file) receive a context of
+preformatted strings built here from check results: statuses, values and
+targets, counts, summaries and opaque ids. Never an event payload value.
+
+Escaping is the environments' job, not the templates': every `{{ value }}`
+goes through the environment's `finalize`, which escapes Slack mrkdwn (`&`,
+`<`, `>`; so `<!channel>` cannot ping and `<https://x|y>` cannot forge a
+link) and, for Block Kit, JSON-escapes the result for a JSON string. A
+custom template therefore cannot forget to escape. The environments use
+`StrictUndefined` and are built once per templates directory; loading them
+renders every template against a sample, so a typo like `{{ a.valeu }}`
+fails at load time as a config error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    StrictUndefined,
+    TemplateError,
+    TemplateNotFound,
+    TemplateSyntaxError,
+)
+
+from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from checks.base import CheckResult, Severity, Status, Window, rfc3339
+from checks.verdict import human_seconds, percent
+from watchdog.errors import ConfigError
+
+BUILTIN_DIR = Path(__file__).parent / "templates"
+MESSAGE_BLOCKS = "message.json.j2"
+MESSAGE_TEXT = "message.txt.j2"
+TEST_BLOCKS = "test.json.j2"
+TEST_TEXT = "test.txt.j2"
+TEMPLATES = (MESSAGE_BLOCKS, MESSAGE_TEXT, TEST_BLOCKS, TEST_TEXT)
+
+MAX_ALERTS = 15  # sections per message; Block Kit allows 50 blocks
+MAX_EVIDENCE = 5
+MAX_SUMMARY = 500
+MAX_ID = 100
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Slack's three control characters as entities: `&` `<` `>`."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _finalize_blocks(value: Any) -> str:
+    """A value inside a Block Kit JSON string: mrkdwn-escaped, then JSON-escaped."""
+    return json.dumps(escape_mrkdwn(_text(value)), ensure_ascii=False)[1:-1]
+
+
+def _finalize_mrkdwn(value: Any) -> str:
+    return escape_mrkdwn(_text(value))
+
+
+# --- the context templates see -------------------------------------------------------------
+
+
+def format_value(result: CheckResult, value: float | None) -> str:
+    """A value in its unit: 7, 7.3%, 3120 ms, 4h; a dash when there is none."""
+    if value is None:
+        return "—"
+    if result.unit == "ratio":
+        return percent(value)
+    if result.unit == "ms":
+        return f"{value:.0f} ms"
+    if result.unit == "s":
+        return human_seconds(value)
+    return f"{value:g}"
+
+
+def format_window(window: Window) -> str:
+    start, end = window.start, window.end
+    if start.date() == end.date():
+        return f"{start:%Y-%m-%d %H:%M} – {end:%H:%M} UTC"
+    return f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _duration(delta: timedelta | None) -> str:
+    return human_seconds(delta.total_seconds()) if delta is not None else ""
+
+
+def _subject(n: Notification) -> str:
+    return f"the source {n.source}" if n.check_id == STORE_CHECK else n.check_id
+
+
+def _headline(n: Notification) -> str:
+    firing_for = _duration(n.at - n.firing_since) if n.firing_since else ""
+    subject = _subject(n)
+    if n.kind is Kind.RESOLVE:
+        after = f" after {_duration(n.fired_for)}" if n.fired_for is not None else ""
+        if n.is_error:
+            verb = "read" if n.check_id == STORE_CHECK else "evaluate"
+            return f"the watchdog can {verb} {subject} again{after}"
+        return f"{subject} resolved{after}"
+    if n.is_error:
+        verb = "read" if n.check_id == STORE_CHECK else "evaluate"
+        if n.kind is Kind.REPEAT:
+            return f"the watchdog still cannot {verb} {subject} (for {firing_for})"
+        return f"the watchdog could not {verb} {subject}"
+    if n.kind is Kind.REPEAT:
+        return f"{subject} still breached (firing for {firing_for})"
+    return f"{subject} breached"
+
+
+_LABEL = {
+    (Kind.FIRE, False): ("Firing", ":red_circle:"),
+    (Kind.FIRE, True): ("Error", ":warning:"),
+    (Kind.REPEAT, False): ("Still firing", ":large_orange_circle:"),
+    (Kind.REPEAT, True): ("Still failing", ":warning:"),
+    (Kind.RESOLVE, False): ("Resolved", ":large_green_circle:"),
+    (Kind.RESOLVE, True): ("Resolved", ":large_green_circle:"),
+}
+
+
+def _evidence(result: CheckResult) -> tuple[str, list[str], int, list[str]]:
+    """Opaque ids (kind, first five, how many more) and facts; never a payload value."""
+    evidence: Mapping[str, Any] = result.evidence
+    kind, ids = "", []
+    for key in ("sessions", "events"):
+        found = evidence.get(key)
+        if isinstance(found, list) and found:
+            kind, ids = key, [_clip(str(i), MAX_ID) for i in found]
+            break
+    facts = []
+    kinds = evidence.get("kinds")
+    if isinstance(kinds, Mapping) and kinds:
+        facts.append(
+            "breach kinds: "
+            + ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in kinds.items())
+        )
+    if evidence.get("length"):
+        facts.append(
+            f"longest run: {evidence['length']} failures from {evidence.get('start')} to {evidence.get('end')}"
+        )
+    if evidence.get("newest") and result.status is Status.BREACHED:
+        facts.append(f"newest event: {evidence['newest']}")
+    more = max(0, len(ids) - MAX_EVIDENCE)
+    if kind == "sessions" and result.value is not None and result.unit == "count":
+        more = max(more, int(result.value) - MAX_EVIDENCE)
+    return kind, ids[:MAX_EVIDENCE], more, [_clip(f, 200) for f in facts]
+
+
+def alert_context(n: Notification) -> dict[str, Any]:
+    """What a template knows about one announcement (every value a string, list or int)."""
+    result = n.result
+    label, icon = _LABEL[(n.kind, n.is_error)]
+    resolve = n.kind is Kind.RESOLVE
+    kind, ids, more, facts = _evidence(result) if not resolve else ("", [], 0, [])
+    note = "a silence held this until now" if n.after_silence else ""
+    return {
+        "kind": n.kind.value,
+        "label": label,
+        "icon": icon,
+        "check_id": n.check_id,
+        "subject": _subject(n),
+        "headline": _headline(n),
+        "error": n.is_error,
+        "status": result.status.value,
+        "severity": result.severity.value,
+        "value": format_value(result, result.value),
+        "target": f"{result.comparison.value} {format_value(result, result.target)}",
+        "window": format_window(n.window),
+        "summary": _clip(result.summary, MAX_SUMMARY).rstrip("."),
+        "evidence_kind": kind,
+        "evidence": ids,
+        "evidence_more": more,
+        "facts": facts,
+        "since": rfc3339(n.firing_since) if n.firing_since else "—",
+        "fired_for": _duration(n.fired_for) if resolve else "",
+        "note": note,
+    }
+
+
+_KIND_RANK = {Kind.FIRE: 0, Kind.REPEAT: 1, Kind.RESOLVE: 2}
+_SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def ordered(notifications: Sequence[Notification]) -> list[Notification]:
+    """New alerts first, then reminders, then resolutions; critical first within each."""
+    return sorted(notifications, key=lambda n: (_KIND_RANK[n.kind], _SEVERITY_RANK[n.severity]))
+
+
+def message_context(notifications: Sequence[Notification]) -> dict[str, Any]:
+    """The context of one message: every announcement of one evaluation of one source."""
+    if not notifications:
+        raise ValueError("a message needs at least one notification")
+    first = notifications[0]
+    items = ordered(notifications)
+    firing = sum(1 for n in items if n.kind is not Kind.RESOLVE)
+    resolved = len(items) - firing
+    parts = [f"{firing} firing"] if firing else []
+    parts += [f"{resolved} resolved"] if resolved else []
+    return {
+        "title": f"memory-watchdog: {', '.join(parts)}",
+        "emoji": ":rotating_light:" if firing else ":white_check_mark:",
+        "source": first.source,
+        "window": format_window(first.window),
+        "evaluated_at": rfc3339(first.at),
+        "firing": firing,
+        "resolved": resolved,
+        "alerts": [alert_context(n) for n in items[:MAX_ALERTS]],
+        "more": max(0, len(items) - MAX_ALERTS),
+    }
+
+
+def test_context(source: str, notifier: str, now: datetime) -> dict[str, Any]:
+    return {"source": source, "notifier": notifier, "sent_at": rfc3339(now)}
+
+
+# --- the environments ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One message in the three forms notifiers need."""
+
+    blocks: list[dict[str, Any]]
+    text: str  # Slack's `text` fallback: mrkdwn-escaped
+    plain: str  # the same text unescaped, for stdout
+
+
+def _template_line(exc: BaseException, name: str) -> str:
+    """`name:line` from the traceback Jinja rewrites to point into the template."""
+    line = getattr(exc, "lineno", None)
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(name):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"{name}:{line}" if line else name
+
+
+class Templates:
+    """The three StrictUndefined environments over one loader, checked when built."""
+
+    def __init__(self, templates_dir: str | None = None) -> None:
+        self.templates_dir = templates_dir
+        loaders: list[FileSystemLoader] = []
+        if templates_dir:
+            directory = Path(templates_dir).expanduser()
+            if not directory.is_dir():
+                raise ConfigError("alerts.templates_dir", f"{templates_dir} is not a directory")
+            loaders.append(FileSystemLoader(str(directory)))
+        loaders.append(FileSystemLoader(str(BUILTIN_DIR)))
+        loader = ChoiceLoader(loaders)
+
+        def env(finalize: Callable[[Any], str] | None) -> Environment:
+            return Environment(
+                loader=loader,
+                undefined=StrictUndefined,
+                autoescape=False,
+                trim_blocks=True,
+                lstrip_blocks=True,
+                keep_trailing_newline=False,
+                finalize=finalize,
+            )
+
+        self._blocks = env(_finalize_blocks)
+        self._mrkdwn = env(_finalize_mrkdwn)
+        self._plain = env(None)
+        self._verify()
+
+    def _fail(self, name: str, exc: BaseException) -> ConfigError:
+        where = f"{self.templates_dir}/" if self.templates_dir else "built-in "
+        detail = exc.message if isinstance(exc, TemplateError) and exc.message else str(exc)
+        return ConfigError("alerts.templates_dir", f"{where}{_template_line(exc, name)}: {detail}")
+
+    def _render(self, environment: Environment, name: str, context: Mapping[str, Any]) -> str:
+        try:
+            return environment.get_template(name).render(context)
+        except TemplateNotFound as exc:
+            raise self._fail(name, exc) from None
+        except TemplateSyntaxError as exc:
+            raise self._fail(name, exc) from None
+        except TemplateError as exc:
+            raise self._fail(name, exc) from None
+
+    def _blocks_of(self, name: str, context: Mapping[str, Any]) -> list[dict[str, Any]]:
+        raw = self._render(self._blocks, name, context)
+        try:
+            document = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise self._fail(name, ValueError(f"does not render valid JSON: {exc}")) from None
+        blocks = document.get("blocks") if isinstance(document, dict) else None
+        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+            raise self._fail(name, ValueError('must render a JSON object {"blocks": [...]}'))
+        if len(blocks) > 50:
+            raise self._fail(name, ValueError(f"renders {len(blocks)} blocks; Slack allows 50"))
+        return blocks
+
+    def render(self, blocks: str, text: str, context: Mapping[str, Any]) -> Rendered:
+        return Rendered(
+            blocks=self._blocks_of(blocks, context),
+            text=self._render(self._mrkdwn, text, context).strip(),
+            plain=self._render(self._plain, text, context).strip(),
+        )
+
+    def message(self, notifications: Sequence[Notification]) -> Rendered:
+        """One evaluation's announcements as one message."""
+        return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context(notifications))
+
+    def test_message(self, source: str, notifier: str, now: datetime) -> Rendered:
+        return self.render(TEST_BLOCKS, TEST_TEXT, test_context(source, notifier, now))
+
+    def _verify(self) -> None:
+        """Render every template once against a sample that uses every field."""
+        sample = sample_notifications()
+        self.message(sample)
+        self.message(sample[-1:])
+        self.test_message("joelclaw.otel_events", "slack", sample[0].at)
+
+
+@functools.lru_cache(maxsize=8)
+def templates(templates_dir: str | None = None) -> Templates:
+    """The environments for a templates directory, built (and checked) once."""
+    return Templates(templates_dir)
+
+
+def sample_notifications() -> list[Notification]:
+    """A fire, an error, a repeat and a resolve: what checking a template renders."""
+    from datetime import UTC
+
+    from checks.base import Comparison
+
+    at = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
+    window = Window(at=at, length=timedelta(hours=4), lookback=timedelta(hours=24))
+
+    def result(check_id: str, status: Status, **fields: Any) -> CheckResult:
+        base: dict[str, Any] = {
+            "value": 7.0,
+            "target": 0.0,
+            "severity": Severity.CRITICAL,
+            "sample_size": 412,
+            "summary": "7 of 412 sessions started without recall",
+            "evidence": {"sessions": ["s-1", "s-2", "s-3", "s-4", "s-5", "s-6", "s-7"]},
+            "comparison": Comparison.GT,
+            "unit": "count",
+        }
+        base.update(fields)
+        return CheckResult(id=check_id, status=status, **base)
+
+    source = "joelclaw.otel_events"
+    return [
+        Notification(Kind.FIRE, source, "recall_coverage", "breached",
+                     result("recall_coverage", Status.BREACHED), window, at),
+        Notification(Kind.FIRE, source, "circuit_breaker", "error",
+                     result("circuit_breaker", Status.ERROR, value=None, evidence={},
+                            summary="could not evaluate: query timed out"), window, at),
+        Notification(Kind.REPEAT, source, "agent_deviation_contract", "breached",
+                     result("agent_deviation_contract", Status.BREACHED, value=2.0,
+                            evidence={"events": ["e1", "e2"], "kinds": {"unknown_key": 2},
+                                      "start": "x", "end": "y", "length": 4, "newest": "z"}),
+                     window, at - timedelta(days=1), after_silence=True),
+        Notification(Kind.RESOLVE, source, "recall_latency_p95", "breached",
+                     result("recall_latency_p95", Status.OK, value=1200.0, target=3000.0,
+                            unit="ms", comparison=Comparison.GE, severity=Severity.WARNING,
+                            evidence={}), window, at - timedelta(hours=8),
+                     fired_for=timedelta(hours=8)),
+    ]  # fmt: skip
