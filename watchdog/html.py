@@ -1,0 +1,459 @@
+"""The triage page: one self-contained HTML report per evaluation.
+
+`render_page` turns a Report (with its triage breakdown) and its History
+into one HTML document: inline CSS and SVG, no script, nothing fetched, so it
+renders offline and prints cleanly. Jinja2 autoescapes every value from the
+data; error text appears only as normalised classes (checks.triage), and
+payload values never do.
+
+The history is a plain value (`History`), filled from the run log by
+`load_history` (alerts.state keeps one row per evaluation), so the page and
+its charts are testable with known values. `write_reports` is what the
+daemon calls after each run: `report.html` (the latest) and
+`reports/<window-end>.html` under `report.dir`, pruned to `report.keep`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from checks.base import CheckResult, Report, Status, rfc3339
+from checks.builtin import configured_checks
+from checks.kinds import (
+    Anchor,
+    CheckSpec,
+    Coverage,
+    DeviationContract,
+    DeviationEvidence,
+    OutcomeRate,
+    Quantile,
+    Share,
+    Streak,
+)
+from watchdog.charts import Episode, Point, timeline_chart, value_chart
+from watchdog.config import Settings, default_data_dir, format_duration
+from watchdog.errors import StoreError
+from watchdog.render import format_value
+from watchdog.store import Store
+
+LATEST = "report.html"
+ARCHIVE = "reports"
+# reports/<window-end>.html, e.g. reports/20261128T040000Z.html
+STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
+STAMP = re.compile(r"^\d{8}T\d{6}Z$")
+
+ICON = {
+    Status.OK: "✓",
+    Status.BREACHED: "✗",
+    Status.ERROR: "⚠",
+    Status.INSUFFICIENT_DATA: "◐",
+    Status.NO_DATA: "∅",
+    Status.DISABLED: "–",
+}
+WORD = {
+    Status.OK: "OK",
+    Status.BREACHED: "Breached",
+    Status.ERROR: "Error",
+    Status.INSUFFICIENT_DATA: "Insufficient data",
+    Status.NO_DATA: "No data",
+    Status.DISABLED: "Disabled",
+}
+
+
+@dataclass(frozen=True)
+class History:
+    """What the run log says about the recent windows: per check its points, and alert spans."""
+
+    points: Mapping[str, Sequence[Point]] = field(default_factory=dict)
+    alerts: Sequence[Episode] = ()
+    windows: int = 42
+    note: str = ""  # why there is no history, when there is none
+
+    def with_report(self, report: Report) -> History:
+        """The history with this report's own evaluation as the newest point (once)."""
+        points: dict[str, list[Point]] = {k: list(v) for k, v in self.points.items()}
+        end = report.window.end
+        for check_id, result in report.checks.items():
+            series = [p for p in points.get(check_id, []) if p.window_end != end]
+            series.append(Point(end, result.value, result.status))
+            series.sort(key=lambda p: p.window_end)
+            points[check_id] = series[-self.windows :]
+        return replace(self, points=points)
+
+
+def episodes(points: Mapping[str, Sequence[Point]], pending_runs: int = 1) -> list[Episode]:
+    """Alert spans replayed from the run log with the lifecycle's rules (SPEC section 8).
+
+    `breached` or `error` for `pending_runs` consecutive evaluations fires;
+    `ok` resolves; the other statuses keep the state.
+    """
+    found: list[Episode] = []
+    for check_id, series in points.items():
+        streak, fired_at = 0, None
+        for p in series:
+            if p.status in (Status.BREACHED, Status.ERROR):
+                streak += 1
+                if fired_at is None and streak >= pending_runs:
+                    fired_at = p.window_end
+            elif p.status is Status.OK:
+                streak = 0
+                if fired_at is not None:
+                    found.append(Episode(check_id, fired_at, p.window_end))
+                    fired_at = None
+        if fired_at is not None:
+            found.append(Episode(check_id, fired_at, None))
+    return sorted(found, key=lambda e: (e.fired_at, e.check_id))
+
+
+def load_history(store: Store, settings: Settings, report: Report) -> History:
+    """The last `report.history` windows of every check from the run log, with this report."""
+    windows = settings.report.history
+    try:
+        from alerts import state
+    except ImportError:  # the run log arrives with the alerts package
+        return History(windows=windows, note="no run log in this build").with_report(report)
+    points: dict[str, list[Point]] = {}
+    try:
+        for check_id in report.checks:
+            series = []
+            for cp in state.check_history(store, settings, check_id, windows):
+                with contextlib.suppress(ValueError):
+                    series.append(Point(cp.at, cp.value, Status(cp.status)))
+            points[check_id] = series
+    except StoreError as exc:
+        note = f"the run log could not be read: {exc.problem}"
+        return History(windows=windows, note=note).with_report(report)
+    note = "" if any(points.values()) else "no earlier run in the run log yet"
+    history = History(points=points, windows=windows, note=note).with_report(report)
+    return replace(history, alerts=episodes(history.points, settings.alerts.pending_runs))
+
+
+# --- the page -------------------------------------------------------------------------------
+
+
+def _environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("watchdog", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _duration_ms(ms: int) -> str:
+    return format_duration(timedelta(milliseconds=ms))
+
+
+def defining_parameters(spec: CheckSpec) -> list[tuple[str, str]]:
+    """The parameters that define a check, so the reader can reproduce its verdict."""
+    p = spec.params
+    out: list[tuple[str, str]] = []
+    if isinstance(p, Coverage):
+        for ob in p.obligations:
+            if ob.anchor is Anchor.START:
+                out.append(("recall_grace", f"{_duration_ms(ob.grace_ms)} after the first event"))
+            elif ob.anchor is Anchor.END:
+                out.append(("observe_grace", f"{_duration_ms(ob.grace_ms)} after the end event"))
+                out.append(("idle_timeout", f"{_duration_ms(ob.idle_ms)} (a silent end)"))
+                out.append(("observe lead", f"{_duration_ms(ob.lead_ms)} before the end"))
+            elif ob.positive_results:
+                out.append(("recall_grace", f"{_duration_ms(ob.grace_ms)} to inject results"))
+            else:
+                out.append(("observe_grace", f"{_duration_ms(ob.grace_ms)} after a compaction"))
+    elif isinstance(p, OutcomeRate):
+        out.append(("lost after", f"{_duration_ms(p.grace_ms)} without an outcome"))
+    elif isinstance(p, Quantile):
+        out.append(("quantile", f"{p.q_num}/{p.q_den} of {p.field}, nearest rank"))
+    elif isinstance(p, Streak):
+        out.append(("failures", ", ".join(p.bad)))
+    elif isinstance(p, Share):
+        out.append(("share of", f"{p.field} = {p.value}"))
+    elif isinstance(p, DeviationContract | DeviationEvidence):
+        contract = p if isinstance(p, DeviationContract) else p.contract
+        out.append(("tipos", ", ".join(contract.tipos)))
+        out.append(("max evidence ids", str(contract.max_evidence)))
+    if spec.min_samples:
+        out.append(("min_samples", str(spec.min_samples)))
+    if spec.window_ms is not None:
+        out.append(("window", _duration_ms(spec.window_ms)))
+    return out
+
+
+def _evidence(result: CheckResult) -> dict[str, Any]:
+    """The evidence in lists and facts the template shows (ids, counts, times; no payload)."""
+    evidence = dict(result.evidence)
+    facts: list[tuple[str, str]] = []
+    if "length" in evidence:
+        facts.append(
+            (
+                "failure streak",
+                f"{evidence['length']} from {evidence['start']} to {evidence['end']}",
+            )
+        )
+    for key in ("completed", "failed", "lost", "matching", "at_or_above_target", "missing_ids"):
+        if key in evidence:
+            facts.append((key.replace("_", " "), str(evidence[key])))
+    if evidence.get("newest"):
+        facts.append(("newest event", str(evidence["newest"])))
+    kinds = evidence.get("kinds") or {}
+    return {
+        "sessions": [str(s) for s in evidence.get("sessions") or []],
+        "events": [str(e) for e in evidence.get("events") or []],
+        "facts": facts,
+        "kinds": [(str(k).replace("_", " "), int(v)) for k, v in dict(kinds).items()],
+    }
+
+
+def _tile(result: CheckResult) -> dict[str, Any]:
+    return {
+        "id": result.id,
+        "status": result.status.value,
+        "icon": ICON[result.status],
+        "word": WORD[result.status],
+        "value": format_value(result, result.value),
+        "target": f"{result.comparison.value} {format_value(result, result.target)}",
+        "severity": result.severity.value,
+        "sample_size": result.sample_size,
+        "summary": result.summary,
+        "description": result.description,
+        "breaching": result.status in (Status.BREACHED, Status.ERROR),
+    }
+
+
+def _deviation_table(report: Report, tipos: Sequence[str]) -> dict[str, Any]:
+    """The conforming deviation events as an agente x tipo table with totals."""
+    columns = list(dict.fromkeys([*tipos, *(d.tipo for d in report.deviations)]))
+    agentes = sorted({d.agente for d in report.deviations})
+    cells = {(d.agente, d.tipo): d.count for d in report.deviations}
+    rows = [
+        {
+            "agente": agente,
+            "counts": [cells.get((agente, tipo), 0) for tipo in columns],
+            "total": sum(cells.get((agente, tipo), 0) for tipo in columns),
+        }
+        for agente in agentes
+    ]
+    totals = [sum(cells.get((a, tipo), 0) for a in agentes) for tipo in columns]
+    return {"columns": columns, "rows": rows, "totals": totals, "total": sum(totals)}
+
+
+def _triage(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The triage breakdown of one check, shares as percentages for the page."""
+    if not found:
+        return None
+    groups = [
+        (
+            dimension,
+            [
+                {
+                    "value": g["value"] or "(empty)",
+                    "count": g["count"],
+                    "share": f"{g['share'] * 100:.1f}%",
+                    "width": round(g["share"] * 100, 1),
+                }
+                for g in rows
+            ],
+        )
+        for dimension, rows in dict(found.get("groups") or {}).items()
+    ]
+    return {
+        "total": found.get("items", 0),
+        "noun": found.get("noun", "items"),
+        "groups": groups,
+        "sessions": list(found.get("sessions") or []),
+        "error": found.get("error"),
+    }
+
+
+def reproduce_command(report: Report) -> str:
+    """The exact `memory-watchdog check` that evaluates this window again."""
+    return (
+        f"memory-watchdog check --at {rfc3339(report.window.at)}"
+        f" --window {format_duration(report.window.length)}"
+    )
+
+
+def render_page(
+    report: Report,
+    history: History | None = None,
+    *,
+    settings: Settings | None = None,
+    generated_at: datetime | None = None,
+) -> str:
+    """The report as one self-contained HTML document."""
+    settings = settings or Settings()
+    history = (history or History(windows=settings.report.history)).with_report(report)
+    specs = {spec.id: spec for spec in configured_checks(settings)}
+    ordered = report.ordered()
+    details = [
+        {
+            "tile": _tile(r),
+            "parameters": defining_parameters(specs[r.id]) if r.id in specs else [],
+            "evidence": _evidence(r),
+            "triage": _triage(report.triage.get(r.id)),
+        }
+        for r in ordered
+        if r.status in (Status.BREACHED, Status.ERROR)
+    ]
+    charts = [
+        {
+            "id": r.id,
+            "status": r.status.value,
+            "icon": ICON[r.status],
+            "word": WORD[r.status],
+            "svg": value_chart(
+                history.points.get(r.id, ()),
+                target=r.target,
+                unit=r.unit,
+                title=f"{r.id} over the last {len(history.points.get(r.id, ()))} windows",
+            ),
+            "unit": r.unit,
+        }
+        for r in ordered
+        if r.status is not Status.DISABLED
+    ]
+    all_points = [p for series in history.points.values() for p in series]
+    start = (
+        min(p.window_end for p in all_points) - report.window.length
+        if all_points
+        else report.window.start
+    )
+    timeline = timeline_chart(
+        history.alerts, start=start, end=report.window.end, title="Alert timeline"
+    )
+    context = {
+        "report": report,
+        "status": report.status.value,
+        "status_icon": ICON[report.status],
+        "status_word": WORD[report.status],
+        "window_start": rfc3339(report.window.start),
+        "window_end": rfc3339(report.window.end),
+        "window_length": format_duration(report.window.length),
+        "lookback": format_duration(report.window.lookback),
+        "evaluated_at": rfc3339(report.window.at),
+        "generated_at": rfc3339(generated_at) if generated_at else None,
+        "source": report.source,
+        "counts": {
+            WORD[s]: sum(r.status is s for r in ordered)
+            for s in Status
+            if any(r.status is s for r in ordered)
+        },
+        "tiles": [_tile(r) for r in ordered],
+        "details": details,
+        "deviations": _deviation_table(report, settings.deviation.tipos),
+        "reproduce": reproduce_command(report),
+        "charts": charts,
+        "history": history,
+        "timeline": timeline,
+        "episodes": [
+            {
+                "check": e.check_id,
+                "fired_at": rfc3339(e.fired_at),
+                "resolved_at": rfc3339(e.resolved_at) if e.resolved_at else None,
+            }
+            for e in history.alerts
+        ],
+        "error_classes": settings.report.error_classes,
+        "notes": list(report.notes),
+        "data_quality": dict(report.data_quality),
+    }
+    return _environment().get_template("report.html.j2").render(context)
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+def report_dir(settings: Settings) -> Path:
+    """Where pages are written: `report.dir`, else the data directory."""
+    return Path(settings.report.dir) if settings.report.dir else default_data_dir()
+
+
+def stamp(window_end: datetime) -> str:
+    """The file and URL name of a window: its end as 20261128T040000Z."""
+    return window_end.astimezone(UTC).strftime(STAMP_FORMAT)
+
+
+def parse_stamp(text: str) -> str | None:
+    """A window end from a URL (20261128T040000Z or RFC 3339) as its stamp; None if neither."""
+    text = text.removesuffix(".html")
+    if STAMP.match(text):
+        return text
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return stamp(moment)
+
+
+def report_url(base_url: str, window_end: datetime) -> str:
+    """The link to one window's page on the daemon's server (for alert messages)."""
+    return f"{base_url.rstrip('/')}/{ARCHIVE}/{stamp(window_end)}"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a page."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".html")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def prune(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` archived pages; returns what was deleted."""
+    pages = sorted(p for p in directory.glob("*.html") if STAMP.match(p.stem))
+    doomed = pages[: max(0, len(pages) - keep)]
+    for page in doomed:
+        with contextlib.suppress(FileNotFoundError):
+            page.unlink()
+    return doomed
+
+
+def write_reports(report: Report, history: History, settings: Settings, now: datetime) -> Path:
+    """Write the page as the latest and as `reports/<window-end>.html`; returns the latter.
+
+    Keeps the newest `report.keep` archived pages under `report.dir`.
+    """
+    directory = report_dir(settings)
+    page = render_page(report, history, settings=settings, generated_at=now)
+    archived = directory / ARCHIVE / f"{stamp(report.window.end)}.html"
+    _write_atomic(archived, page)
+    _write_atomic(directory / LATEST, page)
+    prune(directory / ARCHIVE, settings.report.keep)
+    return archived
+
+
+def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:
+    """`check --format html`: evaluate one window, add triage and history, render the page."""
+    from checks.triage import with_triage
+    from watchdog.runner import run_once, window_at
+    from watchdog.store import open_store
+
+    store_cfg = settings.store
+    with open_store(
+        store_cfg.url,
+        query_timeout_s=store_cfg.query_timeout.total_seconds(),
+        lock_timeout_s=store_cfg.lock_timeout.total_seconds(),
+    ) as store:
+        report = with_triage(
+            store, settings, run_once(store, settings, window_at(settings, at, length))
+        )
+        history = load_history(store, settings, report)
+    return report, render_page(report, history, settings=settings)
