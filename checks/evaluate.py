@@ -61,9 +61,13 @@ def evaluate(
     by_window: dict[int | None, list[CheckSpec]] = {}
     for spec in sessions.session_checks(enabled):
         by_window.setdefault(spec.window_ms, []).append(spec)
-    for group in by_window.values():
+    data_quality: dict[str, int] = {}
+    for window_ms, group in by_window.items():
         try:
-            results.update(sessions.evaluate(store, source, _window_for(group[0], window), group))
+            shared = sessions.evaluate(store, source, _window_for(group[0], window), group)
+            results.update(shared.results)
+            if window_ms is None:
+                data_quality = shared.data_quality
         except StoreError as exc:
             _log_error(group, exc)
             results.update({spec.id: errored(spec, exc.problem) for spec in group})
@@ -84,7 +88,13 @@ def evaluate(
             results[spec.id] = errored(spec, exc.problem)
 
     ordered = {spec.id: results.get(spec.id) or disabled(spec) for spec in specs}
-    return Report(window=window, source=source.name, checks=ordered, deviations=deviations)
+    return Report(
+        window=window,
+        source=source.name,
+        checks=ordered,
+        deviations=deviations,
+        data_quality=data_quality,
+    )
 
 
 def _log_error(specs: Sequence[CheckSpec], exc: StoreError) -> None:

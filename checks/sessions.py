@@ -93,8 +93,10 @@ class _Builder:
         """Per session: the oldest 20 (time, event id) of `names` in W."""
         k = self.sets.bit(names)
         alias = f"oldest_{k}"
+        # Distinct first: a duplicated row must not take two of the 20 places.
         self.inner[alias] = (
-            f"groupArraySortedIf({EVIDENCE})((t, event_id), bitTest(_m, {k}) AND t >= {{ws_ms:Int64}})"
+            f"arraySlice(arraySort(groupUniqArrayIf((t, event_id),"
+            f" bitTest(_m, {k}) AND t >= {{ws_ms:Int64}})), 1, {EVIDENCE})"
         )
         return alias
 
@@ -182,6 +184,26 @@ FROM (
 )"""
 
 
+# Rows the checks ignore or keep with a caveat, counted by reason for the
+# report's `data_quality` section: (per-session aggregate, total or None for sum).
+# Role events are those whose name belongs to any role (mask != 0).
+DATA_QUALITY: dict[str, tuple[str, str | None]] = {
+    # The same event id written more than once (retries); counted once everywhere.
+    "duplicate_rows": ("countIf(_m != 0) - uniqExactIf(event_id, _m != 0)", None),
+    # A latency that is not a finite, non-negative number: left out of latency checks.
+    "latency_ignored": ("countIf(_m != 0 AND latency_invalid)", None),
+    # A payload that is not a JSON object: contract checks count it, others ignore it.
+    "payload_not_json_object": (
+        "countIf(_m != 0 AND NOT (isValidJSON(payload) AND JSONType(payload) = 'Object'))",
+        None,
+    ),
+    # Names or session ids that are not valid UTF-8: kept byte for byte.
+    "invalid_utf8": ("countIf(NOT isValidUTF8(name) OR NOT isValidUTF8(session_id))", None),
+    # Session ids over 1 KiB: kept (evidence shows them as they are).
+    "session_id_over_1kib": ("toUInt64(length(session_id) > 1024)", None),
+}
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What to read back for each check from the final row."""
@@ -202,6 +224,9 @@ def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
     b.final["events"] = "sum(n_events)"
+    for reason, (inner, final) in DATA_QUALITY.items():
+        b.inner[f"dq_{reason}"] = inner
+        b.final[f"dq_{reason}"] = final or f"sum(dq_{reason})"
     for i, spec in enumerate(specs):
         p = spec.params
         if isinstance(p, Coverage):
@@ -249,13 +274,20 @@ def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
     return b, plan
 
 
+@dataclass(frozen=True)
+class SessionFindings:
+    results: dict[str, CheckResult]
+    data_quality: dict[str, int]
+
+
 def evaluate(
     store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
-) -> dict[str, CheckResult]:
+) -> SessionFindings:
     """Run the shared session query once and judge every coverage, rate and freshness check."""
     b, plan = build(specs)
     params = {**source.params, **window.params(), **b.params}
     row = store.aggregate(b.sql(source), params)
+    quality = {reason: int(row[f"dq_{reason}"] or 0) for reason in DATA_QUALITY}
     results: dict[str, CheckResult] = {}
     for spec in specs:
         p = spec.params
@@ -271,8 +303,8 @@ def evaluate(
                 newest = row["newest"] if row["events"] else None
             if newest is None:
                 newest = _newest_ever(store, source, window, p)
-            results[spec.id] = _freshness(spec, window, newest, int(row.get("events") or 0))
-    return results
+            results[spec.id] = _freshness(spec, window, newest)
+    return SessionFindings(results, quality)
 
 
 def _coverage(
@@ -338,7 +370,7 @@ def _newest_ever(store: Store, source: CompiledSource, window: Window, p: Freshn
     return int(row["newest"]) if row.get("n") else None
 
 
-def _freshness(spec: CheckSpec, window: Window, newest: int | None, events: int) -> CheckResult:
+def _freshness(spec: CheckSpec, window: Window, newest: int | None) -> CheckResult:
     if newest is None:
         return judge(
             spec,
@@ -349,4 +381,5 @@ def _freshness(spec: CheckSpec, window: Window, newest: int | None, events: int)
         )
     age = (window.params()["at_ms"] - newest) / 1000
     summary = f"newest event {human_seconds(age)} before the evaluation time"
-    return judge(spec, age, events, summary, {"newest": rfc3339(from_ms(newest))})
+    # The value comes from one event, the newest: a sample of one, whatever the duplicates.
+    return judge(spec, age, 1, summary, {"newest": rfc3339(from_ms(newest))})

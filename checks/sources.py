@@ -40,6 +40,8 @@ class Preset:
     columns: Mapping[str, Expr]  # normalized column -> expression (session_id before ignore)
     ts_filter: Expr  # the WHERE clause restricting the read range; may use {lb}/{at}
     array_join: str = ""  # e.g. traces: one span yields a start and an end event
+    # The latency as written, to tell "not a number" apart from "absent" (data quality).
+    latency_raw: Expr | None = None
     variants: Mapping[str, Mapping[str, Expr]] = field(default_factory=dict)
     # Triage: what a failing event can be grouped by (name -> raw-column expression).
     dimensions: Mapping[str, Expr] = field(default_factory=dict)
@@ -83,6 +85,7 @@ _JOELCLAW = Preset(
         "payload": Expr("metadata_json", ("metadata_json",)),
     },
     ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
+    latency_raw=Expr("JSONExtractRaw(metadata_json, 'latency_ms')", ("metadata_json",)),
     dimensions={
         "source": Expr("source", ("source",)),
         "component": Expr("component", ("component",)),
@@ -122,6 +125,7 @@ _OTEL_LOGS = Preset(
         "payload": Expr("toJSONString(LogAttributes)", ("LogAttributes",)),
     },
     ts_filter=Expr(f"Timestamp >= {LB} AND Timestamp < {AT}", ("Timestamp",)),
+    latency_raw=Expr("LogAttributes['latency_ms']", ("LogAttributes",)),
     variants={
         # The older exporter schema has no EventName: the name is an attribute.
         "!EventName": {"name": Expr("LogAttributes['event.name']", ("LogAttributes",))},
@@ -263,6 +267,7 @@ def compile_source(
             f"toInt64OrNull(toString({columns['result_count'].sql})) AS result_count",
             f"toString({columns['payload'].sql}) AS payload",
             f"{scope} AS in_scope",
+            f"{_latency_invalid(preset, settings)} AS latency_invalid",
             *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
         ]
     )
@@ -299,6 +304,18 @@ def compile_source(
         dims=dims,
         dims_sql=dims_sql,
     )
+
+
+def _latency_invalid(preset: Preset, settings: SourceSettings) -> str:
+    """1 when the event carries a latency that is not a finite, non-negative number."""
+    bad_number = "(_lat IS NOT NULL AND NOT (isFinite(assumeNotNull(_lat)) AND _lat >= 0))"
+    if preset.latency_raw is None or "latency_ms" in settings.columns:
+        return f"toUInt8{bad_number}"
+    raw = preset.latency_raw.sql
+    unparsable = (
+        f"(({raw}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({raw}, '\"', '')) IS NULL)"
+    )
+    return f"toUInt8({bad_number} OR {unparsable})"
 
 
 class MissingColumnsError(Exception):
