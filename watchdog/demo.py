@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from checks.schemas import create_table_sql
 from watchdog.config import default_data_dir
@@ -47,10 +48,19 @@ def _fresh_demo_table(store: Store) -> None:
     store.command(f"ALTER TABLE {DEMO_TABLE} MODIFY COMMENT '{DEMO_MARK}'")
 
 
+def _report_dir(store_url: str) -> Path:
+    """The demo's HTML report beside its store: <store>-report/report.html."""
+    store_dir = Path(store_url.removeprefix("chdb://"))
+    if not store_dir.is_absolute():  # chdb://memory
+        return default_data_dir() / "demo-report"
+    return store_dir.with_name(store_dir.name + "-report")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from checks.base import Report
     from watchdog.cli import load, parse_time, render
     from watchdog.demo_data import write_demo
+    from watchdog.html import write_demo_report
     from watchdog.runner import run_once, window_at
 
     if args.sessions < 100:
@@ -74,6 +84,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _fresh_demo_table(store)
         plan = write_demo(store, DEMO_TABLE, sessions=args.sessions, seed=args.seed, at=at)
         report: Report = run_once(store, settings, window_at(settings, at))
+        page = write_demo_report(store, settings, report, _report_dir(store_cfg.url), at)
     out = sys.stdout
     out.write(
         f"Wrote {plan.events} events of {plan.sessions} agent sessions (seed {args.seed}) into"
@@ -93,5 +104,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"  memory-watchdog check --store {store_cfg.url} --at {at_text} --window 24h\n"
         "  memory-watchdog check --store 'http://user:password@your-clickhouse:8123/default'"
         " --config config/watchdog.toml\n"
+        f"\nHTML report (open it in a browser): {page}\n"
     )
     return 0

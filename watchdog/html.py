@@ -457,3 +457,40 @@ def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) ->
         )
         history = load_history(store, settings, report)
     return report, render_page(report, history, settings=settings)
+
+
+def replay_history(store: Store, settings: Settings, report: Report, windows: int) -> History:
+    """The `windows` windows before the report's, each evaluated as a run at its end would have.
+
+    For a store without a run log (the demo): the same numbers a daemon
+    running on schedule would have recorded.
+    """
+    from watchdog.runner import run_once, window_at
+
+    points: dict[str, list[Point]] = {}
+    for k in range(windows, 0, -1):
+        at = report.window.at - k * report.window.length
+        earlier = run_once(store, settings, window_at(settings, at, report.window.length))
+        for check_id, result in earlier.checks.items():
+            points.setdefault(check_id, []).append(Point(at, result.value, result.status))
+    note = f"History replayed from the source: {windows} earlier windows, evaluated as runs then would have."
+    history = History(points=points, windows=settings.report.history, note=note)
+    history = history.with_report(report)
+    return replace(history, alerts=episodes(history.points, settings.alerts.pending_runs))
+
+
+def write_demo_report(
+    store: Store, settings: Settings, report: Report, directory: Path, now: datetime
+) -> Path:
+    """The demo's page under `directory`: triage, and history replayed over the demo's data."""
+    from checks.triage import with_triage
+
+    report = with_triage(store, settings, report)
+    # The demo data covers the lookback before `at`: every earlier window in it is judged.
+    earlier = max(0, settings.window.lookback // report.window.length - 1)
+    history = replay_history(store, settings, report, min(earlier, settings.report.history - 1))
+    own = settings.model_copy(
+        update={"report": settings.report.model_copy(update={"dir": str(directory)})}
+    )
+    write_reports(report, history, own, now)
+    return directory / LATEST
