@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.base import CheckResult, Severity, Status
+from checks.base import CheckResult, Status
 from checks.kinds import CheckSpec
 
 
@@ -65,10 +65,6 @@ def disabled(spec: CheckSpec) -> CheckResult:
 def errored(spec: CheckSpec, problem: str) -> CheckResult:
     """The result of a check that could not run: reported like a breach, never a crash."""
     return _result(spec, Status.ERROR, None, 0, f"could not evaluate: {problem}", {})
-
-
-def severity_of(value: str) -> Severity:
-    return Severity(value)
 
 
 def percent(value: float) -> str:

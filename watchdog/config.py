@@ -424,7 +424,6 @@ def settings_from_mapping(
     *,
     env: Mapping[str, str] | None = None,
     origin: str | None = None,
-    known_checks: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Validate parsed TOML into Settings; ConfigError names the first bad key."""
     env = os.environ if env is None else env
@@ -444,14 +443,6 @@ def settings_from_mapping(
         raise ConfigError(key, problem, origin=origin) from None
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.problem, origin=origin) from None
-    if known_checks is not None:
-        for check_id in settings.checks:
-            if check_id not in known_checks:
-                raise ConfigError(
-                    f"checks.{check_id}",
-                    f"unknown check id (accepted: {', '.join(known_checks)})",
-                    origin=origin,
-                )
     # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
     url = (
         env.get("WATCHDOG_STORE_URL")
@@ -469,7 +460,6 @@ def load_settings(
     path: str | None = None,
     *,
     env: Mapping[str, str] | None = None,
-    known_checks: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Read the config file (`path`, else WATCHDOG_CONFIG, else defaults) into Settings."""
     env = os.environ if env is None else env
@@ -489,4 +479,4 @@ def load_settings(
             raise ConfigError("", f"config file {path} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError("", f"invalid TOML: {exc}", origin=path) from None
-    return settings_from_mapping(data, env=env, origin=path, known_checks=known_checks)
+    return settings_from_mapping(data, env=env, origin=path)

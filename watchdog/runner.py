@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from checks.base import Report, Window
-from checks.builtin import BUILTIN, configured_checks
+from checks.builtin import configured_checks
 from checks.evaluate import evaluate
 from checks.kinds import CheckSpec, Coverage
 from checks.sources import open_source
@@ -29,11 +29,6 @@ class FrozenClock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-def known_checks() -> dict[str, object]:
-    """Every check id a config may name."""
-    return dict(BUILTIN)
 
 
 def window_at(settings: Settings, at: datetime, length: timedelta | None = None) -> Window:
