@@ -436,3 +436,11 @@ def test_session_filter_narrows_sessions(store: Store) -> None:
     config = {"source": {"session_filter": "source = 'interactive'"}}
     result = check(evaluate(store, sc, AT, config), "recall_coverage")
     assert (result.value, result.sample_size) == (1, 1)
+
+
+def test_a_longer_window_reads_far_enough_back(store: Store) -> None:
+    """`--window 24h` judges a silent end due early in the window, whose events are 30h old."""
+    sc = Scenario()
+    sc.session("crashed").starts(AT - 31 * H).emits("tool.call.completed", AT - 30 * H)
+    result = check(evaluate(store, sc, AT, length=timedelta(hours=24)), "observe_coverage")
+    assert (result.status, result.value) == (Status.BREACHED, 1)

@@ -32,12 +32,15 @@ class FrozenClock:
 
 
 def window_at(settings: Settings, at: datetime, length: timedelta | None = None) -> Window:
-    """The evaluation window ending at `at`."""
-    return Window(
-        at=at.astimezone(UTC),
-        length=length or settings.window.length,
-        lookback=settings.window.lookback,
-    )
+    """The evaluation window ending at `at`.
+
+    A window longer than the configured one (`--window 24h`) reads further
+    back too, so that every obligation due in it can still be judged.
+    """
+    w = settings.window
+    length = length or w.length
+    reach = length + max(w.idle_timeout, w.recall_grace, w.observe_grace)
+    return Window(at=at.astimezone(UTC), length=length, lookback=max(w.lookback, reach))
 
 
 def checks_for(settings: Settings) -> list[CheckSpec]:
