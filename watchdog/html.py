@@ -16,6 +16,7 @@ daemon calls after each run: `report.html` (the latest) and
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import tempfile
@@ -141,6 +142,7 @@ def load_history(store: Store, settings: Settings, report: Report) -> History:
 # --- the page -------------------------------------------------------------------------------
 
 
+@functools.cache
 def _environment() -> Environment:
     return Environment(
         loader=PackageLoader("watchdog", "templates"),
