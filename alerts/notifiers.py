@@ -81,6 +81,16 @@ class SecretFilter(logging.Filter):
         return True
 
 
+def _secret_filter(logger: logging.Logger) -> SecretFilter:
+    """The logger's SecretFilter, added on first use; loggers are shared, so secrets accumulate."""
+    for existing in logger.filters:
+        if isinstance(existing, SecretFilter):
+            return existing
+    added = SecretFilter([])
+    logger.addFilter(added)
+    return added
+
+
 # --- retry handlers bounded by the run's deadline ---------------------------------------------
 
 
@@ -311,8 +321,9 @@ class SlackNotifier:
             self._secrets.append((urlsplit(webhook_url).path, "/***"))
         if token:
             self._secrets.append((token, mask_token(token)))
+        # slack-sdk logs request URLs at debug level: mask them on the logger it is given.
         self._logger = logging.getLogger(f"slack_sdk.memory_watchdog.{name}")
-        self._logger.filters = [SecretFilter(self._secrets)]
+        _secret_filter(self._logger).secrets.extend(self._secrets)
 
     @classmethod
     def from_settings(cls, settings: SlackSettings) -> SlackNotifier:

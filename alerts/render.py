@@ -112,27 +112,27 @@ def _subject(n: Notification) -> str:
 def _headline(n: Notification) -> str:
     firing_for = _duration(n.at - n.firing_since) if n.firing_since else ""
     subject = _subject(n)
+    verb = "read" if n.check_id == STORE_CHECK else "evaluate"
+    status = n.result.status
     if n.kind is Kind.RESOLVE:
         after = f" after {_duration(n.fired_for)}" if n.fired_for is not None else ""
         if n.is_error:
-            verb = "read" if n.check_id == STORE_CHECK else "evaluate"
             return f"the watchdog can {verb} {subject} again{after}"
         return f"{subject} resolved{after}"
-    if n.is_error:
-        verb = "read" if n.check_id == STORE_CHECK else "evaluate"
-        if n.kind is Kind.REPEAT:
-            return f"the watchdog still cannot {verb} {subject} (for {firing_for})"
-        return f"the watchdog could not {verb} {subject}"
-    if n.kind is Kind.REPEAT:
+    if n.kind is Kind.FIRE:
+        return f"the watchdog could not {verb} {subject}" if n.is_error else f"{subject} breached"
+    if status is Status.ERROR:
+        return f"the watchdog still cannot {verb} {subject} (for {firing_for})"
+    if status is Status.BREACHED:
         return f"{subject} still breached (firing for {firing_for})"
-    return f"{subject} breached"
+    return f"{subject} still firing (for {firing_for}; latest evaluation: {status.value})"
 
 
 _LABEL = {
     (Kind.FIRE, False): ("Firing", ":red_circle:"),
     (Kind.FIRE, True): ("Error", ":warning:"),
     (Kind.REPEAT, False): ("Still firing", ":large_orange_circle:"),
-    (Kind.REPEAT, True): ("Still failing", ":warning:"),
+    (Kind.REPEAT, True): ("Still firing", ":warning:"),
     (Kind.RESOLVE, False): ("Resolved", ":large_green_circle:"),
     (Kind.RESOLVE, True): ("Resolved", ":large_green_circle:"),
 }
@@ -367,19 +367,69 @@ def sample_notifications() -> list[Notification]:
 
     source = "joelclaw.otel_events"
     return [
-        Notification(Kind.FIRE, source, "recall_coverage", "breached",
-                     result("recall_coverage", Status.BREACHED), window, at),
-        Notification(Kind.FIRE, source, "circuit_breaker", "error",
-                     result("circuit_breaker", Status.ERROR, value=None, evidence={},
-                            summary="could not evaluate: query timed out"), window, at),
-        Notification(Kind.REPEAT, source, "agent_deviation_contract", "breached",
-                     result("agent_deviation_contract", Status.BREACHED, value=2.0,
-                            evidence={"events": ["e1", "e2"], "kinds": {"unknown_key": 2},
-                                      "start": "x", "end": "y", "length": 4, "newest": "z"}),
-                     window, at - timedelta(days=1), after_silence=True),
-        Notification(Kind.RESOLVE, source, "recall_latency_p95", "breached",
-                     result("recall_latency_p95", Status.OK, value=1200.0, target=3000.0,
-                            unit="ms", comparison=Comparison.GE, severity=Severity.WARNING,
-                            evidence={}), window, at - timedelta(hours=8),
-                     fired_for=timedelta(hours=8)),
-    ]  # fmt: skip
+        Notification(
+            Kind.FIRE,
+            source,
+            "recall_coverage",
+            "breached",
+            result("recall_coverage", Status.BREACHED),
+            window,
+            at,
+        ),
+        Notification(
+            Kind.FIRE,
+            source,
+            "circuit_breaker",
+            "error",
+            result(
+                "circuit_breaker",
+                Status.ERROR,
+                value=None,
+                evidence={},
+                summary="could not evaluate: query timed out",
+            ),
+            window,
+            at,
+        ),
+        Notification(
+            Kind.REPEAT,
+            source,
+            "agent_deviation_contract",
+            "breached",
+            result(
+                "agent_deviation_contract",
+                Status.BREACHED,
+                value=2.0,
+                evidence={
+                    "events": ["e1", "e2"],
+                    "kinds": {"unknown_key": 2},
+                    "start": "x",
+                    "end": "y",
+                    "length": 4,
+                    "newest": "z",
+                },
+            ),
+            window,
+            at - timedelta(days=1),
+            after_silence=True,
+        ),
+        Notification(
+            Kind.RESOLVE,
+            source,
+            "recall_latency_p95",
+            "breached",
+            result(
+                "recall_latency_p95",
+                Status.OK,
+                value=1200.0,
+                target=3000.0,
+                unit="ms",
+                comparison=Comparison.GE,
+                severity=Severity.WARNING,
+                evidence={},
+            ),
+            window,
+            at - timedelta(hours=8),
+            fired_for=timedelta(hours=8),
+        ),
+    ]
