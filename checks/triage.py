@@ -63,6 +63,8 @@ NORMALISE = (
         r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
         "<id>",
     ),
+    ("tr_re_prefixed", r"\b[A-Za-z]+[-_:][\w-]*\d[\w-]*", "<id>"),
+    ("tr_re_hex", r"\b[0-9a-fA-F]{8,}\b", "<id>"),
     ("tr_re_number", r"\b\d+(?:\.\d+)?(?:ms|s|m|h|d|%)?\b", "<n>"),
     ("tr_re_token", r"[\w.:/-]*\d[\w.:/-]*", "<id>"),
     ("tr_re_space", r"\s+", " "),

@@ -1,0 +1,274 @@
+"""The triage breakdown: failing items grouped by the source's dimensions, in ClickHouse."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from checks.base import Report, Status
+from checks.triage import LOST_CLASS, error_class, triage, with_triage
+from tests.builder import (
+    T0,
+    H,
+    M,
+    S,
+    Scenario,
+    Span,
+    settings_for,
+    unique_table,
+    write_otel_logs,
+    write_otel_traces,
+)
+from watchdog.config import Settings
+from watchdog.html import render_page
+from watchdog.runner import run_once, window_at
+from watchdog.store import Store
+
+AT = T0 + 4 * H
+MS = timedelta(milliseconds=1)
+SECRET = "PAYLOAD-SECRET-7"
+QUOTED_SECRET = "user-secret-a"
+RATES = {"checks": {"observe_failure_rate": {"min_samples": 0}}}
+
+
+def run(
+    store: Store, sc: Scenario, config: dict[str, Any] | None = None
+) -> tuple[Report, Settings]:
+    """Write the scenario, evaluate the window ending at AT, and add the triage."""
+    table = unique_table()
+    sc.write(store, table)
+    settings = settings_for(table, config)
+    report = run_once(store, settings, window_at(settings, AT))
+    return with_triage(store, settings, report), settings
+
+
+def failure_mix() -> Scenario:
+    """6 failed observes in 3 error classes, 2 lost, 4 completed; a payload secret on each."""
+    sc = Scenario()
+    errors = [
+        ("worker", "observe", "store timeout after 30s for id 4821"),
+        ("worker", "observe", "store timeout after 45s for id 1234"),
+        ("worker", "observe", "store timeout after 12s for id 77"),
+        ("worker", "observe", f"qdrant upsert failed: 503 for point '{QUOTED_SECRET}'"),
+        ("worker", "observe", 'qdrant upsert failed: 502 for point "other-point"'),
+        (
+            "interactive",
+            "memory-enforcer",
+            "embedding failed for 5b0e1c2a-1111-2222-3333-444455556666 at https://emb.internal/v1?key=abc",
+        ),
+    ]
+    for i, (source, component, error) in enumerate(errors):
+        sc.event(
+            "observe.store.failed",
+            T0 + H + i * M,
+            f"f{i}",
+            success=0,
+            error=error,
+            source=source,
+            component=component,
+            meta={"query": SECRET},
+        )
+    for i in range(2):  # requested, never finished: lost once observe_grace has passed
+        sc.event("memory.observe.requested", T0 + 2 * H + i * M, f"l{i}", meta={"query": SECRET})
+    for i in range(4):
+        sc.event(
+            "observe.store.completed",
+            T0 + 3 * H + i * M,
+            f"c{i}",
+            source="worker",
+            component="observe",
+            meta={"query": SECRET},
+        )
+    return sc
+
+
+def groups(report: Report, check_id: str) -> dict[str, list[tuple[str, int, float]]]:
+    found = report.triage[check_id]["groups"]
+    return {d: [(g["value"], g["count"], g["share"]) for g in rows] for d, rows in found.items()}
+
+
+def test_failure_groups_counts_and_shares_are_exact(store: Store) -> None:
+    """Failed and lost observes are grouped by outcome, source, component and error class."""
+    report, _ = run(store, failure_mix(), RATES)
+    result = report.checks["observe_failure_rate"]
+    assert (result.status, result.value) == (Status.BREACHED, 8 / 12)
+    assert report.triage["observe_failure_rate"]["items"] == 8
+    assert groups(report, "observe_failure_rate") == {
+        "outcome": [("failed", 6, 6 / 8), ("lost", 2, 2 / 8)],
+        "source": [("worker", 5, 5 / 8), ("interactive", 3, 3 / 8)],
+        "component": [("observe", 5, 5 / 8), ("memory-enforcer", 3, 3 / 8)],
+        "error": [
+            ("store timeout after <n> for id <n>", 3, 3 / 8),
+            (LOST_CLASS, 2, 2 / 8),
+            ("qdrant upsert failed: <n> for point <q>", 2, 2 / 8),
+            ("embedding failed for <id> at <url>", 1, 1 / 8),
+        ],
+    }
+
+
+def test_error_classes_merge_messages_differing_only_in_ids_and_numbers(store: Store) -> None:
+    """Numbers, ids, UUIDs, quoted values, URLs and addresses are stripped; classes are cut."""
+    messages = [
+        "timeout after 30s for session ab12cd34ef",
+        "timeout after 4.5s for session ev-000123",
+        "timeout after 120ms for session 5b0e1c2a-1111-2222-3333-444455556666",
+        "user 'alice' not found",
+        'user "bob" not found',
+        "mail to alice@example.com bounced",
+        "GET https://api.example.com/v1/items/99 failed",
+        "x" * 200,
+    ]
+    rows = store.query(
+        f"SELECT {error_class('m')} AS c FROM (SELECT arrayJoin({{msgs:Array(String)}}) AS m)",
+        {"msgs": messages, **_patterns()},
+    ).rows
+    classes = [c for (c,) in rows]
+    assert classes[:3] == ["timeout after <n> for session <id>"] * 3
+    assert classes[3:5] == ["user <q> not found"] * 2
+    assert classes[5] == "mail to <email> bounced"
+    assert classes[6] == "GET <url> failed"
+    assert classes[7] == "x" * 120
+
+
+def _patterns() -> dict[str, str]:
+    from checks.triage import NORMALISE
+
+    return {name: pattern for name, pattern, _ in NORMALISE}
+
+
+def test_no_payload_value_or_raw_error_text_anywhere(store: Store) -> None:
+    """Neither payload values nor the ids and quoted values of error text reach JSON or page."""
+    report, settings = run(store, failure_mix(), RATES)
+    document = json.dumps(report.to_json())
+    page = render_page(report, settings=settings)
+    for text in (document, page):
+        assert SECRET not in text
+        assert QUOTED_SECRET not in text
+        assert "4821" not in text and "emb.internal" not in text
+
+
+def test_error_classes_off_leaves_error_text_out(store: Store) -> None:
+    """With report.error_classes off, failing items are grouped without any error text."""
+    report, settings = run(store, failure_mix(), {**RATES, "report": {"error_classes": False}})
+    assert set(groups(report, "observe_failure_rate")) == {"outcome", "source", "component"}
+    page = render_page(report, settings=settings)
+    assert "store timeout" not in json.dumps(report.to_json()) and "store timeout" not in page
+
+
+def test_only_breached_checks_get_a_breakdown(store: Store) -> None:
+    """Checks that did not breach have no triage entry; none at all leaves the key out."""
+    sc = Scenario()
+    sc.session("s1").starts(T0 + H).recalls(T0 + H + S).observes(T0 + 2 * H).ends(T0 + 2 * H)
+    report, _ = run(store, sc)
+    assert report.status is Status.OK
+    assert report.triage == {}
+    assert "triage" not in report.to_json()
+
+
+def test_coverage_breaches_list_sessions_and_missed_obligations(store: Store) -> None:
+    """Coverage breaches list their sessions: first and last seen, events, what was missed."""
+    sc = Scenario()
+    sc.event("session.started", AT - 8 * H, "crashed", source="gateway", component="pi")
+    sc.session("crashed").recalls(AT - 8 * H + S).emits("tool.call.completed", AT - 6 * H - MS)
+    sc.session("ended").starts(T0 + H).recalls(T0 + H + S).ends(T0 + 2 * H)
+    b = sc.session("compacted").starts(T0 + H + M).recalls(T0 + H + M + S)
+    b.compacts(T0 + 2 * H).observes(T0 + 3 * H).ends(T0 + 3 * H)
+    sc.session("cold").starts(T0 + 30 * M).emits("tool.call.completed", T0 + 40 * M)
+    report, _ = run(store, sc)
+    observe = report.triage["observe_coverage"]
+    assert observe["noun"] == "sessions" and observe["items"] == 3
+    assert [
+        (s["session_id"], s["first_seen"], s["last_seen"], s["events"], s["missed"])
+        for s in observe["sessions"]
+    ] == [
+        (
+            "crashed",
+            "2026-11-27T20:00:00Z",
+            "2026-11-27T21:59:59.999Z",
+            4,
+            ["end observe (silent end)"],
+        ),
+        ("ended", "2026-11-28T01:00:00Z", "2026-11-28T02:00:00Z", 4, ["end observe (end event)"]),
+        ("compacted", "2026-11-28T01:01:00Z", "2026-11-28T03:00:01Z", 7, ["compaction observe"]),
+    ]
+    # A session's dimensions are those of its first event.
+    assert groups(report, "observe_coverage")["source"] == [
+        ("interactive", 2, 2 / 3),
+        ("gateway", 1, 1 / 3),
+    ]
+    cold = report.triage["recall_coverage"]["sessions"]
+    assert [(s["session_id"], s["events"], s["missed"]) for s in cold] == [
+        ("cold", 2, ["start recall"])
+    ]
+
+
+def test_circuit_breaker_groups_the_streak_only(store: Store) -> None:
+    """The breaker's items are the failures of its longest run, not every failure in W."""
+    sc = Scenario()
+    s = sc.session("s1").starts(T0 + H).recalls(T0 + H + S)
+    s.emits("memory.recall.failed", T0 + H + M, success=0, error="recall timeout after 3s")
+    s.recalls(T0 + H + 2 * M)
+    for i in range(4):
+        s.emits(
+            "memory.recall.failed",
+            T0 + 2 * H + i * M,
+            success=0,
+            error=f"qdrant 503 on shard {i}",
+            component="recall",
+        )
+    report, _ = run(store, sc)
+    assert report.checks["circuit_breaker"].status is Status.BREACHED
+    assert report.triage["circuit_breaker"]["items"] == 4
+    assert groups(report, "circuit_breaker")["error"] == [("qdrant <n> on shard <n>", 4, 1.0)]
+    assert groups(report, "circuit_breaker")["component"] == [("recall", 4, 1.0)]
+
+
+def test_otel_logs_group_by_service_and_severity(store: Store) -> None:
+    """On the otel_logs preset, slow recalls group by ServiceName and SeverityText."""
+    sc = Scenario()
+    for i in range(3):
+        sc.session(f"s{i}").starts(T0 + H + i * M).recalls(T0 + H + i * M + S, latency_ms=5000)
+    table = unique_table().replace("otel_events", "otel_logs")
+    write_otel_logs(store, table, sc)
+    config = {
+        "source": {"preset": "otel_logs", "table": table},
+        "checks": {"recall_latency_p95": {"min_samples": 0}},
+    }
+    settings = settings_for(table, config)
+    report = with_triage(store, settings, run_once(store, settings, window_at(settings, AT)))
+    assert report.checks["recall_latency_p95"].status is Status.BREACHED
+    assert groups(report, "recall_latency_p95") == {
+        "ServiceName": [("svc", 3, 1.0)],
+        "SeverityText": [("INFO", 3, 1.0)],
+    }
+
+
+def test_otel_traces_failed_spans_group_by_service(store: Store) -> None:
+    """On the otel_traces preset, failed recall spans group by ServiceName."""
+    spans = [Span("memory.recall", T0 + H + i * M, 100, f"s{i}", status="Error") for i in range(4)]
+    spans += [Span("memory.recall", T0 + 2 * H + i * M, 100, f"t{i}") for i in range(4)]
+    table = unique_table().replace("otel_events", "otel_traces")
+    write_otel_traces(store, table, spans)
+    config = {
+        "source": {"preset": "otel_traces", "table": table},
+        "checks": {"recall_failure_rate": {"min_samples": 0}},
+    }
+    settings = settings_for(table, config)
+    report = with_triage(store, settings, run_once(store, settings, window_at(settings, AT)))
+    assert report.checks["recall_failure_rate"].status is Status.BREACHED
+    found = groups(report, "recall_failure_rate")
+    assert found["outcome"] == [("failed", 4, 1.0)]
+    assert found["ServiceName"] == [("agent", 4, 1.0)]
+
+
+def test_a_failing_breakdown_is_reported_not_raised(store: Store) -> None:
+    """A breakdown whose query fails says so in its entry; the others still run."""
+    report, settings = run(store, failure_mix(), RATES)
+    from checks.builtin import configured_checks
+    from checks.sources import open_source
+
+    source = open_source(store, settings.source)
+    broken = source.__class__(**{**source.__dict__, "dims_sql": "SELECT nonsense_column"})
+    found = triage(store, broken, report.window, configured_checks(settings), report)
+    assert "could not compute the breakdown" in found["observe_failure_rate"]["error"]
