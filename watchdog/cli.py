@@ -26,9 +26,11 @@ from alerts.commands import (
 )
 from checks.base import Report, Status
 from watchdog.config import Settings, load_settings, parse_duration
+from watchdog.daemon import add_daemon
 from watchdog.errors import ConfigError, StoreError, UsageError, WatchdogError
 from watchdog.render import render_json, render_text
 from watchdog.runner import checks_for, run_once, system_clock, window_at
+from watchdog.status import add_status
 from watchdog.store import open_store
 
 PROG = "memory-watchdog"
@@ -209,6 +211,8 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[_Parser]], None]] = {
     "silence": add_silence,
     "alerts": add_alerts,
     "notify-test": add_notify_test,
+    "daemon": add_daemon,
+    "status": add_status,
 }
 
 

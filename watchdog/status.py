@@ -1,0 +1,280 @@
+"""`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
+
+`--max-age DURATION` makes it a dead man's switch for whatever watches the
+watchdog (cron, a systemd timer, an uptime checker): exit 1 when the last
+completed run (one that read the source) judged a window ending longer ago
+than that, or when there is none. Exit codes: 0 fine, 1 too old, 2 usage or
+config, 3 the store could not be read. It only reads: no table is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from alerts.state import (
+    AlertRecord,
+    Backlog,
+    RunRecord,
+    alert_states,
+    last_runs,
+    outbox_backlog,
+    schema_exists,
+    source_name,
+    table,
+)
+from checks.base import from_ms, rfc3339
+from watchdog.config import Settings, format_duration, parse_duration
+from watchdog.errors import UsageError
+from watchdog.runner import system_clock
+from watchdog.spool import Spool
+from watchdog.store import Store, mask_url, open_store
+
+FORMATS = ("text", "json")
+_NOT_JUDGED = ("breached", "error")
+
+
+def last_completed_at(store: Store, settings: Settings) -> datetime | None:
+    """The end of the newest window whose run read the source (the run log's `problem` is '')."""
+    if not schema_exists(store, settings):
+        return None
+    row = store.query(
+        "SELECT count() AS n, toUnixTimestamp64Milli(max(at)) AS at_ms"
+        f" FROM {table(settings, 'runs')} FINAL"
+        " WHERE source = {source:String} AND problem = ''",
+        {"source": source_name(settings)},
+    ).first()
+    return from_ms(int(row["at_ms"])) if row and int(row["n"]) else None
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    """Everything `status` shows, read at `now`."""
+
+    now: datetime
+    source: str
+    store: str  # masked
+    schedule: str
+    next_run: datetime
+    last_completed: datetime | None
+    runs: list[RunRecord]
+    alerts: list[AlertRecord]
+    backlog: list[Backlog]
+    spooled: int
+    spooled_since: datetime | None
+
+    @property
+    def age(self) -> timedelta | None:
+        return self.now - self.last_completed if self.last_completed else None
+
+    def stale(self, max_age: timedelta) -> bool:
+        """Whether the dead man's switch trips: no completed run, or one older than max_age."""
+        return self.age is None or self.age > max_age
+
+    def firing(self) -> list[AlertRecord]:
+        return [r for r in self.alerts if r.alert.firing]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "now": rfc3339(self.now),
+            "source": self.source,
+            "store": self.store,
+            "schedule": {"describe": self.schedule, "next_run": rfc3339(self.next_run)},
+            "last_completed_run": _time(self.last_completed),
+            "age_s": self.age.total_seconds() if self.age is not None else None,
+            "runs": [_run_json(r) for r in self.runs],
+            "firing_alerts": [_alert_json(r) for r in self.firing()],
+            "outbox": [_backlog_json(b) for b in self.backlog],
+            "spool": {"error_runs": self.spooled, "since": _time(self.spooled_since)},
+        }
+
+
+def _time(moment: datetime | None) -> str | None:
+    return rfc3339(moment) if moment is not None else None
+
+
+def breached_checks(run: RunRecord) -> list[str]:
+    """Check ids a run found breached or could not evaluate."""
+    return sorted(c for c, r in run.checks.items() if r.get("status") in _NOT_JUDGED)
+
+
+def _run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "at": rfc3339(run.at),
+        "window": {"start": rfc3339(run.window_start), "end": rfc3339(run.window_end)},
+        "status": run.status,
+        "duration_s": run.duration_s,
+        "recorded_at": rfc3339(run.recorded_at),
+        "breached": breached_checks(run),
+        "problem": run.problem,
+        "notifications": run.notifications,
+    }
+
+
+def _alert_json(record: AlertRecord) -> dict[str, Any]:
+    a = record.alert
+    return {
+        "source": a.source,
+        "check": a.check_id,
+        "severity": a.severity,
+        "cause": a.cause,
+        "since": _time(a.fired_at),
+        "last_status": a.last_status,
+        "last_value": a.last_value,
+        "summary": a.summary,
+        "pending_outbox": record.pending_outbox,
+        "silenced_until": _time(record.silenced_until),
+    }
+
+
+def _backlog_json(b: Backlog) -> dict[str, Any]:
+    return {
+        "notifier": b.notifier,
+        "pending": b.pending,
+        "held": b.held,
+        "oldest_pending": _time(b.oldest_pending),
+        "delivered": b.delivered,
+        "dropped": b.dropped,
+        "rejected": b.rejected,
+    }
+
+
+def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> DaemonStatus:
+    """Read the run log, alert states and outbox (read-only), plus the local spool."""
+    from watchdog.schedule import Schedule
+
+    schedule = Schedule.from_settings(settings.schedule)
+    spool = Spool.for_settings(settings)
+    spooled = spool.runs
+    return DaemonStatus(
+        now=now,
+        source=source_name(settings),
+        store=mask_url(settings.store.url),
+        schedule=schedule.describe(),
+        next_run=schedule.next_run(now),
+        last_completed=last_completed_at(store, settings),
+        runs=last_runs(store, settings, runs),
+        alerts=alert_states(store, settings),
+        backlog=outbox_backlog(store, settings, now=now),
+        spooled=len(spooled),
+        spooled_since=min((r.at for r in spooled), default=None),
+    )
+
+
+def _ago(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 0:
+        return "in the future"
+    return f"{format_duration(timedelta(seconds=seconds))} ago" if seconds else "just now"
+
+
+def render_text(status: DaemonStatus) -> str:
+    """The status for people."""
+    lines = [f"memory-watchdog status: source {status.source}, store {status.store}"]
+    until = status.next_run - status.now
+    lines.append(
+        f"Schedule: {status.schedule}; next run {rfc3339(status.next_run)}"
+        f" (in {format_duration(timedelta(seconds=max(0, int(until.total_seconds()))))})"
+    )
+    if status.last_completed is None:
+        lines.append("Last completed run: none yet")
+    else:
+        assert status.age is not None
+        lines.append(
+            f"Last completed run: window ending {rfc3339(status.last_completed)}"
+            f" ({_ago(status.age)})"
+        )
+    if status.spooled:
+        since = rfc3339(status.spooled_since) if status.spooled_since else "?"
+        lines.append(
+            f"Store outage: {status.spooled} error run(s) since {since} wait in the local spool"
+        )
+    lines.append("")
+    lines.append("Last runs (newest first):" if status.runs else "Last runs: none")
+    for run in status.runs:
+        duration = f"{run.duration_s:.2f}s" if run.duration_s is not None else "-"
+        detail = run.problem or ", ".join(breached_checks(run))
+        lines.append(
+            f"  [{rfc3339(run.window_start)}, {rfc3339(run.window_end)})  {run.status:<9}"
+            f" {duration:>7}  {detail}".rstrip()
+        )
+    firing = status.firing()
+    lines.append("")
+    lines.append(f"Firing alerts: {len(firing)}" if firing else "Firing alerts: none")
+    for record in firing:
+        a = record.alert
+        since = f" since {rfc3339(a.fired_at)}" if a.fired_at else ""
+        lines.append(f"  {a.check_id} ({a.severity}) on {a.source}{since}: {a.summary}")
+    lines.append("")
+    if not status.backlog:
+        lines.append("Outbox: empty")
+    for b in status.backlog:
+        oldest = f", oldest {rfc3339(b.oldest_pending)}" if b.oldest_pending else ""
+        lines.append(
+            f"Outbox {b.notifier}: {b.pending} pending ({b.held} held){oldest};"
+            f" {b.delivered} delivered, {b.dropped} dropped, {b.rejected} rejected"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", default="text", help="text | json")
+    parser.add_argument(
+        "--max-age",
+        help="exit 1 when the last completed run judged a window ending longer ago (e.g. 4h30m)",
+    )
+    parser.add_argument("--runs", type=int, default=10, help="how many runs to list (default 10)")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the status; with --max-age, exit 1 when the last completed run is too old."""
+    from watchdog.cli import load
+
+    if args.format not in FORMATS:
+        raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
+    if args.runs < 0:
+        raise UsageError("--runs: must be 0 or more")
+    max_age: timedelta | None = None
+    if args.max_age:
+        try:
+            max_age = parse_duration(args.max_age)
+        except ValueError as exc:
+            raise UsageError(f"--max-age: {exc}") from None
+        if max_age <= timedelta(0):
+            raise UsageError("--max-age: must be positive")
+    settings = load(args)
+    cfg = settings.store
+    now = system_clock()
+    with open_store(
+        cfg.url,
+        query_timeout_s=cfg.query_timeout.total_seconds(),
+        lock_timeout_s=cfg.lock_timeout.total_seconds(),
+    ) as store:
+        status = read_status(store, settings, now, args.runs)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(status.to_json(), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_text(status))
+    if max_age is not None and status.stale(max_age):
+        age = "no completed run" if status.age is None else f"last completed {_ago(status.age)}"
+        print(f"memory-watchdog: stale: {age} (--max-age {args.max_age})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_status(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register `memory-watchdog status` (the CLI's COMMANDS registry calls this)."""
+    from watchdog.cli import _common
+
+    p = sub.add_parser(
+        "status",
+        help="last runs, firing alerts, outbox backlog, next run; --max-age as a health check",
+    )
+    _common(p)
+    add_arguments(p)
+    p.set_defaults(run=cmd_status)

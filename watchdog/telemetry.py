@@ -1,0 +1,236 @@
+"""The watchdog's own OpenTelemetry: a span per run, a child span per check, and metrics.
+
+Traces: `watchdog.run` (attributes `watchdog.window.start`, `.end`,
+`watchdog.run.status`, `watchdog.run.catchup`, `watchdog.source`) with one
+child `watchdog.check` per check (`watchdog.check.id`, `.status`, `.value`,
+`.duration_s`). Metrics:
+
+- `memory_watchdog.check.value` (gauge; attributes `check`, `source`)
+- `memory_watchdog.runs` (counter; attribute `status`)
+- `memory_watchdog.notifications` (counter; attribute `outcome`: delivered | failed)
+- `memory_watchdog.outbox.backlog` (gauge; attribute `notifier`): a level, so a gauge
+- `memory_watchdog.run.duration` (histogram, seconds; attribute `status`)
+- `memory_watchdog.windows.skipped` (counter): missed windows beyond max_catchup
+
+Exported with the OTLP/HTTP exporter when the standard `OTEL_EXPORTER_OTLP_*`
+endpoint variables are set, not at all otherwise (no console output). The
+providers are handed in, so tests use the SDK's in-memory exporters. Never
+an attribute holds a secret: no store URL, no webhook, no payload value.
+
+This telemetry is the watchdog's, never the agents': it leaves through
+OTLP only and is never written to the source table. Its spans are named
+`watchdog.*` and carry `service.name = memory-watchdog`; if a collector
+writes them into the table a source reads, exclude that service there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, StatusCode
+
+from checks.base import Report, Status, Window, rfc3339
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "memory-watchdog"
+INSTRUMENTATION = "memory_watchdog"
+
+STORE_ERROR = "store_error"  # a run that could not read the source at all
+
+_TRACES_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+_METRICS_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+
+
+@dataclass(frozen=True)
+class CheckTiming:
+    """When one check's query ran, in epoch nanoseconds (shared by checks of one query)."""
+
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass
+class RunSpan:
+    """The open `watchdog.run` span of one run, and what the run reports into it."""
+
+    span: Span
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class Telemetry:
+    """The watchdog's tracer and instruments, over providers handed in."""
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        *,
+        source: str = "",
+    ) -> None:
+        self._tracer_provider = tracer_provider or trace.NoOpTracerProvider()
+        self._meter_provider = meter_provider or metrics.NoOpMeterProvider()
+        self.source = source
+        self.tracer = self._tracer_provider.get_tracer(INSTRUMENTATION)
+        meter = self._meter_provider.get_meter(INSTRUMENTATION)
+        self.check_value = meter.create_gauge(
+            "memory_watchdog.check.value", description="The value of each check at its last run"
+        )
+        self.runs = meter.create_counter(
+            "memory_watchdog.runs", unit="{run}", description="Runs by status"
+        )
+        self.notifications = meter.create_counter(
+            "memory_watchdog.notifications",
+            unit="{notification}",
+            description="Notifications delivered or failed, by outcome",
+        )
+        self.backlog = meter.create_gauge(
+            "memory_watchdog.outbox.backlog",
+            unit="{notification}",
+            description="Notifications waiting in the outbox, per notifier",
+        )
+        self.run_duration = meter.create_histogram(
+            "memory_watchdog.run.duration", unit="s", description="How long a run took"
+        )
+        self.skipped = meter.create_counter(
+            "memory_watchdog.windows.skipped",
+            unit="{window}",
+            description="Missed windows beyond schedule.max_catchup, not judged",
+        )
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str], *, source: str = "") -> Telemetry:
+        """OTLP/HTTP exporters when OTEL_EXPORTER_OTLP_* endpoints are set; otherwise no-ops."""
+        if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+            return cls(source=source)
+        want_traces = any(env.get(name) for name in _TRACES_VARS)
+        want_metrics = any(env.get(name) for name in _METRICS_VARS)
+        if not (want_traces or want_metrics):
+            return cls(source=source)
+        from opentelemetry.sdk.resources import Resource
+
+        resource = Resource.create({"service.name": SERVICE_NAME})
+        tracer_provider: trace.TracerProvider | None = None
+        meter_provider: metrics.MeterProvider | None = None
+        if want_traces:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+            sdk_tracer = TracerProvider(resource=resource)
+            sdk_tracer.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            tracer_provider = sdk_tracer
+        if want_metrics:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter,
+            )
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+            reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+            meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+        return cls(tracer_provider, meter_provider, source=source)
+
+    @property
+    def exporting(self) -> bool:
+        """Whether anything is recorded (False for the no-op providers)."""
+        return not isinstance(self._tracer_provider, trace.NoOpTracerProvider) or not isinstance(
+            self._meter_provider, metrics.NoOpMeterProvider
+        )
+
+    @contextlib.contextmanager
+    def run(self, window: Window, *, catchup: bool = False) -> Iterator[RunSpan]:
+        """The `watchdog.run` span around one run; set its status with `finish_run`."""
+        attributes: dict[str, Any] = {
+            "watchdog.window.start": rfc3339(window.start),
+            "watchdog.window.end": rfc3339(window.end),
+            "watchdog.run.catchup": catchup,
+        }
+        if self.source:
+            attributes["watchdog.source"] = self.source
+        with self.tracer.start_as_current_span(
+            "watchdog.run", attributes=attributes, record_exception=False
+        ) as span:
+            yield RunSpan(span, attributes)
+
+    def record_checks(
+        self, run: RunSpan, report: Report, timings: Mapping[str, CheckTiming]
+    ) -> None:
+        """One `watchdog.check` child span per check that ran, and each value as a gauge."""
+        context = trace.set_span_in_context(run.span)
+        for check_id, result in report.checks.items():
+            if result.status is Status.DISABLED:
+                continue
+            attributes: dict[str, Any] = {
+                "watchdog.check.id": check_id,
+                "watchdog.check.status": result.status.value,
+            }
+            if result.value is not None:
+                attributes["watchdog.check.value"] = float(result.value)
+            timing = timings.get(check_id)
+            if timing is not None:
+                attributes["watchdog.check.duration_s"] = timing.duration_s
+            span = self.tracer.start_span(
+                "watchdog.check",
+                context=context,
+                attributes=attributes,
+                start_time=timing.start_ns if timing else None,
+            )
+            if result.status is Status.ERROR:
+                span.set_status(StatusCode.ERROR, "the check could not run")
+            span.end(end_time=timing.end_ns if timing else None)
+            if result.value is not None:
+                self.check_value.set(
+                    float(result.value), {"check": check_id, "source": report.source}
+                )
+
+    def finish_run(self, run: RunSpan, status: str, duration_s: float) -> None:
+        """Close the books on a run: its status on the span, the run counter and histogram."""
+        run.span.set_attribute("watchdog.run.status", status)
+        run.span.set_attribute("watchdog.run.duration_s", duration_s)
+        if status in (Status.ERROR.value, STORE_ERROR):
+            run.span.set_status(StatusCode.ERROR, status)
+        self.runs.add(1, {"status": status})
+        self.run_duration.record(duration_s, {"status": status})
+
+    def record_notifications(self, delivered: int, failed: int) -> None:
+        """Count deliveries of one run (failed: attempts that did not deliver)."""
+        if delivered:
+            self.notifications.add(delivered, {"outcome": "delivered"})
+        if failed:
+            self.notifications.add(failed, {"outcome": "failed"})
+
+    def record_backlog(self, pending: Mapping[str, int]) -> None:
+        """The outbox backlog per notifier, as of the end of a run."""
+        for notifier, count in pending.items():
+            self.backlog.set(count, {"notifier": notifier})
+
+    def record_skipped(self, windows: int) -> None:
+        """Count missed windows a catch-up did not judge."""
+        self.skipped.add(windows)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Flush what is buffered and stop the exporters (bounded by `timeout_s`)."""
+        millis = int(timeout_s * 1000)
+        for provider in (self._tracer_provider, self._meter_provider):
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                try:
+                    flush(millis)
+                except Exception as exc:  # an exporter failure never stops the watchdog
+                    log.warning("telemetry flush failed: %s", exc)
+            stop = getattr(provider, "shutdown", None)
+            if stop is not None:
+                try:
+                    stop()
+                except Exception as exc:
+                    log.warning("telemetry shutdown failed: %s", exc)
