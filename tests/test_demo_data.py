@@ -13,12 +13,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.builder import unique_table
 from watchdog.demo_data import JOELCLAW_COLUMNS, DemoPlan, generate_rows, write_demo
+from watchdog.store import Store
 
 AT = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 WINDOW = timedelta(hours=4)
@@ -362,21 +363,18 @@ def test_too_few_sessions_is_refused() -> None:
         generate_rows(sessions=10, at=AT)
 
 
-def test_write_demo_fills_an_embedded_store(tmp_path: Path) -> None:
-    from watchdog.store import open_store
-
-    with open_store(f"chdb://{tmp_path}/store") as store:
-        plan = write_demo(store, "joelclaw.otel_events", sessions=500, seed=0, at=AT)
-        stats = store.query(
-            "SELECT count() AS n, uniqExact(id) AS ids, min(timestamp) AS lo,"
-            " max(timestamp) AS hi, countIf(sessionId IS NULL) AS nulls"
-            " FROM joelclaw.otel_events"
-        ).first()
-        recalls = store.query(
-            "SELECT count() FROM joelclaw.otel_events"
-            " WHERE action = {name:String} AND component = 'recall-cli'",
-            {"name": "memory.recall.completed"},
-        ).rows[0][0]
+def test_write_demo_fills_an_embedded_store(store: Store) -> None:
+    """The demo data lands in a joelclaw table of the embedded store."""
+    table = unique_table()
+    plan = write_demo(store, table, sessions=500, seed=0, at=AT)
+    stats = store.query(
+        "SELECT count() AS n, uniqExact(id) AS ids, min(timestamp) AS lo,"
+        f" max(timestamp) AS hi, countIf(sessionId IS NULL) AS nulls FROM {table}"
+    ).first()
+    recalls = store.query(
+        f"SELECT count() FROM {table} WHERE action = {{name:String}} AND component = 'recall-cli'",
+        {"name": "memory.recall.completed"},
+    ).rows[0][0]
     assert stats["ids"] == plan.events
     assert plan.events <= stats["n"] <= plan.events + plan.duplicates
     first, last = (stats[key].replace(tzinfo=UTC) for key in ("lo", "hi"))
