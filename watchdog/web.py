@@ -44,10 +44,10 @@ LastRunAge = Callable[[], timedelta | None]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """`127.0.0.1:8787`, `:8787` or `8787` (loopback), `[::1]:8787`; UsageError otherwise."""
+    """`127.0.0.1:8787`, `:8787` or `8787` (loopback), `[::1]:8787`; port 0 picks a free one."""
     host, _, port = text.strip().rpartition(":")
     host = host.strip("[]") or DEFAULT_HOST
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not port.isdigit() or not 0 <= int(port) < 65536:
         raise UsageError(f"--http: {text!r} is not HOST:PORT (e.g. 127.0.0.1:8787)")
     return host, int(port)
 
@@ -188,6 +188,11 @@ def serve(
     except OSError as exc:
         raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror}") from None
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="watchdog-http", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.1},
+        name="watchdog-http",
+        daemon=True,
+    )
     thread.start()
     return server, thread

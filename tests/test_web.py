@@ -1,0 +1,202 @@
+"""The daemon's HTTP endpoints: pages, health and status, on loopback."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watchdog.errors import UsageError
+from watchdog.html import LATEST
+from watchdog.web import CSP, health, make_handler, parse_listen, serve
+
+PERIOD = timedelta(hours=4)
+
+
+class Daemon:
+    """What the daemon hands the server: a status document and the last run's age."""
+
+    def __init__(self) -> None:
+        self.age: timedelta | None = timedelta(minutes=10)
+        self.document: dict[str, Any] = {"runs": [], "alerts": []}
+        self.fail = False
+
+    def status(self) -> dict[str, Any]:
+        if self.fail:
+            raise RuntimeError("store http://default:***@db:8123 unreachable")
+        return self.document
+
+    def last_run_age(self) -> timedelta | None:
+        return self.age
+
+
+@pytest.fixture
+def pages(tmp_path: Path) -> Path:
+    (tmp_path / LATEST).write_text("<!doctype html><title>latest</title>")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "20261128T040000Z.html").write_text("<title>04</title>")
+    (tmp_path / "reports" / "20261128T000000Z.html").write_text("<title>00</title>")
+    return tmp_path
+
+
+@pytest.fixture
+def daemon() -> Daemon:
+    return Daemon()
+
+
+@pytest.fixture
+def server(pages: Path, daemon: Daemon) -> Iterator[tuple[str, int]]:
+    handler = make_handler(
+        pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
+    )
+    httpd, thread = serve("127.0.0.1:0", handler)
+    try:
+        yield httpd.server_address[0], httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+def get(server: tuple[str, int], path: str, method: str = "GET") -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection(*server, timeout=5)
+    connection.request(method, path)
+    response = connection.getresponse()
+    response.body = response.read()  # type: ignore[attr-defined]
+    connection.close()
+    return response
+
+
+def body(response: http.client.HTTPResponse) -> bytes:
+    return response.body  # type: ignore[attr-defined,no-any-return]
+
+
+def test_root_serves_the_latest_page(server: tuple[str, int]) -> None:
+    """`/` serves report.html, with a policy that forbids fetching anything."""
+    response = get(server, "/")
+    assert response.status == 200
+    assert body(response) == b"<!doctype html><title>latest</title>"
+    assert response.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert response.headers["Content-Security-Policy"] == CSP
+    assert response.headers["Cache-Control"] == "no-store"
+
+
+def test_past_report_by_window_end(server: tuple[str, int]) -> None:
+    """`/reports/<window-end>` serves an archived page, by stamp or RFC 3339 time."""
+    assert body(get(server, "/reports/20261128T040000Z")) == b"<title>04</title>"
+    assert body(get(server, "/reports/2026-11-28T00:00:00Z")) == b"<title>00</title>"
+    assert get(server, "/reports/20261128T080000Z").status == 404
+
+
+def test_report_paths_cannot_escape_the_directory(server: tuple[str, int]) -> None:
+    """Anything but a window end under /reports/ is a 404."""
+    for path in ("/reports/..%2F" + LATEST, "/reports/../report.html", "/reports/%2Fetc%2Fpasswd"):
+        assert get(server, path).status == 404
+
+
+def test_reports_index_lists_pages_newest_first(server: tuple[str, int]) -> None:
+    """`/reports/` lists the archived pages with relative links."""
+    text = body(get(server, "/reports/")).decode()
+    assert text.index("20261128T040000Z") < text.index("20261128T000000Z")
+    assert 'href="/reports/20261128T040000Z"' in text
+    assert "http://" not in text and "https://" not in text
+
+
+def test_no_report_yet_is_404(tmp_path: Path, daemon: Daemon) -> None:
+    """Before the first run has written a page, `/` says so with a 404."""
+    handler = make_handler(
+        tmp_path, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
+    )
+    httpd, thread = serve(":0", handler)
+    try:
+        response = get(httpd.server_address[:2], "/")  # type: ignore[arg-type]
+        assert (response.status, body(response)) == (404, b"no report written yet\n")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+def test_healthz_turns_503_when_runs_stop(server: tuple[str, int], daemon: Daemon) -> None:
+    """`/healthz` is 200 while the last run is younger than two periods, then 503."""
+    response = get(server, "/healthz")
+    assert response.status == 200
+    assert json.loads(body(response)) == {
+        "status": "ok",
+        "last_run_age_s": 600.0,
+        "max_age_s": 28800.0,
+    }
+    daemon.age = 2 * PERIOD
+    response = get(server, "/healthz")
+    assert response.status == 503
+    assert json.loads(body(response))["status"] == "stale"
+    assert response.headers["Content-Type"] == "application/json"
+
+
+def test_healthz_before_any_run_is_503(server: tuple[str, int], daemon: Daemon) -> None:
+    """No run recorded yet is not health."""
+    daemon.age = None
+    response = get(server, "/healthz")
+    assert response.status == 503
+    assert json.loads(body(response))["status"] == "no_run"
+
+
+def test_health_boundary() -> None:
+    """Just under two periods is healthy; exactly two is not."""
+    assert health(2 * PERIOD - timedelta(milliseconds=1), PERIOD)[0] == 200
+    assert health(2 * PERIOD, PERIOD)[0] == 503
+
+
+def test_status_serves_the_status_document(server: tuple[str, int], daemon: Daemon) -> None:
+    """`/status` is the daemon's status document as JSON."""
+    daemon.document = {"runs": [{"at": "2026-11-28T04:00:00Z", "status": "ok"}], "alerts": []}
+    response = get(server, "/status")
+    assert response.status == 200
+    assert json.loads(body(response)) == daemon.document
+
+
+def test_status_failure_is_503_with_one_line(server: tuple[str, int], daemon: Daemon) -> None:
+    """When the status document cannot be built, `/status` is 503 with the reason."""
+    daemon.fail = True
+    response = get(server, "/status")
+    assert response.status == 503
+    assert json.loads(body(response)) == {"error": "store http://default:***@db:8123 unreachable"}
+
+
+def test_head_has_no_body_and_unknown_is_404(server: tuple[str, int]) -> None:
+    """HEAD answers headers only; an unknown path is a 404."""
+    head = get(server, "/", method="HEAD")
+    assert head.status == 200 and body(head) == b""
+    assert int(head.headers["Content-Length"]) > 0
+    assert get(server, "/admin").status == 404
+
+
+def test_server_binds_loopback_by_default(server: tuple[str, int]) -> None:
+    """The served page is on 127.0.0.1 only."""
+    assert server[0] == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8787", ("127.0.0.1", 8787)),
+        (":8787", ("127.0.0.1", 8787)),
+        ("0.0.0.0:8080", ("0.0.0.0", 8080)),
+        ("[::1]:8787", ("::1", 8787)),
+    ],
+)
+def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
+    """--http takes HOST:PORT, binding loopback when the host is left out."""
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "localhost", "127.0.0.1:http", "127.0.0.1:70000"])
+def test_parse_listen_rejects_nonsense(text: str) -> None:
+    """A listen address that is not HOST:PORT is a usage error."""
+    with pytest.raises(UsageError, match="--http"):
+        parse_listen(text)
