@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,14 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+# Headless Chromium for tests/test_browser.py (Debian packages). Tolerant: when it
+# cannot be installed, that test skips and says why.
+browser:
+	@(command -v chromium && command -v chromedriver) >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+	  echo "make browser: chromium could not be installed; the browser test will skip"
+
+test: browser lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
