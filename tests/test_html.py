@@ -21,6 +21,7 @@ from watchdog.charts import MARKERS, Episode, Point, axis_top, timeline_chart, v
 from watchdog.config import Settings, settings_from_mapping
 from watchdog.html import (
     History,
+    breached_since,
     episodes,
     parse_stamp,
     prune,
@@ -355,3 +356,23 @@ def test_window_end_names() -> None:
         report_url("https://watchdog.example/", AT)
         == "https://watchdog.example/reports/20261128T040000Z"
     )
+
+
+def test_tile_says_since_when_a_breach_runs() -> None:
+    """A breached tile names the start of the current breach; no-verdict windows do not end it."""
+    t = [AT - k * timedelta(hours=4) for k in (4, 3, 2, 1)]
+    statuses = [Status.OK, Status.BREACHED, Status.INSUFFICIENT_DATA, Status.BREACHED]
+    history = History(
+        points={
+            "observe_failure_rate": [Point(m, 0.1, s) for m, s in zip(t, statuses, strict=True)]
+        }
+    )
+    assert breached_since(history.with_report(known_report()).points["observe_failure_rate"]) == (
+        t[1],
+        3,
+    )
+    tile = parse(page_of(history)).find("li", data_check="observe_failure_rate")[0]
+    assert tile.find(cls="since")[0].all_text() == "breached since 2026-11-27T12:00:00Z (3 windows)"
+    assert tile.find("svg", cls="spark")[0].attrs["data-points"] == "5"
+    ok_tile = parse(page_of(history)).find("li", data_check="circuit_breaker")[0]
+    assert not ok_tile.find(cls="since")

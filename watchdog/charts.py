@@ -295,3 +295,53 @@ def window_span(points: Sequence[Point], fallback_end: datetime, length: timedel
     if not points:
         return fallback_end - length
     return min(p.window_end for p in points) - length
+
+
+def sparkline(points: Sequence[Point], *, target: float, unit: str, title: str) -> Markup:
+    """A tile's tiny chart: the value over the recent windows, the target, breaches marked."""
+    width, height, pad = 132, 28, 3
+    values = [p.value for p in points if p.value is not None]
+    high = axis_top(max([*values, target, 0.0]), unit)
+    times = [p.window_end for p in points]
+    first, last = (min(times), max(times)) if times else (None, None)
+    span = (last - first).total_seconds() if first and last else 0.0
+
+    def x(moment: datetime) -> float:
+        if not span or first is None:
+            return width / 2
+        return pad + (width - 2 * pad) * (moment - first).total_seconds() / span
+
+    def y(value: float) -> float:
+        return pad + (height - 2 * pad) * (1 - min(value, high) / high)
+
+    breached = sum(p.status in BREACHING for p in points)
+    out = [
+        f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}"'
+        f' role="img" data-points="{len(points)}">',
+        f"<title>{escape(title)}: {len(points)} windows, {breached} breached</title>",
+        f'<line class="target" x1="0" y1="{_fmt(y(target))}" x2="{width}" y2="{_fmt(y(target))}"/>',
+    ]
+    run: list[str] = []
+    runs = [run]
+    for p in points:
+        if p.value is None:
+            run = []
+            runs.append(run)
+        else:
+            run.append(f"{_fmt(x(p.window_end))},{_fmt(y(p.value))}")
+    out += [f'<polyline class="line" points="{" ".join(r)}"/>' for r in runs if len(r) > 1]
+    for p in points:
+        if p.status in BREACHING:
+            cx = x(p.window_end)
+            cy = y(p.value) if p.value is not None else height - pad
+            out.append(
+                f'<path class="mark breach" d="M{_fmt(cx)},{_fmt(cy - 3)} L{_fmt(cx + 3)},'
+                f'{_fmt(cy + 2.5)} L{_fmt(cx - 3)},{_fmt(cy + 2.5)} Z"/>'
+            )
+    if points and points[-1].value is not None and points[-1].status not in BREACHING:
+        out.append(
+            f'<circle class="mark ok" cx="{_fmt(x(points[-1].window_end))}"'
+            f' cy="{_fmt(y(points[-1].value))}" r="2"/>'
+        )
+    out.append("</svg>")
+    return Markup("".join(out))

@@ -41,7 +41,7 @@ from checks.kinds import (
     Share,
     Streak,
 )
-from watchdog.charts import Episode, Point, timeline_chart, value_chart
+from watchdog.charts import BREACHING, Episode, Point, sparkline, timeline_chart, value_chart
 from watchdog.config import Settings, default_data_dir, format_duration
 from watchdog.errors import StoreError
 from watchdog.render import format_value
@@ -216,8 +216,39 @@ def _evidence(result: CheckResult) -> dict[str, Any]:
     }
 
 
-def _tile(result: CheckResult) -> dict[str, Any]:
+def breached_since(series: Sequence[Point]) -> tuple[datetime, int] | None:
+    """The end of the first window of the current breach, and how many windows it spans.
+
+    Windows without a verdict (insufficient or no data) neither end nor count
+    towards a breach, as for alerts; None when the newest window did not breach.
+    """
+    first, count = None, 0
+    for p in reversed(series):
+        if p.status in BREACHING:
+            first, count = p.window_end, count + 1
+        elif p.status is Status.OK:
+            break
+    if not series or series[-1].status not in BREACHING or first is None:
+        return None
+    return first, count
+
+
+def _tile(
+    result: CheckResult, series: Sequence[Point] = (), length: timedelta | None = None
+) -> dict[str, Any]:
+    since = breached_since(series) if length is not None else None
+    since_text = ""
+    if since is not None and length is not None:
+        first, count = since
+        windows = "this window" if count == 1 else f"{count} windows"
+        since_text = f"breached since {rfc3339(first - length)} ({windows})"
     return {
+        "since": since_text,
+        "spark": sparkline(
+            series, target=result.target, unit=result.unit, title=f"{result.id} history"
+        )
+        if series and result.status is not Status.DISABLED
+        else None,
         "id": result.id,
         "status": result.status.value,
         "icon": ICON[result.status],
@@ -350,7 +381,7 @@ def render_page(
             for s in Status
             if any(r.status is s for r in ordered)
         },
-        "tiles": [_tile(r) for r in ordered],
+        "tiles": [_tile(r, history.points.get(r.id, ()), report.window.length) for r in ordered],
         "details": details,
         "deviations": _deviation_table(report, settings.deviation.tipos),
         "reproduce": reproduce_command(report),
