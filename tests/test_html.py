@@ -372,7 +372,7 @@ def test_tile_says_since_when_a_breach_runs() -> None:
         3,
     )
     tile = parse(page_of(history)).find("li", data_check="observe_failure_rate")[0]
-    assert tile.find(cls="since")[0].all_text() == "breached since 2026-11-27T12:00:00Z (3 windows)"
+    assert tile.find(cls="since")[0].all_text() == "since 11-27 12:00 UTC · 3 windows"
     assert tile.find("svg", cls="spark")[0].attrs["data-points"] == "5"
     ok_tile = parse(page_of(history)).find("li", data_check="circuit_breaker")[0]
     assert not ok_tile.find(cls="since")

@@ -240,8 +240,8 @@ def _tile(
     since_text = ""
     if since is not None and length is not None:
         first, count = since
-        windows = "this window" if count == 1 else f"{count} windows"
-        since_text = f"breached since {rfc3339(first - length)} ({windows})"
+        start = (first - length).strftime("%m-%d %H:%M")
+        since_text = "new in this window" if count == 1 else f"since {start} UTC · {count} windows"
     return {
         "since": since_text,
         "spark": sparkline(
