@@ -8,6 +8,7 @@ store), with a watchdog database of its own, and reads back through
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -211,7 +212,7 @@ def assert_tiled(windows: list[tuple[str, str]]) -> None:
     for start, end in windows:
         assert (parse(end) - parse(start)).total_seconds() == 2
         assert int(parse(end).timestamp()) % 2 == 0
-    for (_, end), (start, _) in zip(windows, windows[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(windows):
         assert start == end, windows
 
 
