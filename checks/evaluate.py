@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -23,6 +24,9 @@ from watchdog.errors import StoreError
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)
+
+# Told the check ids one query judged and when it ran (epoch ns); the daemon's check spans.
+QueryTimer = Callable[[Sequence[str], int, int], None]
 
 
 def _window_for(spec: CheckSpec, window: Window) -> Window:
@@ -46,12 +50,18 @@ def _single(store: Store, source: CompiledSource, window: Window, spec: CheckSpe
 
 
 def evaluate(
-    store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    specs: Sequence[CheckSpec],
+    *,
+    timed: QueryTimer | None = None,
 ) -> Report:
     """Judge every check in `specs` over `window` on `source`, each error contained.
 
     A store error inside one query turns the checks of that query into
-    `error` results; it never aborts the others.
+    `error` results; it never aborts the others. `timed`, when given, is
+    told how long each query took and which checks it judged.
     """
     results: dict[str, CheckResult] = {}
     deviations: tuple[DeviationCount, ...] = ()
@@ -63,6 +73,7 @@ def evaluate(
         by_window.setdefault(spec.window_ms, []).append(spec)
     data_quality: dict[str, int] = {}
     for window_ms, group in by_window.items():
+        started = time.time_ns()
         try:
             shared = sessions.evaluate(store, source, _window_for(group[0], window), group)
             results.update(shared.results)
@@ -71,10 +82,13 @@ def evaluate(
         except StoreError as exc:
             _log_error(group, exc)
             results.update({spec.id: errored(spec, exc.problem) for spec in group})
+        if timed is not None:
+            timed([spec.id for spec in group], started, time.time_ns())
 
     for spec in enabled:
         if spec.id in results:
             continue
+        started = time.time_ns()
         try:
             if isinstance(spec.params, DeviationContract):
                 found = deviation.contract(
@@ -86,6 +100,8 @@ def evaluate(
         except StoreError as exc:
             _log_error([spec], exc)
             results[spec.id] = errored(spec, exc.problem)
+        if timed is not None:
+            timed([spec.id], started, time.time_ns())
 
     ordered = {spec.id: results.get(spec.id) or disabled(spec) for spec in specs}
     return Report(

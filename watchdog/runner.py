@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from checks.base import Report, Window
 from checks.builtin import configured_checks
-from checks.evaluate import evaluate
+from checks.evaluate import QueryTimer, evaluate
 from checks.kinds import CheckSpec, Coverage
 from checks.sources import open_source
 from watchdog.config import Settings
@@ -47,11 +47,13 @@ def checks_for(settings: Settings) -> list[CheckSpec]:
     return configured_checks(settings)
 
 
-def run_once(store: Store, settings: Settings, window: Window) -> Report:
+def run_once(
+    store: Store, settings: Settings, window: Window, *, timed: QueryTimer | None = None
+) -> Report:
     """Evaluate every configured check over `window` on the store's source."""
     specs = checks_for(settings)
     source = open_source(store, settings.source, session_scopes(specs))
-    return evaluate(store, source, window, specs)
+    return evaluate(store, source, window, specs, timed=timed)
 
 
 def session_scopes(specs: list[CheckSpec]) -> dict[str, str]:
