@@ -62,19 +62,17 @@ from alerts.state import outbox_backlog, record_error_run, source_name
 from checks.base import Severity, Window, rfc3339
 from watchdog.config import Settings, format_duration, parse_duration
 from watchdog.errors import ConfigError, StoreError, UsageError
-from watchdog.runner import Clock, run_once, system_clock
+from watchdog.runner import Clock, run_once, system_clock, window_at
 from watchdog.schedule import CatchUp, Schedule, catch_up
 from watchdog.spool import Spool, SpooledRun
 from watchdog.status import last_completed_at
 from watchdog.store import Store, open_store
-from watchdog.telemetry import STORE_ERROR, RunSpan, Telemetry
+from watchdog.telemetry import STORE_ERROR, RunSpan, Stopwatch, Telemetry
 
 log = logging.getLogger(__name__)
 
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 _ONE_US = timedelta(microseconds=1)
-# How many windows of a cron schedule are sampled for their longest length.
-_CRON_SAMPLE = 64
 
 
 class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
@@ -94,31 +92,6 @@ class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
 
     def __str__(self) -> str:
         return f"aligned[{self.schedule.describe()}]"
-
-
-def longest_window(schedule: Schedule, now: datetime) -> timedelta:
-    """The longest window the schedule makes (an `every` grid gains an hour on a DST day)."""
-    if schedule.every_s is not None:
-        return timedelta(seconds=schedule.every_s) + timedelta(hours=1)
-    longest, end = timedelta(0), schedule.next_end(now)
-    for _ in range(_CRON_SAMPLE):
-        following = schedule.next_end(end)
-        longest = max(longest, following - end)
-        end = following
-    return longest
-
-
-def check_lookback(settings: Settings, schedule: Schedule, now: datetime) -> None:
-    """ConfigError when window.lookback cannot judge the obligations due in a scheduled window."""
-    w = settings.window
-    need = longest_window(schedule, now) + max(w.idle_timeout, w.recall_grace, w.observe_grace)
-    if w.lookback < need:
-        raise ConfigError(
-            "window.lookback",
-            f"{format_duration(w.lookback)} is too short for the schedule"
-            f" ({schedule.describe()}): a window plus the longest of idle_timeout and the graces"
-            f" needs {format_duration(need)}",
-        )
 
 
 class Daemon:
@@ -188,12 +161,8 @@ class Daemon:
             self._store_down(self.window(attempting), exc.problem, None)
 
     def window(self, end: datetime) -> Window:
-        """The aligned window ending at `end`."""
-        return Window(
-            at=end,
-            length=end - self.schedule.previous_end(end),
-            lookback=self.settings.window.lookback,
-        )
+        """The aligned window ending at `end` (its lookback long enough to judge it)."""
+        return window_at(self.settings, end, end - self.schedule.previous_end(end))
 
     def _say_skipped(self, plan: CatchUp) -> None:
         if not plan.skipped:
@@ -216,11 +185,12 @@ class Daemon:
         window = self.window(end)
         started = time.monotonic()
         with self.telemetry.run(window, catchup=catchup) as span:
+            stopwatch = Stopwatch()
             try:
-                report = run_once(store, self.settings, window)
+                report = run_once(store, self.settings, window, timed=stopwatch)
             except StoreError as exc:
                 return self._source_unreadable(store, window, exc.problem, span, started)
-            self.telemetry.record_checks(span, report, {})
+            self.telemetry.record_checks(span, report, stopwatch.timings)
             try:
                 outcome = process(
                     store,
@@ -493,7 +463,6 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         raise UsageError(f"--stop-timeout: {exc}") from None
     settings = load(args)
     schedule = Schedule.from_settings(settings.schedule)
-    check_lookback(settings, schedule, system_clock())
     logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
     telemetry = Telemetry.from_environment(os.environ, source=source_name(settings))
     daemon = Daemon(

@@ -3,7 +3,8 @@
 Traces: `watchdog.run` (attributes `watchdog.window.start`, `.end`,
 `watchdog.run.status`, `watchdog.run.catchup`, `watchdog.source`) with one
 child `watchdog.check` per check (`watchdog.check.id`, `.status`, `.value`,
-`.duration_s`). Metrics:
+`.duration_s`; the span covers the check's query, which the session checks
+share, so `.query_shared_by` says by how many). Metrics:
 
 - `memory_watchdog.check.value` (gauge; attributes `check`, `source`)
 - `memory_watchdog.runs` (counter; attribute `status`)
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,14 +50,26 @@ _METRICS_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDP
 
 @dataclass(frozen=True)
 class CheckTiming:
-    """When one check's query ran, in epoch nanoseconds (shared by checks of one query)."""
+    """When one check's query ran, in epoch nanoseconds, and how many checks it judged."""
 
     start_ns: int
     end_ns: int
+    shared: int = 1  # the session checks share one query
 
     @property
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass
+class Stopwatch:
+    """Collects when each check's query ran: hand it to `run_once(timed=...)`."""
+
+    timings: dict[str, CheckTiming] = field(default_factory=dict)
+
+    def __call__(self, check_ids: Sequence[str], start_ns: int, end_ns: int) -> None:
+        for check_id in check_ids:
+            self.timings[check_id] = CheckTiming(start_ns, end_ns, len(check_ids))
 
 
 @dataclass
@@ -179,6 +192,7 @@ class Telemetry:
             timing = timings.get(check_id)
             if timing is not None:
                 attributes["watchdog.check.duration_s"] = timing.duration_s
+                attributes["watchdog.check.query_shared_by"] = timing.shared
             span = self.tracer.start_span(
                 "watchdog.check",
                 context=context,
