@@ -300,7 +300,7 @@ def cmd_silence_add(args: argparse.Namespace) -> int:
         )
     if bool(args.duration) == bool(args.until):
         raise UsageError("silence add: give exactly one of --for DURATION or --until TIME")
-    now = _now()
+    now = _now().replace(microsecond=0)
     if args.duration:
         try:
             length = parse_duration(args.duration)

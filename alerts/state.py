@@ -118,8 +118,9 @@ TABLES: dict[str, tuple[dict[str, str], str]] = {
     "alert_state": (ALERT_STATE, "ORDER BY (source, check_id)"),
     "outbox": (
         OUTBOX,
-        "ORDER BY (notifier, id)\n"
-        "TTL toDateTime(created_at) + INTERVAL 90 DAY DELETE WHERE status != 'pending'",
+        # Every version of a row expires together, so a deleted `delivered` version can
+        # never uncover an older `pending` one (alerts.max_delivery_age is at most 30d).
+        "ORDER BY (notifier, id)\nTTL toDateTime(created_at) + INTERVAL 90 DAY",
     ),
     # One row per (source, evaluation time): evaluating the same `at` again replaces it.
     "runs": (RUNS, "ORDER BY (source, at)\nTTL toDateTime(at) + INTERVAL 400 DAY"),

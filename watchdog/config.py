@@ -302,6 +302,8 @@ class AlertSettings(_Settings):
         for key in ("repeat_interval", "max_delivery_age", "delivery_timeout"):
             if getattr(self, key) <= timedelta(0):
                 raise ValueError(f"{key} must be positive")
+        if self.max_delivery_age > timedelta(days=30):
+            raise ValueError("max_delivery_age must be at most 30d (the outbox keeps rows 90 days)")
         return self
 
 

@@ -51,10 +51,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def setup(tmp_path: Path, slack: SlackStandIn) -> tuple[str, str]:
-    url = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=ROOT)
+def write_config(tmp_path: Path, slack: SlackStandIn) -> str:
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
@@ -68,7 +65,15 @@ timeout = "2s"
 """,
         encoding="utf-8",
     )
-    return url, str(config)
+    return str(config)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, slack: SlackStandIn) -> tuple[str, str]:
+    """A store holding a cold session named `<!channel>`, and a config pointing at the stand-in."""
+    url = f"chdb://{tmp_path / 'store'}"
+    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=ROOT)
+    return url, write_config(tmp_path, slack)
 
 
 def test_check_notify_from_outside(setup: tuple[str, str], slack: SlackStandIn) -> None:
@@ -171,9 +176,9 @@ def test_silence_add_list_remove(tmp_path: Path) -> None:
     assert both.returncode == 2 and "exactly one" in both.stderr
 
 
-def test_notify_test_reports_each_notifier(setup: tuple[str, str], slack: SlackStandIn) -> None:
+def test_notify_test_reports_each_notifier(tmp_path: Path, slack: SlackStandIn) -> None:
     """notify-test sends one test message per notifier and says how it went, URL masked."""
-    _, config = setup
+    config = write_config(tmp_path, slack)
     sent = cli("notify-test", "--config", config)
     assert sent.returncode == 0, sent.stderr
     assert sent.stdout.strip() == f"slack (incoming webhook {slack.base}/services/***): sent"
