@@ -132,11 +132,23 @@ def describe_clickhouse_error(exc: BaseException) -> str:
         if code in text:
             detail = re.search(r"DB::Exception: (.*?)(?: \(\w+\))?(?: \(version.*)?$", text)
             return f"{meaning}: {detail.group(1) if detail else text}"[:400]
-    if "HTTPConnectionPool" in text or "Connection refused" in text or "Max retries" in text:
-        return "unreachable (connection refused or no route to the server)"
+    # A read timeout's text also names the HTTPConnectionPool: test for it first.
     if "Read timed out" in text or "timed out" in text.lower():
         return "query timed out (raise store.query_timeout)"
+    if "Unexpected response to server version query" in text:
+        return (
+            "unexpected response to the first query (the connection was cut,"
+            " or the server at this URL is not ClickHouse)"
+        )
+    if "HTTPConnectionPool" in text or "Connection refused" in text or "Max retries" in text:
+        return "unreachable (connection refused or no route to the server)"
+    if any(sign in text for sign in _CUT_SIGNS):
+        return "the connection was reset or cut mid-response (check the server and any proxy)"
     return text[:400]
+
+
+# How clickhouse-connect (urllib3) words a connection that broke during a response.
+_CUT_SIGNS = ("Connection aborted", "Connection broken", "Connection reset", "Stream failed")
 
 
 class Store:
@@ -167,8 +179,32 @@ class Store:
             )
         except Exception as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
-        self._tally(result.summary, len(result.result_rows))
-        return QueryResult(tuple(result.column_names), list(result.result_rows))
+        rows = list(result.result_rows)
+        if not self.url.embedded:
+            self._check_complete(result.summary, len(rows))
+        self._tally(result.summary, len(rows))
+        return QueryResult(tuple(result.column_names), rows)
+
+    def _check_complete(self, summary: Mapping[str, Any] | None, received: int) -> None:
+        """Refuse an HTTP response that was cut before its end.
+
+        clickhouse-connect reads a connection closed inside the response
+        headers (before the body's framing is known) as an empty result with
+        no error. ClickHouse sends `X-ClickHouse-Summary` with every result,
+        and its `result_rows` never exceeds the rows the body carries, so an
+        empty result without that header, or fewer rows than it counts, is a
+        cut response: without this, a selective query (the table's columns,
+        the deviation aggregation) would read as "nothing there".
+        """
+        summary = summary or {}
+        announced = int(summary.get("result_rows", 0) or 0)
+        if (received == 0 and "read_rows" not in summary) or announced > received:
+            raise StoreError(
+                self.url.masked,
+                "incomplete response: the connection was cut inside the response"
+                f" ({received} of {announced or 'an unknown number of'} rows arrived;"
+                " or a proxy strips ClickHouse's X-ClickHouse-Summary header)",
+            )
 
     def aggregate(self, sql: str, parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The one row of an aggregate query, as a dict.
