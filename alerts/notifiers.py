@@ -366,7 +366,7 @@ class SlackNotifier:
         except DeliveryError as exc:
             if exc.failure is not Failure.REJECTED or not message.blocks:
                 raise
-            log.warning("%s: %s; sending the text fallback alone", self.name, exc.problem)
+            log.info("%s: %s; sending the text fallback alone", self.name, exc.problem)
             self._post(message.text, None, deadline)
 
     def _post(self, text: str, blocks: list[Any] | None, deadline: Deadline) -> None:

@@ -16,7 +16,8 @@ daemon call after an evaluation. In order, it:
    bookkeeping, quiet hours and `max_delivery_age` use).
 
 Chat failures never raise: they come back as one line each in
-`ProcessOutcome.errors`. A `StoreError` (the watchdog's own tables could not
+`ProcessOutcome.errors` (secrets masked), for the caller to report; they
+are only logged at debug level here. A `StoreError` (the watchdog's own tables could not
 be written) and a `ConfigError` (a broken custom template) do raise.
 
 Besides the report's checks, every run judges the pseudo check `store`:
