@@ -44,8 +44,20 @@ INSTRUMENTATION = "memory_watchdog"
 
 STORE_ERROR = "store_error"  # a run that could not read the source at all
 
-_TRACES_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-_METRICS_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+
+def _otlp_target(env: Mapping[str, str], signal: str) -> tuple[str, dict[str, str]] | None:
+    """The OTLP/HTTP URL and headers of one signal (TRACES or METRICS), or None when unset."""
+    from opentelemetry.util.re import parse_env_headers
+
+    prefix = "OTEL_EXPORTER_OTLP_"
+    endpoint = env.get(f"{prefix}{signal}_ENDPOINT", "").strip()
+    if not endpoint:
+        shared = env.get(f"{prefix}ENDPOINT", "").strip()
+        if not shared:
+            return None
+        endpoint = f"{shared.rstrip('/')}/v1/{signal.lower()}"
+    headers = env.get(f"{prefix}{signal}_HEADERS") or env.get(f"{prefix}HEADERS") or ""
+    return endpoint, dict(parse_env_headers(headers, liberal=True))
 
 
 @dataclass(frozen=True)
@@ -122,35 +134,44 @@ class Telemetry:
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str], *, source: str = "") -> Telemetry:
-        """OTLP/HTTP exporters when OTEL_EXPORTER_OTLP_* endpoints are set; otherwise no-ops."""
+        """OTLP/HTTP exporters when OTEL_EXPORTER_OTLP_* endpoints are set; otherwise no-ops.
+
+        Endpoint and headers are taken from `env` (the signal's own variable
+        first, then the shared one with `/v1/<signal>` appended); TLS,
+        compression and timeout knobs are read by the exporter itself.
+        """
         if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
             return cls(source=source)
-        want_traces = any(env.get(name) for name in _TRACES_VARS)
-        want_metrics = any(env.get(name) for name in _METRICS_VARS)
-        if not (want_traces or want_metrics):
+        traces = _otlp_target(env, "TRACES")
+        metrics_target = _otlp_target(env, "METRICS")
+        if traces is None and metrics_target is None:
             return cls(source=source)
         from opentelemetry.sdk.resources import Resource
 
         resource = Resource.create({"service.name": SERVICE_NAME})
         tracer_provider: trace.TracerProvider | None = None
         meter_provider: metrics.MeterProvider | None = None
-        if want_traces:
+        if traces is not None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
             sdk_tracer = TracerProvider(resource=resource)
-            sdk_tracer.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            sdk_tracer.add_span_processor(
+                BatchSpanProcessor(OTLPSpanExporter(endpoint=traces[0], headers=traces[1]))
+            )
             tracer_provider = sdk_tracer
-        if want_metrics:
+        if metrics_target is not None:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
                 OTLPMetricExporter,
             )
             from opentelemetry.sdk.metrics import MeterProvider
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-            reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-            meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+            exporter = OTLPMetricExporter(endpoint=metrics_target[0], headers=metrics_target[1])
+            meter_provider = MeterProvider(
+                resource=resource, metric_readers=[PeriodicExportingMetricReader(exporter)]
+            )
         return cls(tracer_provider, meter_provider, source=source)
 
     @property

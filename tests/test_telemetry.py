@@ -1,0 +1,308 @@
+"""The watchdog's own telemetry, read back from the SDK's in-memory exporters.
+
+The daemon runs in this process on the shared embedded store, its
+collaborators handed in: a clock the test moves, a recording notifier, an
+in-memory span exporter and metric reader, and a store opener.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from alerts.testing import FakeTimer, RecordingNotifier
+from tests.builder import T0, H, M, S, Scenario, unique_table
+from watchdog.config import Settings, settings_from_mapping
+from watchdog.daemon import Daemon
+from watchdog.errors import StoreLockedError
+from watchdog.schedule import Schedule
+from watchdog.spool import Spool
+from watchdog.store import Store
+from watchdog.telemetry import Telemetry
+
+SECRET = "s3cr3t-webhook-part"
+
+
+@dataclass
+class MovableClock:
+    """A clock the test sets."""
+
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass
+class Rig:
+    """A daemon wired to in-memory telemetry, and what it is wired to."""
+
+    daemon: Daemon
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+    clock: MovableClock
+    notifier: RecordingNotifier
+    spool: Spool
+    settings: Settings
+
+    def finished(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if s.name == name]
+
+    def points(self, metric: str) -> dict[frozenset[tuple[str, Any]], Any]:
+        """The data points of one metric by their attributes (value, or the histogram point)."""
+        found: dict[frozenset[tuple[str, Any]], Any] = {}
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for m in scope.metrics:
+                    if m.name != metric:
+                        continue
+                    for point in m.data.data_points:
+                        key = frozenset((point.attributes or {}).items())
+                        found[key] = getattr(point, "value", point)
+        return found
+
+
+def write_breached_scenario(store: Store) -> str:
+    """One session started without recall in [00:00, 04:00), one healthy one."""
+    sc = Scenario()
+    sc.session("cold").starts(T0 + H).ends(T0 + H + 10 * M).observes(T0 + H + 11 * M)
+    sc.session("fine").starts(T0 + 2 * H).recalls(T0 + 2 * H + S).ends(T0 + 3 * H)
+    sc.session("fine").observes(T0 + 3 * H + M)
+    table = unique_table()
+    sc.write(store, table)
+    return table
+
+
+def opener(store: Store, broken: threading.Event) -> Any:
+    """Open the shared test store (never closing it), or fail as a locked store when `broken`."""
+
+    @contextlib.contextmanager
+    def open_store(settings: Settings) -> Iterator[Store]:
+        if broken.is_set():
+            raise StoreLockedError("chdb:///store", "the embedded store is held by process 4242")
+        yield store
+
+    return open_store
+
+
+@pytest.fixture
+def broken() -> threading.Event:
+    return threading.Event()
+
+
+def make_rig(store: Store, tmp_path: Path, broken: threading.Event, **config: Any) -> Rig:
+    table = write_breached_scenario(store)
+    settings = settings_from_mapping(
+        {
+            "store": {"database": f"wd_{uuid.uuid4().hex[:12]}"},
+            "source": {"table": table},
+            "schedule": {"every": "4h", "delay": "0s", **config},
+            "alerts": {"slack": {"webhook_url": f"https://hooks.slack.test/services/{SECRET}"}},
+        },
+        env={},
+    )
+    spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry = Telemetry(tracer_provider, MeterProvider(metric_readers=[metrics]), source=table)
+    clock = MovableClock(T0 + 4 * H + M)
+    notifier = RecordingNotifier()
+    spool = Spool(tmp_path / "spool.json")
+    daemon = Daemon(
+        settings,
+        schedule=Schedule.from_settings(settings.schedule),
+        telemetry=telemetry,
+        spool=spool,
+        clock=clock,
+        notifiers={"recording": notifier},
+        timer=FakeTimer(),
+        open_store_fn=opener(store, broken),
+    )
+    return Rig(daemon, spans, metrics, clock, notifier, spool, settings)
+
+
+@pytest.fixture
+def rig(store: Store, tmp_path: Path, broken: threading.Event) -> Rig:
+    return make_rig(store, tmp_path, broken)
+
+
+def test_a_run_is_one_span_with_a_child_span_per_check(rig: Rig) -> None:
+    """`watchdog.run` carries the window and status; each check is a child with its query time."""
+    rig.daemon.tick()
+    (run,) = rig.finished("watchdog.run")
+    assert run.attributes is not None
+    assert run.attributes["watchdog.window.start"] == "2026-11-28T00:00:00Z"
+    assert run.attributes["watchdog.window.end"] == "2026-11-28T04:00:00Z"
+    assert run.attributes["watchdog.run.status"] == "breached"
+    assert run.attributes["watchdog.run.catchup"] is False
+    checks = rig.finished("watchdog.check")
+    assert len(checks) == 11
+    assert run.context is not None
+    for span in checks:
+        assert span.parent is not None and span.parent.span_id == run.context.span_id
+        assert span.start_time is not None and run.start_time is not None
+        assert run.start_time <= span.start_time <= (span.end_time or 0) <= (run.end_time or 0)
+    by_id = {s.attributes["watchdog.check.id"]: s for s in checks if s.attributes}
+    cold = by_id["recall_coverage"].attributes
+    assert cold is not None
+    assert cold["watchdog.check.status"] == "breached"
+    assert cold["watchdog.check.value"] == 1.0
+    assert float(str(cold["watchdog.check.duration_s"])) > 0
+    assert int(str(cold["watchdog.check.query_shared_by"])) > 1  # the shared session query
+
+
+def test_a_run_records_check_values_runs_notifications_backlog_and_duration(rig: Rig) -> None:
+    """Gauge per check value, runs by status, deliveries, outbox backlog, run duration."""
+    rig.daemon.tick()
+    source = rig.daemon.source
+    values = rig.points("memory_watchdog.check.value")
+    assert values[frozenset({("check", "recall_coverage"), ("source", source)})] == 1.0
+    assert rig.points("memory_watchdog.runs") == {frozenset({("status", "breached")}): 1}
+    assert rig.points("memory_watchdog.notifications") == {frozenset({("outcome", "delivered")}): 1}
+    assert rig.points("memory_watchdog.outbox.backlog") == {
+        frozenset({("notifier", "recording")}): 0
+    }
+    (duration,) = rig.points("memory_watchdog.run.duration").values()
+    assert duration.count == 1 and duration.sum > 0
+    assert len(rig.notifier.sent) == 1
+
+
+def test_catch_up_runs_are_marked_and_skipped_windows_counted(
+    store: Store, tmp_path: Path, broken: threading.Event
+) -> None:
+    """Down from 04:00 to 16:00 with max_catchup 1: 12:00 caught up, 16:00 judged, 08:00 counted."""
+    rig = make_rig(store, tmp_path, broken, max_catchup=1)
+    rig.daemon.tick()
+    rig.spans.clear()
+    rig.clock.now = T0 + 16 * H + M
+    rig.daemon.tick()
+    runs = rig.finished("watchdog.run")
+    judged = [
+        (r.attributes["watchdog.window.end"], r.attributes["watchdog.run.catchup"])
+        for r in runs
+        if r.attributes
+    ]
+    assert judged == [("2026-11-28T12:00:00Z", True), ("2026-11-28T16:00:00Z", False)]
+    assert rig.points("memory_watchdog.windows.skipped") == {frozenset(): 1}
+
+
+def test_store_down_run_counts_as_store_error_and_alerts_once_directly(
+    rig: Rig, broken: threading.Event
+) -> None:
+    """The store cannot be opened: store_error run, spooled, the alert sent directly, once."""
+    rig.daemon.tick()  # 04:00 judged, the breach announced
+    broken.set()
+    rig.clock.now = T0 + 8 * H + M
+    rig.daemon.tick()
+    rig.clock.now = T0 + 12 * H + M
+    rig.daemon.tick()
+    runs = [r for r in rig.finished("watchdog.run") if r.attributes]
+    failed = [
+        r for r in runs if r.attributes and r.attributes["watchdog.run.status"] == "store_error"
+    ]
+    assert len(failed) == 2
+    assert all(r.status.status_code is StatusCode.ERROR for r in failed)
+    assert rig.points("memory_watchdog.runs")[frozenset({("status", "store_error")})] == 2
+    store_messages = [m for m in rig.notifier.sent if "could not read the source" in m.text]
+    assert len(store_messages) == 1
+    assert [r.at for r in rig.spool.runs] == [T0 + 8 * H, T0 + 12 * H]
+
+    broken.clear()
+    rig.clock.now = T0 + 12 * H + 2 * M
+    rig.daemon.tick()  # flush the spool, judge 08:00 and 12:00
+    assert not rig.spool.runs and not (rig.spool.path.exists())
+    texts = [m.text for m in rig.notifier.sent]
+    assert len([t for t in texts if "could not read the source" in t]) == 1
+    rig.clock.now = T0 + 16 * H + M
+    rig.daemon.tick()  # the first window after the failed ones resolves the store alert
+    assert any("store" in m.text and "resolved" in m.text.lower() for m in rig.notifier.sent)
+
+
+def test_no_attribute_holds_a_secret(rig: Rig) -> None:
+    """No span or metric attribute carries the webhook (or any URL)."""
+    rig.daemon.tick()
+    values: list[str] = []
+    for span in rig.spans.get_finished_spans():
+        values += [str(v) for v in (span.attributes or {}).values()]
+    for metric in (
+        "memory_watchdog.check.value",
+        "memory_watchdog.runs",
+        "memory_watchdog.outbox.backlog",
+    ):
+        for key in rig.points(metric):
+            values += [str(v) for _, v in key]
+    assert values
+    assert not [v for v in values if SECRET in v or "://" in v]
+
+
+def test_without_otlp_environment_nothing_is_exported() -> None:
+    """No OTEL_EXPORTER_OTLP_* endpoint: no-op providers, no exporter, no console output."""
+    assert not Telemetry.from_environment({}).exporting
+    assert not Telemetry.from_environment(
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"}
+    ).exporting
+
+
+class _Collector:
+    """An OTLP/HTTP stand-in on 127.0.0.1 that records which signal paths were posted."""
+
+    def __init__(self) -> None:
+        paths: list[str] = []
+        self.paths = paths
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_otlp_endpoint_exports_spans_and_metrics_over_http(rig: Rig) -> None:
+    """With OTEL_EXPORTER_OTLP_ENDPOINT set, a run's spans and metrics reach the collector."""
+    collector = _Collector()
+    try:
+        telemetry = Telemetry.from_environment(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}, source="t"
+        )
+        assert telemetry.exporting
+        rig.daemon.telemetry = telemetry
+        rig.daemon.tick()
+        telemetry.shutdown(timeout_s=10)
+    finally:
+        collector.close()
+    assert "/v1/traces" in collector.paths and "/v1/metrics" in collector.paths
