@@ -119,7 +119,8 @@ _SCHEMA_CODES = {
     "NO_SUCH_COLUMN_IN_TABLE": "column not found",
     "AUTHENTICATION_FAILED": "authentication failed (check user and password)",
     "REQUIRED_PASSWORD": "authentication failed (check user and password)",
-    "ACCESS_DENIED": "access denied (the user needs SELECT on the source table)",
+    # Reading the source needs SELECT; `--notify` and the daemon also write their own database.
+    "ACCESS_DENIED": "access denied (the user lacks a grant; see the README's GRANT statements)",
     "TIMEOUT_EXCEEDED": "query timed out (raise store.query_timeout)",
     "UNKNOWN_USER": "authentication failed (unknown user)",
 }
