@@ -45,6 +45,9 @@ What a request gets, as ClickHouse's HTTP interface does it:
 - With `users={"default": "secret"}`, credentials from `X-ClickHouse-User` /
   `X-ClickHouse-Key`, HTTP basic auth, or `user` / `password` URL parameters
   are checked; a mismatch is code 516 with HTTP 403.
+- Users named in `select_only` hold only SELECT grants: any statement that
+  writes (INSERT, CREATE, ALTER, DROP, ...) fails as ClickHouse fails it for
+  a missing grant, code 497 ACCESS_DENIED with HTTP 403.
 
 Not supported: sessions (`session_id` is ignored; every request shares the
 server's one handle, so a `SET` or temporary table sent as a query persists),
@@ -74,7 +77,7 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -209,6 +212,12 @@ _SETTINGS_SPLIT_RE = re.compile(r"\s+SETTINGS\s+", re.IGNORECASE)
 
 # Statements that answer with a result set (and so with X-ClickHouse-Format), and the
 # ones a GET (readonly) request may run.
+# `CREATE TABLE IF NOT EXISTS db.t (...)` -> kind TABLE, name db.t (for ACCESS_DENIED's words).
+_DDL_TARGET_RE = re.compile(
+    r"\A\s*\w+\s+(?:TEMPORARY\s+)?(?P<kind>DATABASE|TABLE|VIEW|DICTIONARY)\s+"
+    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(?P<name>[`\w.]+)",
+    re.IGNORECASE,
+)
 _RESULT_KEYWORDS = frozenset({"SELECT", "WITH", "SHOW", "DESC", "DESCRIBE", "EXISTS", "EXPLAIN"})
 _READONLY_KEYWORDS = _RESULT_KEYWORDS | {"SET", "USE"}
 
@@ -555,7 +564,7 @@ class _Handler(BaseHTTPRequestHandler):
                 params.update(fields)
                 body = b""
             sql_text = params.get("query", "") or body[:2000].decode("utf-8", "replace")
-            outcome = harness._execute(self.command, params, body, self.headers)
+            outcome = harness._execute(self.command, params, body, self.headers, user=user)
         except ClickHouseError as err:
             headers = {
                 "Content-Type": "text/plain; charset=UTF-8",
@@ -620,9 +629,11 @@ class ClickHouseHTTPServer:
         users: Mapping[str, str] | None = None,
         display_name: str = "chdb-harness",
         default_database: str = "default",
+        select_only: Collection[str] = (),
     ) -> None:
         self._connection_string = _connection_string_of(client)
         self.users = dict(users) if users is not None else None
+        self.select_only = frozenset(select_only)
         self.display_name = display_name
         self.default_database = default_database
         self.version = ""
@@ -782,7 +793,13 @@ class ClickHouseHTTPServer:
         return user
 
     def _execute(
-        self, method: str, params: Mapping[str, str], body: bytes, headers: Mapping[str, str]
+        self,
+        method: str,
+        params: Mapping[str, str],
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        user: str = "default",
     ) -> _Outcome:
         engine = self._engine
         if engine is None:
@@ -811,6 +828,8 @@ class ClickHouseHTTPServer:
 
         insert = _split_data_insert(raw)
         if insert is not None:
+            if user in self.select_only:
+                raise self._denied_error(user, "INSERT", insert[0].split()[0])
             if readonly:
                 raise self._readonly_error(method)
             target, fmt, data = insert
@@ -821,6 +840,13 @@ class ClickHouseHTTPServer:
         except UnicodeDecodeError:
             raise ClickHouseError.make(62, "SYNTAX_ERROR", "The query is not valid UTF-8") from None
         keyword = _first_keyword(sql)
+        if user in self.select_only and keyword not in _READONLY_KEYWORDS:
+            found = _DDL_TARGET_RE.match(sql)
+            if found:
+                kind, name = found.group("kind").upper(), found.group("name").strip("`")
+                target = f"{name}.*" if kind == "DATABASE" else name
+                raise self._denied_error(user, f"{keyword} {kind}", target)
+            raise self._denied_error(user, keyword, f"{database}.*")
         if readonly and keyword not in _READONLY_KEYWORDS:
             raise self._readonly_error(method)
         trailing = _TRAILING_FORMAT_RE.search(sql)
@@ -892,6 +918,16 @@ class ClickHouseHTTPServer:
                 "You should use method POST for modifying queries"
             )
         return ClickHouseError.make(164, "READONLY", detail)
+
+    @staticmethod
+    def _denied_error(user: str, keyword: str, target: str) -> ClickHouseError:
+        """What ClickHouse answers a user who lacks the grant a statement needs."""
+        return ClickHouseError.make(
+            497,
+            "ACCESS_DENIED",
+            f"{user}: Not enough privileges. To execute this query, it's necessary to have"
+            f" the grant {keyword} ON {target}",
+        )
 
     @staticmethod
     def _summary(result: Any, elapsed_ns: int) -> dict[str, str]:

@@ -21,6 +21,18 @@ each accepted connection according to the mode in force when it arrived:
   change the seed only to hunt that.
 - `auth_fail`: answer as ClickHouse does for a wrong password: 403 with
   `X-ClickHouse-Exception-Code: 516` and an AUTHENTICATION_FAILED body.
+- `cut_request`: forward everything, except that the response to request
+  number `fault_request` (counted from 1 over all connections since the mode
+  was set; a keep-alive connection carries many) is cut after
+  `truncate_after` bytes (or, with `cut_in_body` set, that many bytes past
+  the end of its headers; with `cut_before`, just before the first
+  occurrence of those bytes, e.g. a header name). A fault in one query of
+  many, not in all of them.
+- `stall_request`: forward everything, except that request number
+  `fault_request` is never forwarded nor answered (the client times out).
+
+`requests` counts the requests seen in the two per-request modes, so a test
+can learn how many queries a run makes and then fault each one in turn.
 
 Changing the mode drops every open connection, so a client's pooled
 keep-alive connection cannot carry the old mode into the next request. All
@@ -48,6 +60,8 @@ MODES = (
     "http_500",
     "garbage",
     "auth_fail",
+    "cut_request",
+    "stall_request",
 )
 _POLL_S = 0.05
 _MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -84,6 +98,10 @@ class FaultProxy:
         self.error_message = error_message
         self.server_version = server_version
         self.accepted = 0  # connections accepted, over all modes
+        self.fault_request = 1  # cut_request / stall_request: which request (from 1)
+        self.cut_in_body: int | None = None  # cut_request: cut this far past the headers instead
+        self.cut_before: bytes | None = None  # cut_request: cut just before these bytes instead
+        self.requests = 0  # requests seen since the per-request mode was set
         self._mode = mode
         self._port = 0
         self._lock = threading.Lock()
@@ -163,6 +181,7 @@ class FaultProxy:
         self._check_mode(mode)
         with self._lock:
             previous, self._mode = self._mode, mode
+            self.requests = 0
             if self._port and not self._stop.is_set():
                 if mode == "refuse" and self._listener is not None:
                     self._listener.close()
@@ -234,7 +253,7 @@ class FaultProxy:
             conn.setblocking(True)
             if mode == "reset":
                 _reset(conn)
-            elif mode in ("pass", "close_mid_response"):
+            elif mode in ("pass", "close_mid_response", "cut_request", "stall_request"):
                 self._pipe(conn, mode, dropped)
             elif mode == "stall":
                 self._stall(conn, dropped)
@@ -258,12 +277,17 @@ class FaultProxy:
     # ---- modes -------------------------------------------------------------
 
     def _pipe(self, conn: socket.socket, mode: str, dropped: threading.Event) -> None:
-        """Forward both ways; in close_mid_response, cut the response after N bytes."""
+        """Forward both ways; cut (or withhold) a response as the mode says."""
         try:
             upstream = socket.create_connection(self.target, timeout=5)
         except OSError:
             _reset(conn)
             return
+        per_request = mode in ("cut_request", "stall_request")
+        answering = True  # the last bytes went server -> client: the next ones start a request
+        faulted = False  # the current request is the one to fault
+        held = bytearray()  # cut_request: the faulted response, until the cut point is known
+        idle = 0
         with upstream:
             budget = self.truncate_after if mode == "close_mid_response" else -1
             while self._alive(dropped):
@@ -271,12 +295,38 @@ class FaultProxy:
                     ready, _, _ = select.select([conn, upstream], [], [], _POLL_S)
                 except (OSError, ValueError):
                     return
+                if not ready and held:
+                    idle += 1
+                    if idle >= 4:  # the whole response was shorter than the cut: pass it on
+                        conn.sendall(held)
+                        held.clear()
+                        faulted = False
+                    continue
                 for source in ready:
                     data = source.recv(65536)
                     if not data:
                         return
                     if source is conn:
+                        if per_request and answering:
+                            with self._lock:
+                                self.requests += 1
+                                faulted = self.requests == self.fault_request
+                        answering = False
+                        if faulted and mode == "stall_request":
+                            self._stall(conn, dropped)
+                            return
                         upstream.sendall(data)
+                        continue
+                    answering = True
+                    if faulted and mode == "cut_request":
+                        held += data
+                        idle = 0
+                        cut = self._cut_point(held)
+                        if cut is not None and len(held) >= cut:
+                            conn.sendall(held[:cut])
+                            with contextlib.suppress(OSError):
+                                conn.shutdown(socket.SHUT_RDWR)
+                            return
                         continue
                     if budget < 0:
                         conn.sendall(data)
@@ -287,6 +337,16 @@ class FaultProxy:
                         with contextlib.suppress(OSError):
                             conn.shutdown(socket.SHUT_RDWR)
                         return
+
+    def _cut_point(self, response: bytearray) -> int | None:
+        """Where to cut a faulted response (None: not known yet)."""
+        if self.cut_before is not None:
+            found = response.find(self.cut_before)
+            return None if found < 0 else found
+        if self.cut_in_body is None:
+            return self.truncate_after
+        head_end = response.find(b"\r\n\r\n")
+        return None if head_end < 0 else head_end + 4 + self.cut_in_body
 
     def _stall(self, conn: socket.socket, dropped: threading.Event) -> None:
         """Read and discard whatever arrives; never answer."""
