@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from checks.base import Status
+from tests.builder import H
 from tests.pages import (
     AT,
     HOSTILE_AGENTE,
@@ -23,6 +30,7 @@ from watchdog.html import (
     History,
     breached_since,
     episodes,
+    load_history,
     parse_stamp,
     prune,
     render_page,
@@ -31,6 +39,7 @@ from watchdog.html import (
     stamp,
     write_reports,
 )
+from watchdog.store import Store
 
 
 def page_of(history: History | None = None, settings: Settings | None = None) -> str:
@@ -376,3 +385,89 @@ def test_tile_says_since_when_a_breach_runs() -> None:
     assert tile.find("svg", cls="spark")[0].attrs["data-points"] == "5"
     ok_tile = parse(page_of(history)).find("li", data_check="circuit_breaker")[0]
     assert not ok_tile.find(cls="since")
+
+
+def test_history_comes_from_the_run_log(store: Store) -> None:
+    """load_history reads each check's points from the run log and adds this report last."""
+    from alerts import state
+
+    settings = settings_from_mapping(
+        {"store": {"database": f"wd_{uuid.uuid4().hex[:10]}"}, "source": {"table": "x.events"}},
+        env={},
+    )
+    state.ensure_schema(store, settings)
+    values = [0.02, 0.09, 0.01]
+    for k, value in enumerate(values):
+        earlier = known_report()
+        window = replace(earlier.window, at=AT - (3 - k) * timedelta(hours=4))
+        result = replace(
+            earlier.checks["observe_failure_rate"],
+            value=value,
+            status=Status.BREACHED if value >= 0.05 else Status.OK,
+        )
+        earlier = replace(earlier, window=window, checks={**earlier.checks, result.id: result})
+        state.record_run(
+            store,
+            settings,
+            source=state.source_name(settings),
+            window=window,
+            now=window.at,
+            status=earlier.status.value,
+            checks=state.check_results_json(earlier),
+        )
+    history = load_history(store, settings, known_report())
+    series = history.points["observe_failure_rate"]
+    assert [p.value for p in series] == [*values, 0.125]
+    assert [p.window_end for p in series][-1] == AT
+    assert [e for e in history.alerts if e.check_id == "observe_failure_rate"] == [
+        Episode("observe_failure_rate", AT - 8 * H, AT - 4 * H),
+        Episode("observe_failure_rate", AT, None),
+    ]
+
+
+@pytest.mark.slow
+def test_demo_and_check_write_the_page(tmp_path: Path) -> None:
+    """`demo` prints the path of its page; `check --format html --output` writes one."""
+    store = f"chdb://{tmp_path / 'store'}"
+    cli = [sys.executable, "-m", "watchdog"]
+    demo = subprocess.run(
+        [*cli, "demo", "--store", store, "--at", "2026-11-28T04:00:00Z"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    path = Path(demo.stdout.strip().splitlines()[-1].rpartition(": ")[2])
+    assert path == tmp_path / "store-report" / "report.html"
+    demo_page = parse(path.read_text())
+    assert len(demo_page.find("li", cls="tile")) == 11
+    assert len(demo_page.find("rect", cls="band")) >= 7  # this window's breaches, in the charts
+    output = tmp_path / "check.html"
+    check = subprocess.run(
+        [
+            *cli,
+            "check",
+            "--store",
+            store,
+            "--at",
+            "2026-11-28T04:00:00Z",
+            "--format",
+            "html",
+            "--output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert check.returncode == 1, check.stderr
+    page = parse(output.read_text())
+    tiles = page.find("li", cls="tile")
+    assert tiles[0].attrs["data-status"] == "breached"
+    triage = page.find("article", id="check-observe_failure_rate")[0].find("table", cls="triage")
+    assert {t.attrs["data-dimension"] for t in triage} == {
+        "outcome",
+        "source",
+        "component",
+        "error",
+    }
