@@ -119,6 +119,10 @@ def test_report_file_renders_offline(site: Path, tmp_path: Path) -> None:
     assert_png(shot)
     dom = chromium("--dump-dom", url, profile=tmp_path / "p2").stdout
     assert_rendered(dom)
+    pdf = ARTIFACTS / "report.pdf"
+    pdf.unlink(missing_ok=True)
+    chromium("--no-pdf-header-footer", f"--print-to-pdf={pdf}", url, profile=tmp_path / "p3")
+    assert pdf.read_bytes()[:5] == b"%PDF-"  # it prints
 
 
 def test_served_page_renders(served: str, tmp_path: Path) -> None:
