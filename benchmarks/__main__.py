@@ -1,0 +1,85 @@
+"""`python -m benchmarks`: the full matrix (`make bench`), or single cases.
+
+python -m benchmarks                                  # 1M, 5M, 20M x joelclaw, otel_logs + narrow
+python -m benchmarks --events 1000000 --preset joelclaw
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.run import Bench, render_table, to_json
+
+DEFAULT_EVENTS = (1_000_000, 5_000_000, 20_000_000)
+DEFAULT_PRESETS = ("joelclaw", "otel_logs")
+RESULTS = Path(__file__).with_name("results.json")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--events", type=int, action="append", help="events per case (repeatable)")
+    parser.add_argument("--preset", action="append", choices=DEFAULT_PRESETS, help="repeatable")
+    parser.add_argument(
+        "--reps", type=int, default=5, help="repetitions per measurement (default 5)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--dir",
+        default="/tmp/memory-watchdog-bench",
+        help="embedded store directory (never committed)",
+    )
+    parser.add_argument("--fresh", action="store_true", help="regenerate tables even if present")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI subprocess runs")
+    parser.add_argument(
+        "--narrow",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="also time the suite on the narrow normalized table (auto: at 20M events)",
+    )
+    parser.add_argument(
+        "--output", default=str(RESULTS), help="results file (default benchmarks/results.json)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    events = args.events or list(DEFAULT_EVENTS)
+    presets = args.preset or list(DEFAULT_PRESETS)
+    started = time.perf_counter()
+    bench = Bench(
+        directory=Path(args.dir),
+        reps=args.reps,
+        seed=args.seed,
+        fresh=args.fresh,
+        cli=not args.no_cli,
+    )
+    try:
+        for preset in presets:
+            for n in sorted(events):
+                bench.run_case(preset, n)
+                if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
+                    bench.run_narrow(preset, n)
+    finally:
+        bench.close()
+    command = "python -m benchmarks " + shlex.join(argv)
+    document = to_json(bench, command.strip(), started)
+    Path(args.output).write_text(json.dumps(document, indent=2) + "\n")
+    print()
+    print(render_table(bench.cases))
+    print(
+        f"\n{len(bench.cases)} cases in {document['total_seconds']:.0f}s; results in {args.output}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
