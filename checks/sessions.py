@@ -49,7 +49,7 @@ class NameSets:
 
 
 @dataclass
-class _Builder:
+class SessionQueryBuilder:
     """Collects the SELECT items of the three levels of the session query."""
 
     sets: NameSets = field(default_factory=NameSets)
@@ -192,13 +192,19 @@ DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     "duplicate_rows": ("countIf(_m != 0) - uniqExactIf(event_id, _m != 0)", None),
     # A latency that is not a finite, non-negative number: left out of latency checks.
     "latency_ignored": ("countIf(_m != 0 AND latency_invalid)", None),
-    # A payload that is not a JSON object: contract checks count it, others ignore it.
+    # A payload that is not a JSON object: contract checks count it, others ignore it. Any
+    # event, not only role events: a session start whose metadata cannot be read loses the
+    # session id it carries (joelclaw), and that must not go uncounted.
     "payload_not_json_object": (
-        "countIf(_m != 0 AND NOT (isValidJSON(payload) AND JSONType(payload) = 'Object'))",
+        "countIf(NOT (isValidJSON(payload) AND JSONType(payload) = 'Object'))",
         None,
     ),
-    # Names or session ids that are not valid UTF-8: kept byte for byte.
-    "invalid_utf8": ("countIf(NOT isValidUTF8(name) OR NOT isValidUTF8(session_id))", None),
+    # Names, session ids or payloads that are not valid UTF-8: kept byte for byte (a payload
+    # with invalid bytes is also no JSON, so what it carries is lost).
+    "invalid_utf8": (
+        "countIf(NOT isValidUTF8(name) OR NOT isValidUTF8(session_id) OR NOT isValidUTF8(payload))",
+        None,
+    ),
     # Session ids over 1 KiB: kept (evidence shows them as they are).
     "session_id_over_1kib": ("toUInt64(length(session_id) > 1024)", None),
 }
@@ -218,9 +224,9 @@ def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
     return [s for s in specs if isinstance(s.params, Coverage | OutcomeRate | Freshness)]
 
 
-def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
+def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
     """The session query for `specs` and where each check's numbers land in its row."""
-    b = _Builder()
+    b = SessionQueryBuilder()
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
     b.final["events"] = "sum(n_events)"

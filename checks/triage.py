@@ -39,7 +39,7 @@ from checks.kinds import (
     Share,
     Streak,
 )
-from checks.sessions import EVIDENCE, _Builder
+from checks.sessions import EVIDENCE, SessionQueryBuilder
 from checks.sources import CompiledSource, open_source
 from watchdog.config import Settings
 from watchdog.errors import StoreError
@@ -235,9 +235,9 @@ def _obligation_label(ob: Obligation, silent: bool = False) -> str:
 
 def _coverage_query(
     source: CompiledSource, dims: Sequence[str], p: Coverage
-) -> tuple[_Builder, str, list[tuple[Obligation, str, str | None]]]:
+) -> tuple[SessionQueryBuilder, str, list[tuple[Obligation, str, str | None]]]:
     """The shared session query over the dimensioned events; `failed` marks a failing session."""
-    b = _Builder()
+    b = SessionQueryBuilder()
     unmets: list[tuple[Obligation, str, str | None]] = []
     for j, ob in enumerate(p.obligations):
         _, unmet, _ = b.obligation(f"tr{j}", ob)

@@ -31,7 +31,7 @@ from watchdog.errors import ConfigError, StoreError, UsageError, WatchdogError
 from watchdog.render import render_json, render_text
 from watchdog.runner import checks_for, run_once, system_clock, window_at
 from watchdog.status import add_status
-from watchdog.store import open_store
+from watchdog.store import open_configured, open_store
 
 PROG = "memory-watchdog"
 FORMATS = ("text", "json", "html")
@@ -103,15 +103,17 @@ def _add_check(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.set_defaults(run=cmd_check)
 
 
-def evaluate_once(settings: Settings, at: datetime, length: timedelta | None) -> Report:
-    """Open the store, evaluate one window, close the store."""
-    store_cfg = settings.store
-    with open_store(
-        store_cfg.url,
-        query_timeout_s=store_cfg.query_timeout.total_seconds(),
-        lock_timeout_s=store_cfg.lock_timeout.total_seconds(),
-    ) as store:
-        return run_once(store, settings, window_at(settings, at, length))
+def evaluate_once(
+    settings: Settings, at: datetime, length: timedelta | None, *, triage: bool = False
+) -> Report:
+    """Open the store, evaluate one window (with its triage breakdown if asked), close it."""
+    with open_configured(settings.store) as store:
+        report = run_once(store, settings, window_at(settings, at, length))
+        if triage:
+            from checks.triage import with_triage
+
+            report = with_triage(store, settings, report)
+        return report
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -149,7 +151,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
             report, page = evaluate_page(settings, at, length)
         else:
-            report = evaluate_once(settings, at, length)
+            report = evaluate_once(settings, at, length, triage=args.format == "json")
     except StoreError as exc:
         if args.notify:  # fire the `store` alert, then exit 3 as usual
             notify_store_error(settings, at, length, exc)

@@ -10,7 +10,7 @@ from pathlib import Path
 from checks.schemas import create_table_sql
 from watchdog.config import default_data_dir
 from watchdog.errors import UsageError
-from watchdog.store import Store, open_store
+from watchdog.store import Store, open_configured
 
 DEMO_TABLE = "joelclaw.otel_events"
 DEMO_MARK = "memory-watchdog demo data"
@@ -76,11 +76,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         }
     )
     store_cfg = settings.store
-    with open_store(
-        store_cfg.url,
-        query_timeout_s=store_cfg.query_timeout.total_seconds(),
-        lock_timeout_s=store_cfg.lock_timeout.total_seconds(),
-    ) as store:
+    with open_configured(store_cfg) as store:
         _fresh_demo_table(store)
         plan = write_demo(store, DEMO_TABLE, sessions=args.sessions, seed=args.seed, at=at)
         report: Report = run_once(store, settings, window_at(settings, at))

@@ -477,14 +477,9 @@ def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) ->
     """`check --format html`: evaluate one window, add triage and history, render the page."""
     from checks.triage import with_triage
     from watchdog.runner import run_once, window_at
-    from watchdog.store import open_store
+    from watchdog.store import open_configured
 
-    store_cfg = settings.store
-    with open_store(
-        store_cfg.url,
-        query_timeout_s=store_cfg.query_timeout.total_seconds(),
-        lock_timeout_s=store_cfg.lock_timeout.total_seconds(),
-    ) as store:
+    with open_configured(settings.store) as store:
         report = with_triage(
             store, settings, run_once(store, settings, window_at(settings, at, length))
         )

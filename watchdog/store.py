@@ -16,10 +16,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from watchdog.errors import StoreError, StoreLockedError
+
+if TYPE_CHECKING:
+    from watchdog.config import StoreSettings
 
 MEMORY = "memory"
 
@@ -365,6 +368,15 @@ def _connect_http(url: StoreURL, query_timeout_s: float) -> Any:
         )
     except Exception as exc:
         raise StoreError(url.masked, describe_clickhouse_error(exc)) from None
+
+
+def open_configured(settings: StoreSettings) -> contextlib.AbstractContextManager[Store]:
+    """`open_store` with the configured URL, query timeout and lock timeout."""
+    return open_store(
+        settings.url,
+        query_timeout_s=settings.query_timeout.total_seconds(),
+        lock_timeout_s=settings.lock_timeout.total_seconds(),
+    )
 
 
 @contextlib.contextmanager
