@@ -49,7 +49,7 @@ class NameSets:
 
 
 @dataclass
-class _Builder:
+class SessionQueryBuilder:
     """Collects the SELECT items of the three levels of the session query."""
 
     sets: NameSets = field(default_factory=NameSets)
@@ -224,9 +224,9 @@ def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
     return [s for s in specs if isinstance(s.params, Coverage | OutcomeRate | Freshness)]
 
 
-def build(specs: Sequence[CheckSpec]) -> tuple[_Builder, _Plan]:
+def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
     """The session query for `specs` and where each check's numbers land in its row."""
-    b = _Builder()
+    b = SessionQueryBuilder()
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
     b.final["events"] = "sum(n_events)"
