@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -259,8 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
         return code
     except WatchdogError as exc:
-        if debug:
-            raise
+        if debug:  # the traceback too, but the documented exit code all the same
+            traceback.print_exc()
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
