@@ -1,0 +1,378 @@
+"""Security: data values are data, secrets stay secret, text from data is escaped, grants are few.
+
+- Hostile strings (quotes, `--`, `;`, `{}`, `$`, backslashes) in event names,
+  session ids, event ids and payloads, and in the config values that are
+  data (event role names, the ignore list, the deviation vocabulary and
+  envelope keys), give the verdicts of a clean run once renamed back: on the
+  embedded engine and over HTTP, where bound parameters travel as
+  `param_*` fields.
+- A canary password, Slack token and webhook secret never appear in any
+  output: CLI stdout and stderr (with `--debug` too), JSON and HTML
+  reports, alert messages, `alerts`, `status`, the daemon's log and the
+  OpenTelemetry it exports.
+- Slack mention and link syntax and HTML in session ids reach neither chat
+  nor the page unescaped.
+- The statements the watchdog sends to a server need no more than the
+  README's GRANT statements.
+
+Config SQL (column expressions, session filters, custom check predicates) is
+SQL by design and trusted like a datasource query in Grafana: no test here
+feeds hostile SQL through it; docs/guarantees.md says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
+from tests.builder import T0, H, M, S, Scenario, unique_table
+from tests.faults.chserver import ClickHouseHTTPServer
+from watchdog.config import EventSettings, Settings, settings_from_mapping
+from watchdog.runner import run_once, window_at
+from watchdog.store import Store, open_store
+
+AT = T0 + 4 * H
+AT_TEXT = "2026-11-28T04:00:00Z"
+BIN = Path(sys.executable).parent / "memory-watchdog"
+REPO = Path(__file__).parents[1]
+
+# Every character that could end a literal, start a comment or a placeholder, or expand.
+# (`${NAME}` itself is left out: config strings expand it by design, with no escape.)
+HOSTILE = "'\"`;--{x:String}{}$1$HOME\\ /*"
+
+PASSWORD = "PwCanary-5b1e"
+TOKEN_CANARY = "TokCanary-8d2f"
+HOOK_CANARY = "HookCanary-c07a"
+CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY)
+
+
+# ---- hostile data and config values --------------------------------------------------
+
+
+def hostile(text: str) -> str:
+    """The name with the hostile suffix ('' stays '': it means "no session")."""
+    return f"{text}{HOSTILE}" if text else text
+
+
+def renamed_back(value: Any) -> Any:
+    """`value` with the hostile suffix removed from every string in it."""
+    if isinstance(value, str):
+        return value.replace(HOSTILE, "")
+    if isinstance(value, dict):
+        return {renamed_back(k): renamed_back(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [renamed_back(v) for v in value]
+    return value
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from strings(k)
+            yield from strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from strings(v)
+
+
+def world(h: Callable[[str], str]) -> Scenario:
+    """Sessions that give every built-in check something to judge, named through `h`."""
+    sc = Scenario()
+
+    def emit(name: str, ts: Any, session: str | None, **fields: Any) -> str:
+        event_id = h(sc.next_id())
+        sc.event(h(name), ts, h(session) if session else session, id=event_id, **fields)
+        return event_id
+
+    for i in range(24):
+        s, t = f"s{i:02d}", T0 + H + i * M
+        emit("session.started", t, s)
+        emit("memory.recall.started", t + S, s)
+        emit(
+            "memory.recall.completed",
+            t + 2 * S,
+            s,
+            meta={"latency_ms": 100 + 150 * i, "result_count": i % 2},
+        )
+        if i % 2 and i % 4 != 1:
+            emit("memory.recall.injected", t + 3 * S, s)
+        emit(
+            "memory.gate.decision", t + 4 * S, s, meta={"verdict": "discard" if i % 3 else "allow"}
+        )
+        if i % 8 != 3:  # lost observes
+            emit("memory.observe.requested", t + 10 * M, s)
+            done = "observe.store.failed" if i % 6 == 0 else "observe.store.completed"
+            emit(done, t + 10 * M + S, s)
+        if i % 5 != 4:  # the others end silently, judged after idle_timeout (not in W)
+            emit("session.ended", t + 11 * M, s)
+    for i in range(2):  # cold starts
+        emit("session.started", T0 + 2 * H + i * M, f"cold{i}")
+        emit("session.ended", T0 + 2 * H + i * M + 5 * M, f"cold{i}")
+    emit("session.started", T0 + 2 * H, "interactive")  # a placeholder: never a session
+    for i in range(4):  # four consecutive failures: the circuit breaker
+        emit("memory.recall.failed", T0 + 3 * H + i * S, "s01", success=0)
+    cited = h("ev-000003")
+    payloads = [
+        {"agente": h("po"), "tipo": h("laco"), "evidenceEventIds": [cited]},
+        {"agente": h("po"), "tipo": h("laco"), "evidenceEventIds": [h("missing")], h("env"): 1},
+        {"agente": h("qa"), "tipo": "desvio", "evidenceEventIds": []},  # tipo not in vocabulary
+        {"agente": h("qa"), "tipo": h("laco"), h("nota"): "free text"},  # a key not allowed
+    ]
+    for i, payload in enumerate(payloads):
+        emit(
+            "anamnese.agent_deviation",
+            T0 + 3 * H + i * M,
+            "s02",
+            metadata_json=json.dumps({**payload, "session_id": h("s02")}),
+        )
+    return sc
+
+
+def configured(table: str, h: Callable[[str], str]) -> Settings:
+    """Settings whose data-valued keys (role names, ignore list, vocabulary) go through `h`."""
+    defaults = EventSettings()
+    events = {role: [h(n) for n in getattr(defaults, role)] for role in EventSettings.model_fields}
+    return settings_from_mapping(
+        {
+            "source": {
+                "table": table,
+                "ignore_sessions": [h(s) for s in ("", "interactive", "gateway", "unknown")],
+            },
+            "events": events,
+            "deviation": {
+                "tipos": [
+                    h(t) for t in ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")
+                ],
+                "envelope_keys": ["session.id", "session_id", "sessionId", h("env")],
+            },
+        },
+        env={},
+    )
+
+
+@pytest.fixture(scope="module")
+def hostile_and_clean(store: Store) -> tuple[Settings, Settings, dict[str, Any]]:
+    """Both worlds written; the clean run's report."""
+    clean_table, hostile_table = unique_table(), unique_table()
+    world(lambda s: s).write(store, clean_table)
+    world(hostile).write(store, hostile_table)
+    clean = configured(clean_table, lambda s: s)
+    report = run_once(store, clean, window_at(clean, AT)).to_json()
+    return clean, configured(hostile_table, hostile), report
+
+
+def test_the_clean_world_exercises_every_check(
+    hostile_and_clean: tuple[Settings, Settings, dict[str, Any]],
+) -> None:
+    """The reference run has a verdict (not no_data) for every check, breaches included."""
+    _, _, report = hostile_and_clean
+    statuses = {check_id: r["status"] for check_id, r in report["checks"].items()}
+    assert all(s in ("ok", "breached") for s in statuses.values()), statuses
+    assert {"ok", "breached"} <= set(statuses.values())
+    assert report["deviations"]["by_agent_and_type"] == [
+        {"agente": "po", "tipo": "laco", "count": 2}
+    ]
+
+
+@pytest.mark.parametrize("path", ["embedded", "http"])
+def test_hostile_names_ids_and_config_values_change_no_verdict(
+    store: Store, hostile_and_clean: tuple[Settings, Settings, dict[str, Any]], path: str
+) -> None:
+    """Quotes, --, ;, {}, $ in data and in data-valued config are data: same verdicts renamed back."""
+    _, hostile_settings, clean_report = hostile_and_clean
+    if path == "embedded":
+        got = run_once(store, hostile_settings, window_at(hostile_settings, AT)).to_json()
+    else:
+        with (
+            ClickHouseHTTPServer(store.client) as server,
+            open_store(server.url(), query_timeout_s=30) as http_store,
+        ):
+            got = run_once(http_store, hostile_settings, window_at(hostile_settings, AT)).to_json()
+            sent = [r.query for r in server.requests]
+        assert not any(HOSTILE in q for q in sent), "a data value was spliced into SQL"
+    assert any(HOSTILE in text for text in strings(got))  # the hostile names did come back
+    assert renamed_back(got) == {**clean_report, "source": renamed_back(got["source"])}
+
+
+# ---- secrets never appear in any output ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(store: Store) -> Iterator[ClickHouseHTTPServer]:
+    """A ClickHouse HTTP server over the test engine whose password is the canary."""
+    with ClickHouseHTTPServer(store.client, users={"default": PASSWORD}) as chs:
+        yield chs
+
+
+@pytest.fixture
+def slack() -> Iterator[SlackStandIn]:
+    standin = SlackStandIn()
+    yield standin
+    standin.close()
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
+    }
+    return {**env, "XDG_DATA_HOME": str(tmp_path / "xdg"), **extra}
+
+
+@dataclass
+class Outputs:
+    """Everything a run of commands wrote, to grep for canaries."""
+
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (what, text)
+
+    def add(self, what: str, text: str) -> None:
+        self.texts.append((what, text))
+
+    def leaks(self) -> list[str]:
+        return [
+            f"{what}: {canary}"
+            for what, text in self.texts
+            for canary in CANARIES
+            if canary in text
+        ]
+
+
+def run_cli(
+    outputs: Outputs, env: dict[str, str], *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    outputs.add(f"{' '.join(args[:3])} stdout", result.stdout)
+    outputs.add(f"{' '.join(args[:3])} stderr", result.stderr)
+    return result
+
+
+def secret_config(tmp_path: Path, table: str, database: str, slack: str) -> Path:
+    cfg = tmp_path / f"{database}.toml"
+    if slack == "webhook":
+        alerts = 'webhook_url = "${SLACK_WEBHOOK_URL}"'
+    else:
+        alerts = 'token = "${SLACK_TOKEN}"\nchannel = "#memory"\nbase_url = "${SLACK_API}"'
+    cfg.write_text(
+        f'[store]\ndatabase = "{database}"\nquery_timeout = "10s"\n'
+        f'[source]\ntable = "{table}"\n'
+        f'[alerts]\ndelivery_timeout = "3s"\n[alerts.slack]\n{alerts}\ntimeout = "2s"\n',
+        encoding="utf-8",
+    )
+    return cfg
+
+
+@pytest.mark.slow
+def test_canary_secrets_appear_in_no_output(
+    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn, tmp_path: Path
+) -> None:
+    """Store password, Slack token and webhook secret: in no stdout, stderr, report, message or log."""
+    table = unique_table()
+    world(lambda s: s).write(store, table)
+    database = f"wd_{uuid.uuid4().hex[:10]}"
+    env = clean_env(
+        tmp_path,
+        SLACK_WEBHOOK_URL=f"{slack.base}/services/T0CANARY/B0CANARY/{HOOK_CANARY}",
+        SLACK_TOKEN=f"xoxb-1111-{TOKEN_CANARY}",  # not the stand-in's token: invalid_auth
+        SLACK_API=slack.api_url,
+    )
+    webhook = str(secret_config(tmp_path, table, database, "webhook"))
+    # Fresh state for each failing case, so that each has a message to (fail to) send.
+    failing = str(secret_config(tmp_path, table, database + "_500", "webhook"))
+    token = str(secret_config(tmp_path, table, database + "_token", "token"))
+    url = server.url()
+    assert PASSWORD in url
+    out = Outputs()
+    html = tmp_path / "report.html"
+    at = [f"2026-11-28T{h:02d}:00:00Z" for h in (4, 8, 12, 16, 20)]
+
+    # --debug prints everything the plain run prints, and the third-party logs besides.
+    run_cli(out, env, "check", "--store", url, "--config", webhook, "--at", at[0], "--debug")
+    run_cli(
+        out, env, "check", "--store", url, "--config", webhook, "--at", at[0], "--format", "json"
+    )
+    run_cli(
+        out,
+        env,
+        "check",
+        "--store",
+        url,
+        "--config",
+        webhook,
+        "--at",
+        at[0],
+        "--format",
+        "html",
+        "--output",
+        str(html),
+    )
+    out.add("html report", html.read_text(encoding="utf-8"))
+    # Alerts: delivered, then Slack failing (500), then a rejected token, each with --debug.
+    sent = run_cli(
+        out, env, "check", "--store", url, "--config", webhook, "--at", at[1], "--notify", "--debug"
+    )
+    assert sent.returncode == 1 and slack.delivered(), sent.stderr
+    slack.default = SERVER_ERROR
+    run_cli(
+        out, env, "check", "--store", url, "--config", failing, "--at", at[2], "--notify", "--debug"
+    )
+    slack.default = OK
+    bad_token = run_cli(
+        out, env, "check", "--store", url, "--config", token, "--at", at[3], "--notify", "--debug"
+    )
+    assert "invalid_auth" in bad_token.stderr
+    # The store unreachable and the password rejected, with --notify and --debug.
+    for store_url in (
+        f"http://default:{PASSWORD}@127.0.0.1:9/default",
+        server.url(password=PASSWORD + "-wrong"),
+    ):
+        failed = run_cli(
+            out,
+            env,
+            "check",
+            "--store",
+            store_url,
+            "--config",
+            webhook,
+            "--at",
+            at[4],
+            "--notify",
+            "--debug",
+        )
+        assert failed.returncode == 3
+    # Every command that shows state.
+    for args in (
+        ["alerts", "--format", "json"],
+        ["status", "--debug"],
+        ["notify-test", "--debug"],
+        ["silence", "add", "all", "--for", "1h", "--reason", "canary test"],
+        ["silence", "list", "--all"],
+    ):
+        command, rest = args[:1], args[1:]
+        if command == ["silence"]:
+            command, rest = args[:2], args[2:]
+        run_cli(out, env, *command, "--store", url, "--config", webhook, *rest)
+    run_cli(out, env, "notify-test", "--store", url, "--config", token, "--debug")
+    for request in slack.requests:
+        out.add(f"slack message {request.path[:20]}", request.raw)
+    state = store.query(
+        f"SELECT toJSONString(tuple(*)) FROM {database}.outbox"
+        f" UNION ALL SELECT toJSONString(tuple(*)) FROM {database}.runs"
+        f" UNION ALL SELECT toJSONString(tuple(*)) FROM {database}.alert_state"
+    ).rows
+    out.add("state tables", "\n".join(str(row[0]) for row in state))
+    assert len(out.texts) > 30
+    assert out.leaks() == []
