@@ -22,13 +22,19 @@ feeds hostile SQL through it; docs/guarantees.md says so.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -375,4 +381,112 @@ def test_canary_secrets_appear_in_no_output(
     ).rows
     out.add("state tables", "\n".join(str(row[0]) for row in state))
     assert len(out.texts) > 30
+    assert out.leaks() == []
+
+
+class _Collector:
+    """An OTLP/HTTP stand-in on 127.0.0.1 keeping every body it receives."""
+
+    def __init__(self) -> None:
+        bodies: list[bytes] = []
+        self.bodies = bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                bodies.append(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run_daemon(env: dict[str, str], cfg: Path, store_url: str, runs: int) -> str:
+    """`memory-watchdog daemon` until `runs` runs are logged (bounded), then SIGTERM; its log."""
+    proc = subprocess.Popen(
+        [str(BIN), "daemon", "--config", str(cfg), "--store", store_url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and proc.poll() is None:
+        if sum(1 for line in list(lines) if re.search(r"judged|caught up|store", line)) >= runs:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=5)
+    return "".join(lines)
+
+
+@pytest.mark.slow
+def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
+    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn, tmp_path: Path
+) -> None:
+    """The daemon's log, its spool, the status it leaves and its OTLP export hold no secret."""
+    table = unique_table()
+    world(lambda s: s).write(store, table)
+    cfg = tmp_path / "daemon.toml"
+    cfg.write_text(
+        f'[store]\ndatabase = "wd_{uuid.uuid4().hex[:10]}"\nquery_timeout = "5s"\n'
+        f'[source]\ntable = "{table}"\n'
+        '[schedule]\nevery = "2s"\ndelay = "0s"\nmax_catchup = 2\n'
+        "[checks.telemetry_freshness]\ntarget = 1\n"
+        '[alerts.slack]\nwebhook_url = "${SLACK_WEBHOOK_URL}"\ntimeout = "2s"\n',
+        encoding="utf-8",
+    )
+    collector = _Collector()
+    out = Outputs()
+    try:
+        env = clean_env(
+            tmp_path,
+            SLACK_WEBHOOK_URL=f"{slack.base}/services/T0CANARY/B0CANARY/{HOOK_CANARY}",
+            OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint,
+        )
+        out.add("daemon log", run_daemon(env, cfg, server.url(), runs=2))
+        # The store unreachable: the spool and the direct Slack alert path.
+        down = f"http://default:{PASSWORD}@127.0.0.1:9/default"
+        out.add("daemon log, store down", run_daemon(env, cfg, down, runs=2))
+        run_cli(
+            out, env, "status", "--store", server.url(), "--config", str(cfg), "--format", "json"
+        )
+    finally:
+        collector.close()
+    assert collector.bodies, "the daemon exported no telemetry"
+    for body in collector.bodies:
+        out.add("otlp export", body.decode("latin-1"))
+    for path in (tmp_path / "xdg").rglob("*"):
+        if path.is_file():
+            out.add(f"data dir {path.name}", path.read_bytes().decode("latin-1"))
+    for request in slack.requests:
+        out.add("slack message", request.raw)
+    assert slack.requests, "the daemon sent nothing to Slack"
     assert out.leaks() == []
