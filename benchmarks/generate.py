@@ -389,7 +389,7 @@ def generate(
     database = table.split(".")[0]
     store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
     store.command(f"DROP TABLE IF EXISTS {table}")
-    store.command(create_table_sql(preset, table))
+    store.command(create_table_sql(preset, table, ttl=False))  # fixed dates must not expire
     duplicates = events // DUPLICATE_SHARE
     distinct = events - duplicates
     params = generation_params(distinct, seed=seed, at=at, span=span)

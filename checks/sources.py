@@ -21,6 +21,8 @@ from watchdog.store import Store
 
 LB = "fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
 AT = "fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC')"
+# The source table's alias in the compiled SELECT, to name a raw column an alias shadows.
+SOURCE_ALIAS = "_source"
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,9 @@ _OTEL_TRACES = Preset(
 _NORMALIZED = Preset(
     name="normalized",
     default_table="watchdog.memory_events",
+    # Qualified: the compiled SELECT defines aliases with these very names.
     columns={
-        name: Expr(name, (name,))
+        name: Expr(f"{SOURCE_ALIAS}.{name}", (name,))
         for name in (
             "event_id",
             "ts",
@@ -196,7 +199,7 @@ _NORMALIZED = Preset(
             "payload",
         )
     },
-    ts_filter=Expr(f"ts >= {LB} AND ts < {AT}", ("ts",)),
+    ts_filter=Expr(f"{SOURCE_ALIAS}.ts >= {LB} AND {SOURCE_ALIAS}.ts < {AT}", ("ts",)),
 )
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (_JOELCLAW, _OTEL_LOGS, _OTEL_TRACES, _NORMALIZED)}
@@ -273,7 +276,10 @@ def compile_source(
     )
 
     def assemble(items: str) -> str:
-        text = f"SELECT\n    {items}\nFROM {table} {preset.array_join}\nWHERE {ts_filter.sql}"
+        text = (
+            f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}"
+            f"\nWHERE {ts_filter.sql}"
+        )
         return f"SELECT * FROM ({text}) WHERE t < {{at_ms:Int64}}" if preset.array_join else text
 
     sql = assemble(select)

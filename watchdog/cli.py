@@ -31,6 +31,7 @@ from watchdog.daemon import add_daemon
 from watchdog.errors import ConfigError, StoreError, UsageError, WatchdogError
 from watchdog.render import render_json, render_text
 from watchdog.runner import checks_for, run_once, system_clock, window_at
+from watchdog.schema import add_schema
 from watchdog.status import add_status
 from watchdog.store import open_configured, open_store
 
@@ -216,6 +217,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[_Parser]], None]] = {
     "notify-test": add_notify_test,
     "daemon": add_daemon,
     "status": add_status,
+    "schema": add_schema,
 }
 
 
