@@ -1,7 +1,9 @@
 """`memory-watchdog daemon`: judge every aligned window exactly once, unattended, for months.
 
 How a tick goes (the APScheduler job, fired `schedule.delay` after each
-aligned window end; see watchdog.schedule):
+aligned window end; see watchdog.schedule). Its store work (watchdog.tick)
+runs in a fresh child process, so the embedded engine, which leaks threads
+when a store is reopened in one process, never lives in the daemon itself:
 
 1. Open the store (per tick, closed after: on the embedded engine another
    process such as `memory-watchdog check` can use it between ticks).
@@ -23,17 +25,18 @@ Failures never stop the daemon:
   `store` alert once through the outbox; judging resumes from that window
   at the next tick;
 - the store itself cannot be opened or written (unreachable, or the embedded
-  directory locked by another process): the error run goes to the local
-  spool, the `store` alert is sent directly through the notifiers (the
-  outbox lives in the store), once per outage, remembered in the spool; at
-  the next tick that opens the store the spool is flushed into the run log
-  and the missed windows are judged;
+  directory locked by another process), or the tick's process dies: the
+  error run goes to the local spool, the `store` alert is sent directly
+  through the notifiers (the outbox lives in the store), once per outage,
+  remembered in the spool; at the next tick that opens the store the spool
+  is flushed into the run log and the missed windows are judged;
 - chat failures stay in the outbox (alerts.outbox retries them);
 - anything else is logged with its traceback and the schedule goes on.
 
-SIGTERM/SIGINT stop the scheduler, let the run in progress finish (bounded
-by `--stop-timeout`; a catch-up stops after the current window), flush the
-telemetry and exit 0.
+SIGTERM/SIGINT stop the scheduler and let the run in progress finish
+(the tick's process ignores both; a catch-up stops after the current
+window), bounded by `--stop-timeout` after which the tick is killed; then
+the telemetry is flushed and the daemon exits 0.
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -56,18 +58,27 @@ from alerts.base import Deadline, Message, Notifier, Timer
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from alerts.notifiers import build_notifiers
 from alerts.outbox import message_id
-from alerts.pipeline import ProcessOutcome, process, source_unreadable
+from alerts.pipeline import source_unreadable
 from alerts.render import templates
-from alerts.state import outbox_backlog, record_error_run, source_name
-from checks.base import Severity, Window, rfc3339
+from alerts.state import source_name
+from checks.base import Severity, Status, Window, rfc3339
 from watchdog.config import Settings, format_duration, parse_duration
-from watchdog.errors import ConfigError, StoreError, UsageError
-from watchdog.runner import Clock, run_once, system_clock, window_at
-from watchdog.schedule import CatchUp, Schedule, catch_up
+from watchdog.errors import ConfigError, UsageError
+from watchdog.runner import Clock, system_clock
+from watchdog.schedule import CatchUp, Schedule
 from watchdog.spool import Spool, SpooledRun
-from watchdog.status import last_completed_at
-from watchdog.store import Store, open_store
-from watchdog.telemetry import STORE_ERROR, RunSpan, Stopwatch, Telemetry
+from watchdog.telemetry import STORE_ERROR, Telemetry
+from watchdog.tick import (
+    ChildCrashed,
+    ChildTicks,
+    OpenStore,
+    RunResult,
+    TickRequest,
+    TickResult,
+    aligned_window,
+    open_configured,
+    run_tick,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +106,12 @@ class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
 
 
 class Daemon:
-    """The scheduled watchdog: its collaborators handed in, its state in the store and spool."""
+    """The scheduled watchdog: its collaborators handed in, its state in the store and spool.
+
+    With `ticks` (a `ChildTicks`), each tick's store work runs in a fresh
+    child process (what `memory-watchdog daemon` does); without, in this
+    process with `open_store_fn` (tests hand in the shared test store).
+    """
 
     def __init__(
         self,
@@ -107,7 +123,9 @@ class Daemon:
         clock: Clock = system_clock,
         notifiers: Mapping[str, Notifier] | None = None,
         timer: Timer | None = None,
-        open_store_fn: Callable[[Settings], Any] | None = None,
+        open_store_fn: OpenStore = open_configured,
+        ticks: ChildTicks | None = None,
+        debug: bool = False,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -117,7 +135,9 @@ class Daemon:
         self.notifiers = build_notifiers(settings) if notifiers is None else dict(notifiers)
         self.timer = timer
         self.source = source_name(settings)
-        self._open = open_store_fn or _open_configured
+        self._open = open_store_fn
+        self._ticks = ticks
+        self._debug = debug
         self.last_judged: datetime | None = None  # end of the last window judged
         self._log_read = False
         self._store_alert_known = False  # the store holds a firing `store` alert
@@ -139,30 +159,96 @@ class Daemon:
 
     def _tick(self) -> None:
         now = self.clock()
-        attempting = self.schedule.due_end(now)
+        request = TickRequest(
+            settings=self.settings,
+            now=now,
+            last_judged=self.last_judged,
+            log_read=self._log_read,
+            spooled=tuple(self.spool.runs),
+            told=self.spool.told,
+            debug=self._debug,
+        )
+        started_ns = time.time_ns()
         try:
-            with self._open(self.settings) as store:
-                self._flush_spool(store)
-                if not self._log_read:
-                    self.last_judged = last_completed_at(store, self.settings)
-                    self._log_read = True
-                plan = catch_up(
-                    self.schedule, self.last_judged, now, self.settings.schedule.max_catchup
+            if self._ticks is not None:
+                result = self._ticks.run(request)
+            else:
+                result = run_tick(
+                    request,
+                    open_store_fn=self._open,
+                    notifiers=self.notifiers,
+                    clock=self.clock,
+                    stop=self._stop,
+                    timer=self.timer,
                 )
-                self._say_skipped(plan)
-                for index, end in enumerate(plan.ends):
-                    if self._stop.is_set():
-                        log.info("stopping: windows from %s on wait for the next start", end)
-                        return
-                    attempting = end
-                    if not self._judge(store, end, catchup=index < len(plan.ends) - 1):
-                        return
-        except StoreError as exc:
-            self._store_down(self.window(attempting), exc.problem, None)
+        except ChildCrashed as exc:
+            window = aligned_window(self.settings, self.schedule, self.schedule.due_end(now))
+            self._store_down(window, str(exc), started_ns)
+            return
+        self._take(result, started_ns)
 
-    def window(self, end: datetime) -> Window:
-        """The aligned window ending at `end` (its lookback long enough to judge it)."""
-        return window_at(self.settings, end, end - self.schedule.previous_end(end))
+    def _take(self, result: TickResult, started_ns: int) -> None:
+        """Turn a tick's result into spool updates, telemetry and log lines."""
+        if result.flushed:
+            dropped = self.spool.state.dropped
+            self.spool.clear()
+            self._store_alert_known = True
+            log.info(
+                "the store is back: %d spooled error run(s) written to the run log%s",
+                result.flushed,
+                f" ({dropped} older ones were dropped from the spool)" if dropped else "",
+            )
+        self.last_judged, self._log_read = result.last_judged, result.log_read
+        if result.plan is not None:
+            self._say_skipped(result.plan)
+        for run in result.runs:
+            self._took(run)
+        if result.stopped_before is not None:
+            log.info(
+                "stopping: windows from %s on wait for the next start",
+                rfc3339(result.stopped_before),
+            )
+        if result.store_down is not None:
+            window = aligned_window(self.settings, self.schedule, result.store_down.end)
+            self._store_down(window, result.store_down.problem, started_ns)
+
+    def _took(self, run: RunResult) -> None:
+        self.telemetry.record_run(
+            run.window,
+            status=run.status,
+            start_ns=run.start_ns,
+            end_ns=run.end_ns,
+            catchup=run.catchup,
+            report=run.report,
+            timings=run.timings,
+        )
+        self.telemetry.record_notifications(run.delivered, len(run.failed))
+        if run.backlog is not None:
+            self.telemetry.record_backlog(run.backlog)
+        for problem in run.failed:
+            log.warning("notification not delivered (the outbox retries it): %s", problem)
+        start, end = _bounds(run.window)
+        if not run.judged:
+            self._store_alert_known = True
+            log.warning("[%s, %s): could not read the source: %s", start, end, run.problem)
+            return
+        self._store_alert_known = False
+        report = run.report
+        breached = (
+            []
+            if report is None
+            else [r.id for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
+        )
+        log.info(
+            "%s [%s, %s): %s%s in %.2fs; %s",
+            "caught up" if run.catchup else "judged",
+            start,
+            end,
+            run.status,
+            f" ({', '.join(breached)})" if breached else "",
+            run.duration_s,
+            run.summary,
+        )
 
     def _say_skipped(self, plan: CatchUp) -> None:
         if not plan.skipped:
@@ -180,114 +266,28 @@ class Daemon:
         )
         self.telemetry.record_skipped(plan.skipped)
 
-    def _judge(self, store: Store, end: datetime, *, catchup: bool) -> bool:
-        """One run over the window ending at `end`; True when it was judged."""
-        window = self.window(end)
-        started = time.monotonic()
-        with self.telemetry.run(window, catchup=catchup) as span:
-            stopwatch = Stopwatch()
-            try:
-                report = run_once(store, self.settings, window, timed=stopwatch)
-            except StoreError as exc:
-                return self._source_unreadable(store, window, exc.problem, span, started)
-            self.telemetry.record_checks(span, report, stopwatch.timings)
-            try:
-                outcome = process(
-                    store,
-                    self.settings,
-                    report,
-                    now=self.clock(),
-                    notifiers=self.notifiers,
-                    duration_s=time.monotonic() - started,
-                    timer=self.timer,
-                )
-            except StoreError as exc:
-                self._store_down(window, exc.problem, span, started)
-                return False
-            self.last_judged = end
-            self._store_alert_known = False
-            self._after(store, outcome)
-            status = report.status.value
-            duration = time.monotonic() - started
-            self.telemetry.finish_run(span, status, duration)
-        breached = [r.id for r in report.ordered() if r.status.value in ("breached", "error")]
-        log.info(
-            "%s [%s, %s): %s%s in %.2fs; %s",
-            "caught up" if catchup else "judged",
-            rfc3339(window.start),
-            rfc3339(window.end),
-            status,
-            f" ({', '.join(breached)})" if breached else "",
-            duration,
-            outcome.summary(),
-        )
-        return True
-
-    def _source_unreadable(
-        self, store: Store, window: Window, problem: str, span: RunSpan, started: float
-    ) -> bool:
-        """The store answers but the source cannot be read: an error run, the `store` alert."""
-        log.warning("[%s, %s): could not read the source: %s", *_bounds(window), problem)
-        try:
-            outcome = record_error_run(
-                store,
-                self.settings,
-                window,
-                problem,
-                self.clock(),
-                notifiers=self.notifiers,
-                duration_s=time.monotonic() - started,
-                timer=self.timer,
-            )
-        except StoreError as exc:
-            self._store_down(window, exc.problem, span, started)
-            return False
-        self._store_alert_known = True
-        self._after(store, outcome)
-        self.telemetry.finish_run(span, STORE_ERROR, time.monotonic() - started)
-        return False
-
-    def _after(self, store: Store, outcome: ProcessOutcome) -> None:
-        """Notification counts and the outbox backlog, as telemetry."""
-        delivery = outcome.delivery
-        self.telemetry.record_notifications(len(delivery.delivered), len(delivery.errors))
-        for problem in delivery.errors:
-            log.warning("notification not delivered (the outbox retries it): %s", problem)
-        try:
-            backlog = outbox_backlog(store, self.settings, now=self.clock())
-        except StoreError as exc:
-            log.warning("cannot read the outbox backlog: %s", exc.problem)
-            return
-        self.telemetry.record_backlog({b.notifier: b.pending for b in backlog})
-
     # -- the store is down ----------------------------------------------------
 
-    def _store_down(
-        self, window: Window, problem: str, span: RunSpan | None, started: float | None = None
-    ) -> None:
+    def _store_down(self, window: Window, problem: str, started_ns: int) -> None:
         """Spool the error run and tell the notifiers directly, once per outage."""
-        started = time.monotonic() if started is None else started
         log.warning(
             "[%s, %s): the store cannot be used: %s (spooled; retried at the next tick)",
             *_bounds(window),
             problem,
         )
+        end_ns = time.time_ns()
         self.spool.add(
             SpooledRun(
                 at=window.at,
                 window_start=window.start,
                 problem=problem,
                 recorded_at=self.clock(),
-                duration_s=time.monotonic() - started,
+                duration_s=(end_ns - started_ns) / 1e9,
             )
         )
         if not self._store_alert_known:
             self._announce_store_down(window, problem)
-        if span is None:
-            with self.telemetry.run(window) as own:
-                self.telemetry.finish_run(own, STORE_ERROR, time.monotonic() - started)
-        else:
-            self.telemetry.finish_run(span, STORE_ERROR, time.monotonic() - started)
+        self.telemetry.record_run(window, status=STORE_ERROR, start_ns=started_ns, end_ns=end_ns)
 
     def _announce_store_down(self, window: Window, problem: str) -> None:
         """Send the `store` alert straight to the notifiers not yet told (the outbox is down)."""
@@ -328,38 +328,13 @@ class Daemon:
         if told:
             self.spool.mark_told(told)
 
-    def _flush_spool(self, store: Store) -> None:
-        """Write spooled error runs into the run log; notifiers told directly are not told again."""
-        if not self.spool:
-            return
-        runs, told = self.spool.runs, self.spool.told
-        untold = {n: x for n, x in self.notifiers.items() if n not in told}
-        for run in runs:
-            record_error_run(
-                store,
-                self.settings,
-                run.window(self.settings.window.lookback),
-                run.problem,
-                self.clock(),
-                notifiers=untold,
-                duration_s=run.duration_s,
-                timer=self.timer,
-            )
-        dropped = self.spool.state.dropped
-        self.spool.clear()
-        if runs:
-            self._store_alert_known = True
-        log.info(
-            "the store is back: %d spooled error run(s) written to the run log%s",
-            len(runs),
-            f" ({dropped} older ones were dropped from the spool)" if dropped else "",
-        )
-
     # -- serving --------------------------------------------------------------
 
     def stop(self) -> None:
         """Ask the daemon to stop after the window being judged (thread- and signal-safe)."""
         self._stop.set()
+        if self._ticks is not None:
+            self._ticks.stop_flag.set()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the run in progress; True when none is left."""
@@ -410,13 +385,16 @@ class Daemon:
         finished = self.wait_idle(stop_timeout.total_seconds())
         if not finished:
             log.error(
-                "the run in progress did not finish within %s; exiting without it",
+                "the run in progress did not finish within %s; killed it",
                 format_duration(stop_timeout),
             )
+            if self._ticks is not None:
+                self._ticks.kill()
+            finished = self.wait_idle(10.0)
         self.telemetry.shutdown()
-        logging.shutdown()
         if not finished:
-            os._exit(1)  # the worker thread cannot be interrupted; do not wait for it
+            logging.shutdown()
+            os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
         return 0
 
 
@@ -429,17 +407,6 @@ def _shutdown(scheduler: Any) -> None:
 
 def _bounds(window: Window) -> tuple[str, str]:
     return rfc3339(window.start), rfc3339(window.end)
-
-
-@contextmanager
-def _open_configured(settings: Settings) -> Iterator[Store]:
-    cfg = settings.store
-    with open_store(
-        cfg.url,
-        query_timeout_s=cfg.query_timeout.total_seconds(),
-        lock_timeout_s=cfg.lock_timeout.total_seconds(),
-    ) as store:
-        yield store
 
 
 # -- the command --------------------------------------------------------------
@@ -470,6 +437,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         schedule=schedule,
         telemetry=telemetry,
         spool=Spool.for_settings(settings),
+        ticks=ChildTicks(),
+        debug=args.debug,
     )
     return daemon.serve(stop_timeout)
 

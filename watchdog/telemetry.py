@@ -26,9 +26,8 @@ writes them into the table a source reads, exclude that service there.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,14 +81,6 @@ class Stopwatch:
     def __call__(self, check_ids: Sequence[str], start_ns: int, end_ns: int) -> None:
         for check_id in check_ids:
             self.timings[check_id] = CheckTiming(start_ns, end_ns, len(check_ids))
-
-
-@dataclass
-class RunSpan:
-    """The open `watchdog.run` span of one run, and what the run reports into it."""
-
-    span: Span
-    attributes: dict[str, Any] = field(default_factory=dict)
 
 
 class Telemetry:
@@ -181,26 +172,43 @@ class Telemetry:
             self._meter_provider, metrics.NoOpMeterProvider
         )
 
-    @contextlib.contextmanager
-    def run(self, window: Window, *, catchup: bool = False) -> Iterator[RunSpan]:
-        """The `watchdog.run` span around one run; set its status with `finish_run`."""
+    def record_run(
+        self,
+        window: Window,
+        *,
+        status: str,
+        start_ns: int,
+        end_ns: int,
+        catchup: bool = False,
+        report: Report | None = None,
+        timings: Mapping[str, CheckTiming] | None = None,
+    ) -> None:
+        """A finished run: its `watchdog.run` span with the checks as children, and its metrics.
+
+        The times are explicit (epoch ns) because the run may have happened
+        in the tick's child process.
+        """
         attributes: dict[str, Any] = {
             "watchdog.window.start": rfc3339(window.start),
             "watchdog.window.end": rfc3339(window.end),
             "watchdog.run.catchup": catchup,
+            "watchdog.run.status": status,
         }
         if self.source:
             attributes["watchdog.source"] = self.source
-        with self.tracer.start_as_current_span(
-            "watchdog.run", attributes=attributes, record_exception=False
-        ) as span:
-            yield RunSpan(span, attributes)
+        span = self.tracer.start_span("watchdog.run", attributes=attributes, start_time=start_ns)
+        if status in (Status.ERROR.value, STORE_ERROR):
+            span.set_status(StatusCode.ERROR, status)
+        if report is not None:
+            self._record_checks(span, report, timings or {})
+        span.end(end_time=end_ns)
+        duration_s = (end_ns - start_ns) / 1e9
+        self.runs.add(1, {"status": status})
+        self.run_duration.record(duration_s, {"status": status})
 
-    def record_checks(
-        self, run: RunSpan, report: Report, timings: Mapping[str, CheckTiming]
-    ) -> None:
+    def _record_checks(self, run: Span, report: Report, timings: Mapping[str, CheckTiming]) -> None:
         """One `watchdog.check` child span per check that ran, and each value as a gauge."""
-        context = trace.set_span_in_context(run.span)
+        context = trace.set_span_in_context(run)
         for check_id, result in report.checks.items():
             if result.status is Status.DISABLED:
                 continue
@@ -227,15 +235,6 @@ class Telemetry:
                 self.check_value.set(
                     float(result.value), {"check": check_id, "source": report.source}
                 )
-
-    def finish_run(self, run: RunSpan, status: str, duration_s: float) -> None:
-        """Close the books on a run: its status on the span, the run counter and histogram."""
-        run.span.set_attribute("watchdog.run.status", status)
-        run.span.set_attribute("watchdog.run.duration_s", duration_s)
-        if status in (Status.ERROR.value, STORE_ERROR):
-            run.span.set_status(StatusCode.ERROR, status)
-        self.runs.add(1, {"status": status})
-        self.run_duration.record(duration_s, {"status": status})
 
     def record_notifications(self, delivered: int, failed: int) -> None:
         """Count deliveries of one run (failed: attempts that did not deliver)."""

@@ -1,0 +1,316 @@
+"""One tick of the daemon on the store: flush the spool, catch up, judge each window.
+
+This is the part of the daemon that touches the store, kept apart so that
+it can run in a fresh child process per tick (`ChildTicks`). The embedded
+engine leaks about five threads (1.5 MB) every time a store directory with a
+MergeTree table is opened and closed in one process (chdb 4.4, checked with
+`chdb.connect` and `chdb.session.Session` alike), and the daemon must close
+the store after each tick so that `memory-watchdog check` can use it in
+between. In a child the engine lives and dies with the tick; the daemon
+process never loads it, so its memory stays flat, a crash in the engine
+costs one tick, and a stuck tick can be killed.
+
+Everything crossing the process boundary is a plain picklable value:
+`TickRequest` in, `TickResult` out.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+from alerts.base import Notifier, Timer
+from alerts.notifiers import build_notifiers
+from alerts.pipeline import process
+from alerts.state import outbox_backlog, record_error_run
+from checks.base import Report, Window
+from watchdog.config import Settings
+from watchdog.errors import StoreError
+from watchdog.runner import Clock, run_once, system_clock, window_at
+from watchdog.schedule import CatchUp, Schedule, catch_up
+from watchdog.spool import SpooledRun
+from watchdog.status import last_completed_at
+from watchdog.store import Store, open_store
+from watchdog.telemetry import STORE_ERROR, CheckTiming, Stopwatch
+
+log = logging.getLogger(__name__)
+
+OpenStore = Callable[[Settings], AbstractContextManager[Store]]
+
+
+class StopFlag(Protocol):
+    """Set when the daemon is stopping (a threading or multiprocessing Event)."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TickRequest:
+    """What a tick needs from the daemon."""
+
+    settings: Settings
+    now: datetime
+    last_judged: datetime | None  # end of the last window judged; None: read the run log
+    log_read: bool
+    spooled: tuple[SpooledRun, ...] = ()
+    told: frozenset[str] = frozenset()  # notifiers already told directly that the store was down
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One window's run, for the daemon's telemetry and log."""
+
+    window: Window
+    catchup: bool
+    status: str  # ok | breached | error, or store_error (the source could not be read)
+    start_ns: int
+    end_ns: int
+    report: Report | None = None
+    timings: Mapping[str, CheckTiming] = field(default_factory=dict)
+    problem: str = ""
+    summary: str = ""  # the alert pipeline's one line
+    delivered: int = 0
+    failed: tuple[str, ...] = ()  # delivery errors, one line each
+    backlog: Mapping[str, int] | None = None  # pending outbox rows per notifier
+
+    @property
+    def judged(self) -> bool:
+        return self.status != STORE_ERROR
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass(frozen=True)
+class StoreDown:
+    """The store itself could not be opened or written while judging the window ending `end`."""
+
+    end: datetime
+    problem: str
+
+
+@dataclass
+class TickResult:
+    """What a tick did; the daemon turns it into telemetry, log lines and spool updates."""
+
+    last_judged: datetime | None
+    log_read: bool
+    flushed: int = 0  # spooled error runs written into the run log
+    plan: CatchUp | None = None
+    runs: list[RunResult] = field(default_factory=list)
+    stopped_before: datetime | None = None  # a stop request left this window and later ones
+    store_down: StoreDown | None = None
+
+
+def aligned_window(settings: Settings, schedule: Schedule, end: datetime) -> Window:
+    """The aligned window ending at `end` (its lookback long enough to judge it)."""
+    return window_at(settings, end, end - schedule.previous_end(end))
+
+
+def run_tick(
+    request: TickRequest,
+    *,
+    open_store_fn: OpenStore,
+    notifiers: Mapping[str, Notifier],
+    clock: Clock,
+    stop: StopFlag,
+    timer: Timer | None = None,
+) -> TickResult:
+    """Judge every window due since the last judged one; a StoreError ends the tick as StoreDown."""
+    settings = request.settings
+    schedule = Schedule.from_settings(settings.schedule)
+    result = TickResult(last_judged=request.last_judged, log_read=request.log_read)
+    attempting = schedule.due_end(request.now)
+    try:
+        with open_store_fn(settings) as store:
+            if request.spooled:
+                untold = {n: x for n, x in notifiers.items() if n not in request.told}
+                for spooled in request.spooled:
+                    record_error_run(
+                        store,
+                        settings,
+                        spooled.window(settings.window.lookback),
+                        spooled.problem,
+                        clock(),
+                        notifiers=untold,
+                        duration_s=spooled.duration_s,
+                        timer=timer,
+                    )
+                result.flushed = len(request.spooled)
+            if not result.log_read:
+                result.last_judged = last_completed_at(store, settings)
+                result.log_read = True
+            plan = catch_up(
+                schedule, result.last_judged, request.now, settings.schedule.max_catchup
+            )
+            result.plan = plan
+            for index, end in enumerate(plan.ends):
+                if stop.is_set():
+                    result.stopped_before = end
+                    break
+                attempting = end
+                window = aligned_window(settings, schedule, end)
+                run = _judge(
+                    store,
+                    settings,
+                    window,
+                    catchup=index < len(plan.ends) - 1,
+                    notifiers=notifiers,
+                    clock=clock,
+                    timer=timer,
+                )
+                result.runs.append(run)
+                if not run.judged:
+                    break
+                result.last_judged = end
+    except StoreError as exc:
+        result.store_down = StoreDown(attempting, exc.problem)
+    return result
+
+
+def _judge(
+    store: Store,
+    settings: Settings,
+    window: Window,
+    *,
+    catchup: bool,
+    notifiers: Mapping[str, Notifier],
+    clock: Clock,
+    timer: Timer | None,
+) -> RunResult:
+    """Evaluate one window and run the alert pipeline; StoreError when the store itself fails."""
+    start_ns, started = time.time_ns(), time.monotonic()
+    stopwatch = Stopwatch()
+    report: Report | None
+    try:
+        report = run_once(store, settings, window, timed=stopwatch)
+    except StoreError as exc:  # the store answers, the source cannot be read
+        report, problem = None, exc.problem
+        outcome = record_error_run(
+            store,
+            settings,
+            window,
+            problem,
+            clock(),
+            notifiers=notifiers,
+            duration_s=time.monotonic() - started,
+            timer=timer,
+        )
+        status = STORE_ERROR
+    else:
+        problem, status = "", report.status.value
+        outcome = process(
+            store,
+            settings,
+            report,
+            now=clock(),
+            notifiers=notifiers,
+            duration_s=time.monotonic() - started,
+            timer=timer,
+        )
+    backlog: dict[str, int] | None
+    try:
+        backlog = {b.notifier: b.pending for b in outbox_backlog(store, settings, now=clock())}
+    except StoreError as exc:
+        log.warning("cannot read the outbox backlog: %s", exc.problem)
+        backlog = None
+    return RunResult(
+        window=window,
+        catchup=catchup,
+        status=status,
+        start_ns=start_ns,
+        end_ns=time.time_ns(),
+        report=report,
+        timings=dict(stopwatch.timings),
+        problem=problem,
+        summary=outcome.summary(),
+        delivered=len(outcome.delivery.delivered),
+        failed=tuple(outcome.delivery.errors),
+        backlog=backlog,
+    )
+
+
+# -- a tick in a child process ----------------------------------------------------
+
+
+def open_configured(settings: Settings) -> AbstractContextManager[Store]:
+    """Open the configured store with its query and lock timeouts."""
+    cfg = settings.store
+    return open_store(
+        cfg.url,
+        query_timeout_s=cfg.query_timeout.total_seconds(),
+        lock_timeout_s=cfg.lock_timeout.total_seconds(),
+    )
+
+
+def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
+    """The child: finish the tick whatever signal the terminal or service manager sends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from watchdog.cli import configure_logging
+
+    configure_logging(request.debug)
+    logging.getLogger("watchdog").setLevel(logging.DEBUG if request.debug else logging.INFO)
+    result = run_tick(
+        request,
+        open_store_fn=open_configured,
+        notifiers=build_notifiers(request.settings),
+        clock=system_clock,
+        stop=stop,
+    )
+    writer.send(result)
+    writer.close()
+
+
+class ChildCrashed(Exception):
+    """The tick's process ended without a result (killed, or the engine crashed)."""
+
+
+class ChildTicks:
+    """Runs each tick in a fresh process forked from a clean forkserver (no engine in it)."""
+
+    def __init__(self) -> None:
+        self._ctx = multiprocessing.get_context("forkserver")
+        # Pure-Python modules only: importing chdb starts threads, which must not be forked.
+        self._ctx.set_forkserver_preload(["watchdog.tick"])
+        self.stop_flag: Any = self._ctx.Event()
+        self._child: Any = None
+
+    def run(self, request: TickRequest) -> TickResult:
+        """Run one tick in a child and return its result; ChildCrashed when it died without one."""
+        reader, writer = self._ctx.Pipe(duplex=False)
+        child = self._ctx.Process(
+            target=_child_main, args=(request, writer, self.stop_flag), name="memory-watchdog-tick"
+        )
+        child.start()
+        self._child = child
+        writer.close()
+        try:
+            result: TickResult = reader.recv()
+        except EOFError:
+            child.join(timeout=10)
+            raise ChildCrashed(f"the run process ended with exit code {child.exitcode}") from None
+        finally:
+            reader.close()
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+            child.join(timeout=10)
+        self._child = None
+        return result
+
+    def kill(self) -> None:
+        """Kill the tick in progress, if any (the stop timeout has passed)."""
+        child = self._child
+        if child is not None and child.is_alive():
+            child.kill()
