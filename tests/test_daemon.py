@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -161,13 +162,13 @@ class Daemon:
 
 
 @pytest.fixture
-def start(setup: Setup) -> Iterator[Callable[[], Daemon]]:
+def start(setup: Setup) -> Iterator[Callable[..., Daemon]]:
     """Start daemons for the test; any still running at the end are killed."""
     started: list[Daemon] = []
 
-    def launch() -> Daemon:
+    def launch(*args: str) -> Daemon:
         proc = subprocess.Popen(
-            [str(BIN), "daemon", "--config", str(setup.config), "--store", setup.store],
+            [str(BIN), "daemon", "--config", str(setup.config), "--store", setup.store, *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -241,7 +242,7 @@ def runs_in_log(daemon: Daemon, n: int) -> Callable[[list[str]], bool]:
 
 
 def test_daemon_judges_consecutive_aligned_windows_and_alerts_in_slack(
-    setup: Setup, start: Callable[[], Daemon], slack: SlackStandIn
+    setup: Setup, start: Callable[..., Daemon], slack: SlackStandIn
 ) -> None:
     """Every 2s window is judged once, in order; the breach reaches Slack once."""
     daemon = start()
@@ -260,7 +261,7 @@ def test_daemon_judges_consecutive_aligned_windows_and_alerts_in_slack(
 
 
 def test_daemon_survives_a_locked_store_and_recovers(
-    setup: Setup, start: Callable[[], Daemon], slack: SlackStandIn
+    setup: Setup, start: Callable[..., Daemon], slack: SlackStandIn
 ) -> None:
     """Store held by another process for a tick: error run spooled, store alert sent, then caught up."""
     daemon = start()
@@ -301,7 +302,7 @@ def test_daemon_survives_a_locked_store_and_recovers(
 
 
 def test_sigterm_mid_run_finishes_the_run_and_exits_0(
-    setup: Setup, start: Callable[[], Daemon], slack: SlackStandIn
+    setup: Setup, start: Callable[..., Daemon], slack: SlackStandIn
 ) -> None:
     """SIGTERM while a run waits on Slack: the run completes, is recorded, exit 0."""
     slack.reply(timeout(1.5))  # the first delivery takes 1.5s to answer
@@ -322,7 +323,7 @@ def test_sigterm_mid_run_finishes_the_run_and_exits_0(
 
 
 def test_restart_judges_each_missed_window_once_in_order(
-    setup: Setup, start: Callable[[], Daemon]
+    setup: Setup, start: Callable[..., Daemon]
 ) -> None:
     """Stop, let windows pass, start: the missed ones are caught up oldest first, none twice."""
     first = start()
@@ -345,7 +346,7 @@ def test_restart_judges_each_missed_window_once_in_order(
     assert list(reversed(recorded)) == windows
 
 
-def test_status_max_age_is_a_dead_mans_switch(setup: Setup, start: Callable[[], Daemon]) -> None:
+def test_status_max_age_is_a_dead_mans_switch(setup: Setup, start: Callable[..., Daemon]) -> None:
     """No completed run: exit 1; fresh run: exit 0; older than --max-age: exit 1."""
     assert status(setup, "--max-age", "1h").returncode == 1
     daemon = start()
@@ -359,3 +360,26 @@ def test_status_max_age_is_a_dead_mans_switch(setup: Setup, start: Callable[[], 
     stale = status(setup, "--max-age", "2s")
     assert stale.returncode == 1
     assert "stale: last completed" in stale.stderr
+
+
+def test_http_serves_the_page_health_and_status(setup: Setup, start: Callable[..., Daemon]) -> None:
+    """`--http 127.0.0.1:0`: the latest window's page, /healthz 200, /status with the runs."""
+    daemon = start("--http", "127.0.0.1:0")
+    daemon.wait_for(runs_in_log(daemon, 2))
+    (line,) = [x for x in daemon.log() if "serving pages" in x]
+    base = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+    assert base is not None
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(base.group(1) + path, timeout=10) as response:
+            return response.status, response.read().decode()
+
+    try:
+        assert get("/healthz")[0] == 200
+        code, page = get("/")
+        assert code == 200 and "<html" in page.lower()
+        code, text = get("/status")
+        document = json.loads(text)
+        assert code == 200 and document["runs"] and document["spool"]["error_runs"] == 0
+    finally:
+        assert daemon.terminate() == 0

@@ -134,6 +134,7 @@ def make_rig(store: Store, tmp_path: Path, broken: threading.Event, **config: An
         notifiers={"recording": notifier},
         timer=FakeTimer(),
         open_store_fn=opener(store, broken),
+        pages=False,
     )
     return Rig(daemon, spans, metrics, clock, notifier, spool, settings)
 

@@ -76,7 +76,7 @@ from watchdog.tick import (
     TickRequest,
     TickResult,
     aligned_window,
-    open_configured,
+    open_settings_store,
     run_tick,
 )
 
@@ -123,8 +123,10 @@ class Daemon:
         clock: Clock = system_clock,
         notifiers: Mapping[str, Notifier] | None = None,
         timer: Timer | None = None,
-        open_store_fn: OpenStore = open_configured,
+        open_store_fn: OpenStore = open_settings_store,
         ticks: ChildTicks | None = None,
+        pages: bool = True,
+        http: str | None = None,
         debug: bool = False,
     ) -> None:
         self.settings = settings
@@ -137,7 +139,10 @@ class Daemon:
         self.source = source_name(settings)
         self._open = open_store_fn
         self._ticks = ticks
+        self._pages = pages
+        self._http = http
         self._debug = debug
+        self._status: dict[str, Any] | None = None  # the latest `status` document (--http)
         self.last_judged: datetime | None = None  # end of the last window judged
         self._log_read = False
         self._store_alert_known = False  # the store holds a firing `store` alert
@@ -166,6 +171,8 @@ class Daemon:
             log_read=self._log_read,
             spooled=tuple(self.spool.runs),
             told=self.spool.told,
+            pages=self._pages,
+            status=self._http is not None,
             debug=self._debug,
         )
         started_ns = time.time_ns()
@@ -199,6 +206,8 @@ class Daemon:
                 f" ({dropped} older ones were dropped from the spool)" if dropped else "",
             )
         self.last_judged, self._log_read = result.last_judged, result.log_read
+        if result.status is not None:
+            self._status = result.status
         if result.plan is not None:
             self._say_skipped(result.plan)
         for run in result.runs:
@@ -330,11 +339,47 @@ class Daemon:
 
     # -- serving --------------------------------------------------------------
 
+    def _serve_http(self) -> Any:
+        """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for."""
+        if self._http is None:
+            return None
+        from watchdog import web
+        from watchdog.html import report_dir
+
+        handler = web.make_handler(
+            report_dir(self.settings),
+            status=self.status_document,
+            last_run_age=self.last_run_age,
+            period=self.period(),
+        )
+        server, _ = web.serve(self._http, handler)
+        host, port = server.server_address[:2]
+        log.info("serving pages, /healthz and /status on http://%s:%s/", host, port)
+        return server
+
     def stop(self) -> None:
         """Ask the daemon to stop after the window being judged (thread- and signal-safe)."""
         self._stop.set()
         if self._ticks is not None:
             self._ticks.stop_flag.set()
+
+    def status_document(self) -> dict[str, Any]:
+        """`status --format json` as of the latest tick, with the spool as it is now."""
+        if self._status is None:
+            raise RuntimeError("no run has read the store yet")
+        runs = self.spool.runs
+        since = min((r.at for r in runs), default=None)
+        spool = {"error_runs": len(runs), "since": rfc3339(since) if since else None}
+        return {**self._status, "spool": spool}
+
+    def last_run_age(self) -> timedelta | None:
+        """How long ago the last judged window ended."""
+        return None if self.last_judged is None else self.clock() - self.last_judged
+
+    def period(self) -> timedelta:
+        """The schedule's period (for a cron line: the current one)."""
+        end = self.schedule.next_end(self.clock())
+        return end - self.schedule.previous_end(end)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the run in progress; True when none is left."""
@@ -376,12 +421,16 @@ class Daemon:
             self.source,
             rfc3339(self.schedule.next_run(self.clock())),
         )
+        server = self._serve_http()
         try:
             if not self._stop.is_set():
                 scheduler.start()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if server is not None:
+                server.shutdown()
+                server.server_close()
         finished = self.wait_idle(stop_timeout.total_seconds())
         if not finished:
             log.error(
@@ -414,6 +463,11 @@ def _bounds(window: Window) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve the pages, /healthz and /status (e.g. 127.0.0.1:8787; loopback by default)",
+    )
+    parser.add_argument(
         "--stop-timeout",
         default=format_duration(DEFAULT_STOP_TIMEOUT),
         help="on SIGTERM/SIGINT, how long the run in progress may take to finish (default 90s)",
@@ -438,6 +492,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         telemetry=telemetry,
         spool=Spool.for_settings(settings),
         ticks=ChildTicks(),
+        http=args.http,
         debug=args.debug,
     )
     return daemon.serve(stop_timeout)

@@ -31,19 +31,20 @@ from alerts.base import Notifier, Timer
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import process
 from alerts.state import outbox_backlog, record_error_run
-from checks.base import Report, Window
+from checks.base import Report, Window, rfc3339
 from watchdog.config import Settings
 from watchdog.errors import StoreError
 from watchdog.runner import Clock, run_once, system_clock, window_at
 from watchdog.schedule import CatchUp, Schedule, catch_up
 from watchdog.spool import SpooledRun
-from watchdog.status import last_completed_at
-from watchdog.store import Store, open_store
+from watchdog.status import last_completed_at, read_status
+from watchdog.store import Store, open_configured
 from watchdog.telemetry import STORE_ERROR, CheckTiming, Stopwatch
 
 log = logging.getLogger(__name__)
 
 OpenStore = Callable[[Settings], AbstractContextManager[Store]]
+STATUS_RUNS = 10  # runs in the status document served by `daemon --http`
 
 
 class StopFlag(Protocol):
@@ -62,6 +63,8 @@ class TickRequest:
     log_read: bool
     spooled: tuple[SpooledRun, ...] = ()
     told: frozenset[str] = frozenset()  # notifiers already told directly that the store was down
+    pages: bool = True  # write the HTML page of each judged window (watchdog.html)
+    status: bool = False  # read `status --format json` at the end (for `daemon --http`)
     debug: bool = False
 
 
@@ -81,6 +84,7 @@ class RunResult:
     delivered: int = 0
     failed: tuple[str, ...] = ()  # delivery errors, one line each
     backlog: Mapping[str, int] | None = None  # pending outbox rows per notifier
+    page: str | None = None  # the HTML page written for it
 
     @property
     def judged(self) -> bool:
@@ -110,6 +114,7 @@ class TickResult:
     runs: list[RunResult] = field(default_factory=list)
     stopped_before: datetime | None = None  # a stop request left this window and later ones
     store_down: StoreDown | None = None
+    status: dict[str, Any] | None = None  # `status --format json`, when asked for
 
 
 def aligned_window(settings: Settings, schedule: Schedule, end: datetime) -> Window:
@@ -168,11 +173,14 @@ def run_tick(
                     notifiers=notifiers,
                     clock=clock,
                     timer=timer,
+                    pages=request.pages,
                 )
                 result.runs.append(run)
                 if not run.judged:
                     break
                 result.last_judged = end
+            if request.status:
+                result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
     except StoreError as exc:
         result.store_down = StoreDown(attempting, exc.problem)
     return result
@@ -187,6 +195,7 @@ def _judge(
     notifiers: Mapping[str, Notifier],
     clock: Clock,
     timer: Timer | None,
+    pages: bool,
 ) -> RunResult:
     """Evaluate one window and run the alert pipeline; StoreError when the store itself fails."""
     start_ns, started = time.time_ns(), time.monotonic()
@@ -224,6 +233,7 @@ def _judge(
     except StoreError as exc:
         log.warning("cannot read the outbox backlog: %s", exc.problem)
         backlog = None
+    page = _write_page(store, settings, report, clock()) if pages and report else None
     return RunResult(
         window=window,
         catchup=catchup,
@@ -237,20 +247,33 @@ def _judge(
         delivered=len(outcome.delivery.delivered),
         failed=tuple(outcome.delivery.errors),
         backlog=backlog,
+        page=page,
     )
+
+
+def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> str | None:
+    """The window's HTML page with triage and history; a failure is logged, never fatal."""
+    from checks.triage import with_triage
+    from watchdog.html import load_history, write_reports
+
+    try:
+        report = with_triage(store, settings, report)
+        return str(write_reports(report, load_history(store, settings, report), settings, now))
+    except Exception as exc:  # the page is a view: the run is judged and recorded already
+        log.warning("[%s, %s): no HTML page: %s", *_bounds(report.window), exc)
+        return None
+
+
+def _bounds(window: Window) -> tuple[str, str]:
+    return rfc3339(window.start), rfc3339(window.end)
 
 
 # -- a tick in a child process ----------------------------------------------------
 
 
-def open_configured(settings: Settings) -> AbstractContextManager[Store]:
+def open_settings_store(settings: Settings) -> AbstractContextManager[Store]:
     """Open the configured store with its query and lock timeouts."""
-    cfg = settings.store
-    return open_store(
-        cfg.url,
-        query_timeout_s=cfg.query_timeout.total_seconds(),
-        lock_timeout_s=cfg.lock_timeout.total_seconds(),
-    )
+    return open_configured(settings.store)
 
 
 def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
@@ -263,7 +286,7 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
     logging.getLogger("watchdog").setLevel(logging.DEBUG if request.debug else logging.INFO)
     result = run_tick(
         request,
-        open_store_fn=open_configured,
+        open_store_fn=open_settings_store,
         notifiers=build_notifiers(request.settings),
         clock=system_clock,
         stop=stop,
