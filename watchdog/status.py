@@ -28,7 +28,7 @@ from alerts.state import (
     table,
 )
 from checks.base import from_ms, rfc3339
-from watchdog.config import Settings, format_duration, parse_duration
+from watchdog.config import Settings, parse_duration
 from watchdog.errors import UsageError
 from watchdog.runner import system_clock
 from watchdog.spool import Spool
@@ -166,20 +166,33 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
     )
 
 
+def human(delta: timedelta) -> str:
+    """A duration for people: `45s`, `12m`, `3h57m`, `2d4h`."""
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{seconds}s" if seconds and minutes < 10 else f"{minutes}m"
+    return f"{seconds}s"
+
+
 def _ago(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    if seconds < 0:
+    if delta.total_seconds() < 0:
         return "in the future"
-    return f"{format_duration(timedelta(seconds=seconds))} ago" if seconds else "just now"
+    return f"{human(delta)} ago" if delta.total_seconds() >= 1 else "just now"
 
 
 def render_text(status: DaemonStatus) -> str:
     """The status for people."""
     lines = [f"memory-watchdog status: source {status.source}, store {status.store}"]
-    until = status.next_run - status.now
     lines.append(
         f"Schedule: {status.schedule}; next run {rfc3339(status.next_run)}"
-        f" (in {format_duration(timedelta(seconds=max(0, int(until.total_seconds()))))})"
+        f" (in {human(status.next_run - status.now)})"
     )
     if status.last_completed is None:
         lines.append("Last completed run: none yet")
