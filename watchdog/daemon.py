@@ -76,6 +76,7 @@ from watchdog.tick import (
     TickRequest,
     TickResult,
     aligned_window,
+    bounds,
     open_settings_store,
     run_tick,
 )
@@ -189,6 +190,9 @@ class Daemon:
                     timer=self.timer,
                 )
         except ChildCrashed as exc:
+            if self._stop.is_set():  # killed at the stop timeout: not an outage
+                log.warning("the run was stopped unfinished: %s", exc)
+                return
             window = aligned_window(self.settings, self.schedule, self.schedule.due_end(now))
             self._store_down(window, str(exc), started_ns)
             return
@@ -236,12 +240,11 @@ class Daemon:
             self.telemetry.record_backlog(run.backlog)
         for problem in run.failed:
             log.warning("notification not delivered (the outbox retries it): %s", problem)
-        start, end = _bounds(run.window)
+        self._store_alert_known = STORE_CHECK in run.firing
+        start, end = bounds(run.window)
         if not run.judged:
-            self._store_alert_known = True
             log.warning("[%s, %s): could not read the source: %s", start, end, run.problem)
             return
-        self._store_alert_known = False
         report = run.report
         breached = (
             []
@@ -281,7 +284,7 @@ class Daemon:
         """Spool the error run and tell the notifiers directly, once per outage."""
         log.warning(
             "[%s, %s): the store cannot be used: %s (spooled; retried at the next tick)",
-            *_bounds(window),
+            *bounds(window),
             problem,
         )
         end_ns = time.time_ns()
@@ -367,9 +370,8 @@ class Daemon:
         """`status --format json` as of the latest tick, with the spool as it is now."""
         if self._status is None:
             raise RuntimeError("no run has read the store yet")
-        runs = self.spool.runs
-        since = min((r.at for r in runs), default=None)
-        spool = {"error_runs": len(runs), "since": rfc3339(since) if since else None}
+        since = self.spool.since
+        spool = {"error_runs": len(self.spool.runs), "since": rfc3339(since) if since else None}
         return {**self._status, "spool": spool}
 
     def last_run_age(self) -> timedelta | None:
@@ -452,10 +454,6 @@ def _shutdown(scheduler: Any) -> None:
         scheduler.shutdown(wait=False)
     except Exception as exc:  # not running yet, or already stopped
         log.debug("scheduler shutdown: %s", exc)
-
-
-def _bounds(window: Window) -> tuple[str, str]:
-    return rfc3339(window.start), rfc3339(window.end)
 
 
 # -- the command --------------------------------------------------------------

@@ -128,6 +128,11 @@ class Spool:
         return list(self.state.runs)
 
     @property
+    def since(self) -> datetime | None:
+        """The end of the oldest window waiting here."""
+        return min((r.at for r in self.state.runs), default=None)
+
+    @property
     def told(self) -> frozenset[str]:
         return frozenset(self.state.told)
 

@@ -150,7 +150,6 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
 
     schedule = Schedule.from_settings(settings.schedule)
     spool = Spool.for_settings(settings)
-    spooled = spool.runs
     return DaemonStatus(
         now=now,
         source=source_name(settings),
@@ -161,8 +160,8 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
         runs=last_runs(store, settings, runs),
         alerts=alert_states(store, settings),
         backlog=outbox_backlog(store, settings, now=now),
-        spooled=len(spooled),
-        spooled_since=min((r.at for r in spooled), default=None),
+        spooled=len(spool.runs),
+        spooled_since=spool.since,
     )
 
 

@@ -85,6 +85,7 @@ class RunResult:
     failed: tuple[str, ...] = ()  # delivery errors, one line each
     backlog: Mapping[str, int] | None = None  # pending outbox rows per notifier
     page: str | None = None  # the HTML page written for it
+    firing: tuple[str, ...] = ()  # check ids firing after it (`store` among them, maybe)
 
     @property
     def judged(self) -> bool:
@@ -248,6 +249,7 @@ def _judge(
         failed=tuple(outcome.delivery.errors),
         backlog=backlog,
         page=page,
+        firing=outcome.firing,
     )
 
 
@@ -260,11 +262,12 @@ def _write_page(store: Store, settings: Settings, report: Report, now: datetime)
         report = with_triage(store, settings, report)
         return str(write_reports(report, load_history(store, settings, report), settings, now))
     except Exception as exc:  # the page is a view: the run is judged and recorded already
-        log.warning("[%s, %s): no HTML page: %s", *_bounds(report.window), exc)
+        log.warning("[%s, %s): no HTML page: %s", *bounds(report.window), exc)
         return None
 
 
-def _bounds(window: Window) -> tuple[str, str]:
+def bounds(window: Window) -> tuple[str, str]:
+    """The window's start and end, RFC 3339, for log lines."""
     return rfc3339(window.start), rfc3339(window.end)
 
 
