@@ -322,6 +322,24 @@ def test_sigterm_mid_run_finishes_the_run_and_exits_0(
     assert len(slack.requests) == 1 and "1 message(s) delivered" in log  # answered after 1.5s
 
 
+def test_stop_timeout_kills_a_stuck_run_and_exits_1(
+    setup: Setup, start: Callable[..., Daemon], slack: SlackStandIn
+) -> None:
+    """A run still going after --stop-timeout is killed: exit 1 at once, no store alert."""
+    slack.reply(timeout(4.0))
+    daemon = start("--stop-timeout", "1s")
+    deadline = time.monotonic() + 30
+    while not slack.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert slack.requests, "the daemon never posted to Slack"
+    stopped = time.monotonic()
+    assert daemon.terminate() == 1
+    assert time.monotonic() - stopped < 3.5
+    log = "\n".join(daemon.log())
+    assert "did not finish within 1s; killing it" in log
+    assert "the store cannot be used" not in log and not daemon.runs()
+
+
 def test_restart_judges_each_missed_window_once_in_order(
     setup: Setup, start: Callable[..., Daemon]
 ) -> None:

@@ -35,8 +35,9 @@ Failures never stop the daemon:
 
 SIGTERM/SIGINT stop the scheduler and let the run in progress finish
 (the tick's process ignores both; a catch-up stops after the current
-window), bounded by `--stop-timeout` after which the tick is killed; then
-the telemetry is flushed and the daemon exits 0.
+window), bounded by `--stop-timeout`; then the telemetry is flushed and the
+daemon exits 0. A tick still going at the timeout is killed (its windows are
+judged at the next start) and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -391,7 +392,7 @@ class Daemon:
         return True
 
     def serve(self, stop_timeout: timedelta = DEFAULT_STOP_TIMEOUT) -> int:
-        """Run the schedule until SIGTERM/SIGINT; 0 when the last run finished in time."""
+        """Run the schedule until SIGTERM/SIGINT; 0 when the last run finished, 1 when killed."""
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.blocking import BlockingScheduler
 
@@ -436,17 +437,17 @@ class Daemon:
         finished = self.wait_idle(stop_timeout.total_seconds())
         if not finished:
             log.error(
-                "the run in progress did not finish within %s; killed it",
+                "the run in progress did not finish within %s; killing it (judged at the next start)",
                 format_duration(stop_timeout),
             )
             if self._ticks is not None:
                 self._ticks.kill()
-            finished = self.wait_idle(10.0)
+            if not self.wait_idle(10.0):
+                self.telemetry.shutdown()
+                logging.shutdown()
+                os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
         self.telemetry.shutdown()
-        if not finished:
-            logging.shutdown()
-            os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
-        return 0
+        return 0 if finished else 1
 
 
 def _shutdown(scheduler: Any) -> None:
