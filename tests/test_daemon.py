@@ -340,6 +340,23 @@ def test_stop_timeout_kills_a_stuck_run_and_exits_1(
     assert "the store cannot be used" not in log and not daemon.runs()
 
 
+def test_a_tick_past_its_timeout_is_killed(setup: Setup) -> None:
+    """A tick's process that does not answer in time is killed: ChildCrashed, no orphan."""
+    from datetime import UTC, timedelta
+
+    from watchdog.config import load_settings
+    from watchdog.tick import ChildCrashed, ChildTicks, TickRequest
+
+    settings = load_settings(str(setup.config), env={"XDG_DATA_HOME": str(setup.data_home)})
+    ticks = ChildTicks(timeout=timedelta(milliseconds=50))
+    request = TickRequest(
+        settings=settings, now=datetime.now(UTC), last_judged=None, log_read=False
+    )
+    with pytest.raises(ChildCrashed, match="took longer than"):
+        ticks.run(request)
+    assert ticks._child is None
+
+
 def test_restart_judges_each_missed_window_once_in_order(
     setup: Setup, start: Callable[..., Daemon]
 ) -> None:

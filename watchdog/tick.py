@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -302,10 +302,16 @@ class ChildCrashed(Exception):
     """The tick's process ended without a result (killed, or the engine crashed)."""
 
 
+# Queries, lock waits and deliveries each have their own timeouts; this bounds a tick
+# that hangs anyway, so that one stuck engine never stops the schedule for good.
+TICK_TIMEOUT = timedelta(hours=1)
+
+
 class ChildTicks:
     """Runs each tick in a fresh process forked from a clean forkserver (no engine in it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: timedelta = TICK_TIMEOUT) -> None:
+        self.timeout = timeout
         self._ctx = multiprocessing.get_context("forkserver")
         # Pure-Python modules only: importing chdb starts threads, which must not be forked.
         self._ctx.set_forkserver_preload(["watchdog.tick"])
@@ -322,17 +328,20 @@ class ChildTicks:
         self._child = child
         writer.close()
         try:
+            if not reader.poll(self.timeout.total_seconds()):
+                child.kill()
+                raise ChildCrashed(f"the run process took longer than {self.timeout}; killed it")
             result: TickResult = reader.recv()
         except EOFError:
             child.join(timeout=10)
             raise ChildCrashed(f"the run process ended with exit code {child.exitcode}") from None
         finally:
             reader.close()
-        child.join(timeout=30)
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=10)
-        self._child = None
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join(timeout=10)
+            self._child = None
         return result
 
     def kill(self) -> None:
