@@ -263,6 +263,10 @@ def run_cli(
     )
     outputs.add(f"{' '.join(args[:3])} stdout", result.stdout)
     outputs.add(f"{' '.join(args[:3])} stderr", result.stderr)
+    # A crash would pass a grep vacuously: only our own errors (tracebacks with --debug).
+    last = (result.stderr.strip().splitlines() or [""])[-1]
+    assert not re.match(r"\w+(Error|Exception)\b", last), result.stderr
+    assert "--debug" in args or "Traceback" not in result.stderr, result.stderr
     return result
 
 
@@ -490,3 +494,169 @@ def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
         out.add("slack message", request.raw)
     assert slack.requests, "the daemon sent nothing to Slack"
     assert out.leaks() == []
+
+
+# ---- text from data is escaped in chat and on the page ---------------------------------
+
+# Session ids that would mention everyone, forge a link or run script if shown raw.
+TRICKS = (
+    "<!channel>",
+    "<!here|here>",
+    "<@U0ADMIN>",
+    "<https://evil.example/login|Reset your password>",
+    "<script>alert(1)</script><img src=x onerror=alert(2)>",
+)
+
+
+def test_session_ids_cannot_mention_link_or_script_in_slack_or_the_page(
+    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn
+) -> None:
+    """Slack mention and link syntax and HTML in data reach Slack and the page escaped."""
+    from alerts.notifiers import SlackNotifier
+    from alerts.pipeline import process
+    from watchdog.html import evaluate_page
+
+    sc = Scenario()
+    for i, trick in enumerate(TRICKS):  # the oldest cold starts: shown first in evidence
+        sc.session(trick).starts(T0 + H + i * S)
+    table = unique_table()
+    sc.write(store, table)
+    settings = settings_from_mapping(
+        {
+            "store": {"url": server.url(), "database": f"wd_{uuid.uuid4().hex[:10]}"},
+            "source": {"table": table},
+        },
+        env={},
+    )
+    report, page = evaluate_page(settings, AT, None)
+    assert report.checks["recall_coverage"].evidence["sessions"] == list(TRICKS)
+    notifier = SlackNotifier(webhook_url=slack.webhook_url, backoff_base=0.01, timeout_s=2)
+    process(store, settings, report, now=AT, notifiers={"slack": notifier})
+    (message,) = slack.delivered()
+    texts = list(strings(message.body))
+    assert texts
+    for trick in TRICKS:
+        assert not any(trick in text for text in texts), trick
+        assert trick not in page
+    shown = "\n".join(texts)
+    assert "&lt;!channel&gt;" in shown and "&lt;@U0ADMIN&gt;" in shown  # shown, escaped
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script>alert" not in page
+    assert "<img src=x" not in page
+
+
+# ---- the grants a server needs -----------------------------------------------------------
+
+_QUALIFIED = re.compile(
+    r"\b(?:FROM|(?<!ARRAY\s)JOIN|INTO|DESCRIBE\s+TABLE|DESCRIBE|TABLE|DATABASE)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?([`\w]+(?:\.[`\w]+)?)",
+    re.I,
+)
+_CTE = re.compile(r"\b(\w+)\s+AS\s*\(", re.I)
+
+
+def needed_grants(queries: list[str], database: str) -> set[tuple[str, str]]:
+    """(privilege, object) pairs the statements need; objects as `db.table` or `db.*`."""
+    needed: set[tuple[str, str]] = set()
+    for sql in queries:
+        keyword = sql.lstrip("( \n").split(None, 1)[0].upper()
+        ctes = {name.lower() for name in _CTE.findall(sql)}
+        # The harness records at most 2000 characters of a query sent as the body: a name
+        # cut at the end is not a name.
+        names = [m.group(1) for m in _QUALIFIED.finditer(sql) if m.end() < len(sql)]
+        if keyword == "INSERT":  # the rest is the data
+            names = names[:1]
+        for name in names:
+            name = name.replace("`", "")
+            if "." not in name:
+                if name.lower() in ctes or keyword == "CREATE":
+                    if keyword == "CREATE" and name == database:
+                        needed.add(("CREATE DATABASE", f"{database}.*"))
+                    continue
+                raise AssertionError(f"an unqualified table {name!r} in {sql[:200]!r}")
+            if keyword in ("SELECT", "WITH"):
+                needed.add(("SELECT", name))
+            elif keyword == "INSERT":
+                needed.add(("INSERT", name))
+            elif keyword == "CREATE":
+                needed.add(("CREATE TABLE", name))
+            elif keyword in ("DESCRIBE", "DESC"):  # clickhouse-connect, before an insert
+                needed.add(("SHOW COLUMNS", name))
+            else:
+                raise AssertionError(f"a statement beyond SELECT/INSERT/CREATE: {sql[:200]!r}")
+    return needed
+
+
+def granted(text: str) -> set[tuple[str, str]]:
+    """(privilege, object) pairs of the `GRANT ... ON ... TO ...;` statements in `text`."""
+    pairs = set()
+    for privileges, target in re.findall(r"^GRANT\s+(.+?)\s+ON\s+(\S+)\s+TO\s+\w+;", text, re.M):
+        for privilege in privileges.split(","):
+            pairs.add((privilege.strip().upper(), target))
+    return pairs
+
+
+def covered(need: tuple[str, str], grants: set[tuple[str, str]]) -> bool:
+    privilege, name = need
+    database = name.split(".")[0]
+    if privilege == "SHOW COLUMNS":  # ClickHouse implies it by any grant on the table
+        return any(target in (name, f"{database}.*") for _, target in grants)
+    return (privilege, name) in grants or (privilege, f"{database}.*") in grants
+
+
+@pytest.mark.slow
+def test_the_statements_sent_need_only_the_documented_grants(
+    store: Store, slack: SlackStandIn, tmp_path: Path
+) -> None:
+    """Every statement `check`, `--notify`, `alerts`, `status`, `silence` and the daemon send is covered."""
+    table = f"joelclaw_{uuid.uuid4().hex[:8]}.otel_events"
+    world(lambda s: s).write(store, table)
+    database = f"wd_{uuid.uuid4().hex[:10]}"
+    cfg = tmp_path / "grants.toml"
+    cfg.write_text(
+        f'[store]\ndatabase = "{database}"\n[source]\ntable = "{table}"\n'
+        '[schedule]\nevery = "2s"\ndelay = "0s"\nmax_catchup = 1\n'
+        f'[alerts.slack]\nwebhook_url = "{slack.webhook_url}"\n',
+        encoding="utf-8",
+    )
+    env = clean_env(tmp_path)
+    out = Outputs()
+    with ClickHouseHTTPServer(store.client) as chs:
+        url = chs.url()
+        for args in (
+            ["check", "--at", AT_TEXT],
+            ["check", "--at", AT_TEXT, "--format", "html", "--output", str(tmp_path / "r.html")],
+            ["check", "--at", AT_TEXT, "--notify"],
+            ["alerts"],
+            ["status"],
+            ["silence", "add", "recall_coverage", "--for", "1h", "--reason", "grants"],
+            ["silence", "list"],
+        ):
+            first = args[:2] if args[0] == "silence" else args[:1]
+            done = run_cli(
+                out, env, *first, "--store", url, "--config", str(cfg), *args[len(first) :]
+            )
+            assert done.returncode in (0, 1), done.stderr
+        run_daemon(env, cfg, url, runs=1)
+        queries = [r.query for r in chs.requests if r.query]
+    assert len(queries) > 20
+    needed = needed_grants(queries, database)
+    source_db = table.split(".")[0]
+    assert ("SELECT", table) in needed and ("INSERT", f"{database}.outbox") in needed
+    # Nothing but the source table, the watchdog's own database and the system tables.
+    assert {name.split(".")[0] for _, name in needed} <= {source_db, database, "system"}
+    assert {p for p, name in needed if name.split(".")[0] == source_db} == {"SELECT"}
+    # The README's statements (and docs/guarantees.md's) cover every need but reading the
+    # system tables, which every user may read unless select_from_system_db_requires_grant.
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = readme.replace("joelclaw.otel_events", table).replace(" watchdog.*", f" {database}.*")
+    for need in needed:
+        if not need[1].startswith("system."):
+            assert covered(need, granted(readme)), need
+    doc = (REPO / "docs" / "guarantees.md").read_text(encoding="utf-8")
+    doc = doc.replace("joelclaw.otel_events", table).replace(" watchdog.*", f" {database}.*")
+    doc = doc.replace(" watchdog.", f" {database}.")
+    assert {n for n in needed if not covered(n, granted(doc))} == set()
+    # ... and grant nothing more: least privilege.
+    grants = granted(doc)
+    unused = {g for g in grants if not any(covered(n, {g}) for n in needed)}
+    assert unused == set()
