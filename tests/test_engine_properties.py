@@ -8,7 +8,7 @@
 A world is a list of session plans that together touch every check: cold
 starts, late recalls, failed and lost outcomes, silent and explicit ends,
 compactions, injections, gate decisions and deviation events. Each property
-runs 12 examples (each writes a table and runs every check).
+runs 10 examples (each writes a table and runs every check).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 AT = T0 + 4 * H
 EXAMPLES = settings(
-    max_examples=12,
+    max_examples=10,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -239,6 +239,12 @@ def test_an_unrelated_session_changes_no_other_sessions_verdict(
     sc = build(plans)
     ids = {e.session for e in sc.events if e.session} | {e.id for e in sc.events}
     base = evaluate(store, [sc.events])
+    emits_injection = any(e.name == "memory.recall.injected" for e in sc.events)
     add_session(sc, "zz-newcomer", newcomer, timedelta(0))
     grown = evaluate(store, [sc.events])
-    assert membership(grown, ids) == membership(base, ids), json.dumps(newcomer)
+    before, after = membership(base, ids), membership(grown, ids)
+    if not emits_injection:
+        # SPEC: recall_injection is no_data while the source emits no recall_injected event
+        # at all; a newcomer that emits one makes the source judgeable, by design.
+        del before["recall_injection"], after["recall_injection"]
+    assert after == before, json.dumps(newcomer)
