@@ -32,7 +32,7 @@ from watchdog.config import Settings, parse_duration
 from watchdog.errors import UsageError
 from watchdog.runner import system_clock
 from watchdog.spool import Spool
-from watchdog.store import Store, mask_url, open_store
+from watchdog.store import Store, mask_url, open_configured
 
 FORMATS = ("text", "json")
 _NOT_JUDGED = ("breached", "error")
@@ -260,13 +260,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if max_age <= timedelta(0):
             raise UsageError("--max-age: must be positive")
     settings = load(args)
-    cfg = settings.store
     now = system_clock()
-    with open_store(
-        cfg.url,
-        query_timeout_s=cfg.query_timeout.total_seconds(),
-        lock_timeout_s=cfg.lock_timeout.total_seconds(),
-    ) as store:
+    with open_configured(settings.store) as store:
         status = read_status(store, settings, now, args.runs)
     if args.format == "json":
         sys.stdout.write(json.dumps(status.to_json(), indent=2) + "\n")

@@ -84,7 +84,6 @@ class RunResult:
     delivered: int = 0
     failed: tuple[str, ...] = ()  # delivery errors, one line each
     backlog: Mapping[str, int] | None = None  # pending outbox rows per notifier
-    page: str | None = None  # the HTML page written for it
     firing: tuple[str, ...] = ()  # check ids firing after it (`store` among them, maybe)
 
     @property
@@ -234,7 +233,8 @@ def _judge(
     except StoreError as exc:
         log.warning("cannot read the outbox backlog: %s", exc.problem)
         backlog = None
-    page = _write_page(store, settings, report, clock()) if pages and report else None
+    if pages and report is not None:
+        _write_page(store, settings, report, clock())
     return RunResult(
         window=window,
         catchup=catchup,
@@ -248,22 +248,20 @@ def _judge(
         delivered=len(outcome.delivery.delivered),
         failed=tuple(outcome.delivery.errors),
         backlog=backlog,
-        page=page,
         firing=outcome.firing,
     )
 
 
-def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> str | None:
+def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
     from checks.triage import with_triage
     from watchdog.html import load_history, write_reports
 
     try:
         report = with_triage(store, settings, report)
-        return str(write_reports(report, load_history(store, settings, report), settings, now))
+        write_reports(report, load_history(store, settings, report), settings, now)
     except Exception as exc:  # the page is a view: the run is judged and recorded already
         log.warning("[%s, %s): no HTML page: %s", *bounds(report.window), exc)
-        return None
 
 
 def bounds(window: Window) -> tuple[str, str]:
