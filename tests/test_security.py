@@ -560,8 +560,7 @@ def needed_grants(queries: list[str], database: str) -> set[tuple[str, str]]:
     for sql in queries:
         keyword = sql.lstrip("( \n").split(None, 1)[0].upper()
         ctes = {name.lower() for name in _CTE.findall(sql)}
-        # The harness records at most 2000 characters of a query sent as the body: a name
-        # cut at the end is not a name.
+        # The harness records the first 64 KiB of a body: a name cut at the end is no name.
         names = [m.group(1) for m in _QUALIFIED.finditer(sql) if m.end() < len(sql)]
         if keyword == "INSERT":  # the rest is the data
             names = names[:1]

@@ -563,7 +563,8 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 params.update(fields)
                 body = b""
-            sql_text = params.get("query", "") or body[:2000].decode("utf-8", "replace")
+            # A query sent as the body is recorded whole (an insert's data: its first 64 KiB).
+            sql_text = params.get("query", "") or body[:65536].decode("utf-8", "replace")
             outcome = harness._execute(self.command, params, body, self.headers, user=user)
         except ClickHouseError as err:
             headers = {
