@@ -39,7 +39,7 @@ from jinja2 import (
 
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from checks.base import CheckResult, Severity, Status, Window, rfc3339
-from checks.verdict import human_seconds, percent
+from checks.verdict import format_target, format_value, human_seconds
 from watchdog.errors import ConfigError
 
 BUILTIN_DIR = Path(__file__).parent / "templates"
@@ -74,19 +74,6 @@ def _finalize_mrkdwn(value: Any) -> str:
 
 
 # --- the context templates see -------------------------------------------------------------
-
-
-def format_value(result: CheckResult, value: float | None) -> str:
-    """A value in its unit: 7, 7.3%, 3120 ms, 4h; a dash when there is none."""
-    if value is None:
-        return "—"
-    if result.unit == "ratio":
-        return percent(value)
-    if result.unit == "ms":
-        return f"{value:.0f} ms"
-    if result.unit == "s":
-        return human_seconds(value)
-    return f"{value:g}"
 
 
 def format_window(window: Window) -> str:
@@ -184,7 +171,7 @@ def alert_context(n: Notification) -> dict[str, Any]:
         "status": result.status.value,
         "severity": result.severity.value,
         "value": format_value(result, result.value),
-        "target": f"{result.comparison.value} {format_value(result, result.target)}",
+        "target": format_target(result),
         "window": format_window(n.window),
         "summary": _clip(result.summary, MAX_SUMMARY).rstrip("."),
         "evidence_kind": kind,

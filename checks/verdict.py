@@ -83,3 +83,21 @@ def human_seconds(seconds: float) -> str:
         if amount:
             parts.append(f"{amount}{unit}")
     return "".join(parts[:2])
+
+
+def format_value(result: CheckResult, value: float | None) -> str:
+    """A value in its unit: 7, 7.3%, 3120 ms, 4h; a dash when there is none."""
+    if value is None:
+        return "—"
+    if result.unit == "ratio":
+        return percent(value)
+    if result.unit == "ms":
+        return f"{value:.0f} ms"
+    if result.unit == "s":
+        return human_seconds(value)
+    return f"{value:g}"
+
+
+def format_target(result: CheckResult) -> str:
+    """The breach rule in words of the unit: `>= 5.0%`, `> 0`, `>= 3000 ms`."""
+    return f"{result.comparison.value} {format_value(result, result.target)}"

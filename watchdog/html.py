@@ -41,10 +41,10 @@ from checks.kinds import (
     Share,
     Streak,
 )
+from checks.verdict import format_target, format_value
 from watchdog.charts import BREACHING, Episode, Point, sparkline, timeline_chart, value_chart
 from watchdog.config import Settings, default_data_dir, format_duration
 from watchdog.errors import StoreError
-from watchdog.render import format_value
 from watchdog.store import Store
 
 LATEST = "report.html"
@@ -254,7 +254,7 @@ def _tile(
         "icon": ICON[result.status],
         "word": WORD[result.status],
         "value": format_value(result, result.value),
-        "target": f"{result.comparison.value} {format_value(result, result.target)}",
+        "target": format_target(result),
         "severity": result.severity.value,
         "sample_size": result.sample_size,
         "summary": result.summary,

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from checks.base import CheckResult, Report, Status, rfc3339
-from checks.verdict import human_seconds, percent
+from checks.verdict import format_target, format_value
 
 TEXT_EVIDENCE = 5  # items per check in the text report; the JSON report has up to 20
 
@@ -26,19 +26,6 @@ _COLOR = {
     Status.NO_DATA: "33",
     Status.DISABLED: "90",
 }
-
-
-def format_value(result: CheckResult, value: float | None) -> str:
-    """A value in its unit: 7, 7.3%, 3120 ms, 4h."""
-    if value is None:
-        return "—"
-    if result.unit == "ratio":
-        return percent(value)
-    if result.unit == "ms":
-        return f"{value:.0f} ms"
-    if result.unit == "s":
-        return human_seconds(value)
-    return f"{value:g}"
 
 
 def render_json(report: Report) -> str:
@@ -88,7 +75,7 @@ def render_text(report: Report, *, color: bool = False) -> str:
     for result in report.ordered():
         mark = _paint(f"{_MARK[result.status]} {result.status.value:<17}", result.status, color)
         value = format_value(result, result.value)
-        target = f"{result.comparison.value} {format_value(result, result.target)}"
+        target = format_target(result)
         out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {result.summary}")
     breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
     evidence = [(r, _evidence_lines(r)) for r in breached]
