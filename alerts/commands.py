@@ -13,8 +13,6 @@ import argparse
 import getpass
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +20,7 @@ from checks.base import Report, Window, rfc3339
 from watchdog.config import Settings
 from watchdog.durations import parse_duration
 from watchdog.errors import StoreError, UsageError, WatchdogError
-from watchdog.store import Store, open_store
+from watchdog.store import open_configured
 
 PROG = "memory-watchdog"
 
@@ -32,30 +30,15 @@ def _now() -> datetime:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", help="TOML config file (default: $WATCHDOG_CONFIG, else built-in defaults)"
-    )
-    parser.add_argument(
-        "--store", help="chdb:///path, chdb://memory or http(s)://user:pass@host:8123/db"
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    from watchdog.cli import common_arguments  # cli imports this module
+
+    common_arguments(parser)
 
 
 def _load(args: argparse.Namespace) -> Settings:
     from watchdog.cli import load
 
     return load(args)
-
-
-@contextmanager
-def _store(settings: Settings) -> Iterator[Store]:
-    cfg = settings.store
-    with open_store(
-        cfg.url,
-        query_timeout_s=cfg.query_timeout.total_seconds(),
-        lock_timeout_s=cfg.lock_timeout.total_seconds(),
-    ) as store:
-        yield store
 
 
 def _err(line: str) -> None:
@@ -80,7 +63,7 @@ def notify_after_check(
     from alerts.pipeline import process
 
     try:
-        with _store(settings) as store:
+        with open_configured(settings.store) as store:
             outcome = process(store, settings, report, now=_now(), duration_s=duration_s)
     except StoreError as exc:
         _err(f"alerts: could not keep alert state: {exc}")
@@ -102,7 +85,7 @@ def notify_store_error(
         lookback=settings.window.lookback,
     )
     try:
-        with _store(settings) as store:
+        with open_configured(settings.store) as store:
             outcome = record_error_run(store, settings, window, problem.problem, _now())
     except WatchdogError as exc:
         _err(f"alerts: could not record the store error either: {exc}")
@@ -175,7 +158,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
     settings = _load(args)
     now = _now()
-    with _store(settings) as store:
+    with open_configured(settings.store) as store:
         records = alert_states(store, settings, now=now)
         backlog = outbox_backlog(store, settings, now=now)
     if args.format == "json":
@@ -316,7 +299,7 @@ def cmd_silence_add(args: argparse.Namespace) -> int:
         raise UsageError(f"silence add: the silence would end in the past ({rfc3339(ends_at)})")
     if not args.reason.strip():
         raise UsageError("silence add: --reason must say why")
-    with _store(settings) as store:
+    with open_configured(settings.store) as store:
         silence = add_silence(
             store,
             settings,
@@ -338,7 +321,7 @@ def cmd_silence_list(args: argparse.Namespace) -> int:
 
     settings = _load(args)
     now = _now()
-    with _store(settings) as store:
+    with open_configured(settings.store) as store:
         silences = list_silences(store, settings)
     shown = silences if args.all else [s for s in silences if s.active(now)]
     if not shown:
@@ -370,7 +353,7 @@ def cmd_silence_remove(args: argparse.Namespace) -> int:
     from alerts.silences import remove_silence
 
     settings = _load(args)
-    with _store(settings) as store:
+    with open_configured(settings.store) as store:
         removed = remove_silence(store, settings, args.id, _now())
     if removed is None:
         raise UsageError(

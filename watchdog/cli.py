@@ -84,7 +84,7 @@ def load(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", help="TOML config file (default: $WATCHDOG_CONFIG, else built-in defaults)"
     )
@@ -96,7 +96,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _add_check(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("check", help="evaluate once and print the report")
-    _common(p)
+    common_arguments(p)
     p.add_argument("--at", help="evaluation time, RFC 3339 (default: now); replays the past")
     p.add_argument("--window", help="window length, e.g. 4h (default: window.length)")
     p.add_argument("--format", default="text", help="text | json | html")
@@ -172,7 +172,7 @@ def _add_demo(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser(
         "demo", help="fill an embedded demo store with realistic telemetry and check it"
     )
-    _common(p)
+    common_arguments(p)
     add_arguments(p)
     p.set_defaults(run=cmd_demo)
 
@@ -182,7 +182,7 @@ def _add_test_checks(sub: argparse._SubParsersAction[_Parser]) -> None:
         "test-checks", help="run offline rule tests of the checks (exit 1 on a failure)"
     )
     p.add_argument("file", help="rule file (TOML) with [[case]] tables")
-    _common(p)
+    common_arguments(p)
     p.set_defaults(run=cmd_test_checks)
 
 

@@ -499,12 +499,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 def add_daemon(sub: argparse._SubParsersAction[Any]) -> None:
     """Register `memory-watchdog daemon` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli import _common
+    from watchdog.cli import common_arguments
 
     p = sub.add_parser(
         "daemon",
         help="evaluate every aligned window on the schedule, alert, survive outages (SIGTERM stops)",
     )
-    _common(p)
+    common_arguments(p)
     add_arguments(p)
     p.set_defaults(run=cmd_daemon)

@@ -340,14 +340,14 @@ def plan_for(
 
 def add_schema(sub: argparse._SubParsersAction[Any]) -> None:
     """Register `memory-watchdog schema apply` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli import _common
+    from watchdog.cli import common_arguments
 
     p = sub.add_parser("schema", help="print (and with --yes apply) the watchdog's DDL")
     actions = p.add_subparsers(dest="schema_action", metavar="ACTION")
     apply = actions.add_parser(
         "apply", help="state tables; with --materialize the narrow memory_events table"
     )
-    _common(apply)
+    common_arguments(apply)
     apply.add_argument(
         "--materialize",
         action="store_true",

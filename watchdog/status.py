@@ -276,12 +276,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def add_status(sub: argparse._SubParsersAction[Any]) -> None:
     """Register `memory-watchdog status` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli import _common
+    from watchdog.cli import common_arguments
 
     p = sub.add_parser(
         "status",
         help="last runs, firing alerts, outbox backlog, next run; --max-age as a health check",
     )
-    _common(p)
+    common_arguments(p)
     add_arguments(p)
     p.set_defaults(run=cmd_status)
