@@ -133,19 +133,23 @@ def evidence(
     store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: DeviationContract
 ) -> CheckResult:
     """Conforming deviation events in W citing an evidence id found nowhere within lookback."""
+    # The conforming events are read twice (each CTE reference is a scan): once with every
+    # cited id (an empty list gives one row, pos 0), once for the ids to look up.
     sql = f"""
-WITH cited AS (
-  SELECT event_id, t, arrayJoin(ids) AS cited_id
-  FROM ({classified(source)}) WHERE length(kinds) = 0
+WITH conforming AS (
+  SELECT event_id, t, ids FROM ({classified(source)}) WHERE length(kinds) = 0
 )
 SELECT
-  (SELECT uniqExact(event_id) FROM ({classified(source)}) WHERE length(kinds) = 0) AS n,
-  uniqExact(event_id) AS citing_missing,
-  groupArraySorted({EVIDENCE})((t, event_id)) AS oldest,
-  uniqExact(cited_id) AS missing_ids
-FROM cited
-WHERE cited_id NOT IN (
-  SELECT event_id FROM {source.events()} WHERE event_id IN (SELECT cited_id FROM cited)
+  uniqExact(event_id) AS n,
+  uniqExactIf(event_id, missing) AS citing_missing,
+  groupArraySortedIf({EVIDENCE})((t, event_id), missing) AS oldest,
+  uniqExactIf(cited_id, missing) AS missing_ids
+FROM (
+  SELECT event_id, t, cited_id, pos > 0 AND cited_id NOT IN (
+    SELECT event_id FROM {source.events()}
+    WHERE event_id IN (SELECT arrayJoin(ids) FROM conforming)
+  ) AS missing
+  FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
 )
 """
     row = store.aggregate(sql, _params(source, window, p))

@@ -41,7 +41,9 @@ def quantile(
 ) -> CheckResult:
     """Exact nearest-rank quantile: the value at rank ceil(q * n) of the sorted sample."""
     inner = _window_events(source, f"any(t) AS t, any({_field(p.field)}) AS x")
+    # The sorted sample stays in ClickHouse: Python gets the value, not every latency.
     sql = f"""
+SELECT n, value, at_or_above, slow FROM (
 SELECT
   count() AS n,
   arraySort(groupArray(x)) AS xs,
@@ -50,6 +52,7 @@ SELECT
   countIf(x >= {{target:Float64}}) AS at_or_above,
   groupArraySortedIf({EVIDENCE})((t, event_id), x >= {{target:Float64}}) AS slow
 FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
+)
 """
     row = store.aggregate(
         sql,

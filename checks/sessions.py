@@ -196,7 +196,8 @@ DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     # event, not only role events: a session start whose metadata cannot be read loses the
     # session id it carries (joelclaw), and that must not go uncounted.
     "payload_not_json_object": (
-        "countIf(NOT (isValidJSON(payload) AND JSONType(payload) = 'Object'))",
+        # JSONType is 'Null' for text that does not parse: one parse instead of two.
+        "countIf(JSONType(payload) != 'Object')",
         None,
     ),
     # Names, session ids or payloads that are not valid UTF-8: kept byte for byte (a payload
@@ -277,6 +278,8 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
             b.final[f"f{i}_count"] = f"sum({seen})"
             plan.freshness[spec.id] = (f"f{i}_newest", f"f{i}_count")
     b.params.update(b.sets.params())
+    # Latency, trigger and result count are read for role events only (`_m != 0`).
+    b.params["detail_names"] = b.params["role_names"]
     return b, plan
 
 
