@@ -363,18 +363,9 @@ def test_canary_secrets_appear_in_no_output(
             "--debug",
         )
         assert failed.returncode == 3
-    # Every command that shows state.
-    for args in (
-        ["alerts", "--format", "json"],
-        ["status", "--debug"],
-        ["notify-test", "--debug"],
-        ["silence", "add", "all", "--for", "1h", "--reason", "canary test"],
-        ["silence", "list", "--all"],
-    ):
-        command, rest = args[:1], args[1:]
-        if command == ["silence"]:
-            command, rest = args[:2], args[2:]
-        run_cli(out, env, *command, "--store", url, "--config", webhook, *rest)
+    # Every command that shows state or describes a notifier (`silence` shows neither).
+    for args in (["alerts", "--format", "json"], ["status", "--debug"], ["notify-test", "--debug"]):
+        run_cli(out, env, args[0], "--store", url, "--config", webhook, *args[1:])
     run_cli(out, env, "notify-test", "--store", url, "--config", token, "--debug")
     for request in slack.requests:
         out.add(f"slack message {request.path[:20]}", request.raw)

@@ -289,7 +289,7 @@ def test_sigkill_after_slack_accepted_before_marked_delivered_sends_once_more(
         return [r.text for r in rig.slack.delivered() if "telemetry_freshness" in r.text]
 
     daemon.wait_for(lambda: len(alert_messages()) == 2 and len(daemon.judged()) >= 1)
-    daemon.stop()
+    daemon.kill()  # done: no need to wait for the run in progress
     texts = alert_messages()
     assert len(texts) == 2 and texts[0] == texts[1]  # one duplicate, never a loss
     # A killed tick reads as "the store cannot be used": the daemon says so in Slack directly.
@@ -315,7 +315,7 @@ def test_sigkill_while_slack_is_answering_loses_nothing(rig: Rig) -> None:
     first.kill()
     second = rig.start()
     second.wait_for(lambda: len(rig.slack.requests) >= 2 and len(second.judged()) >= 1)
-    second.stop()
+    second.kill()  # done: no need to wait for the run in progress
     messages = [r.text for r in rig.slack.requests if "telemetry_freshness" in r.text]
     assert len(messages) == 2 and messages[0] == messages[1]  # the one in flight, and the resend
     assert all(b["pending"] == 0 for b in rig.outbox())
@@ -333,7 +333,7 @@ def test_sigkill_mid_run_judges_that_window_after_restart(rig: Rig) -> None:
     rig.proxy.set_mode("pass")
     second = rig.start()
     second.wait_for(lambda: any(start == in_flight for start, _ in second.judged()))
-    second.stop()
+    second.kill()  # done: no need to wait for the run in progress
     runs = rig.status()["runs"]
     windows = sorted((r["window"]["start"], r["window"]["end"]) for r in runs)
     starts = [w[0] for w in windows]
