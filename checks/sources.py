@@ -22,6 +22,10 @@ from watchdog.config import NORMALIZED_COLUMNS, SourceSettings
 from watchdog.errors import ConfigError, StoreError
 from watchdog.store import Store
 
+# service.name of the watchdog's own OpenTelemetry (watchdog.telemetry uses it).
+OWN_SERVICE_NAME = "memory-watchdog"
+OWN_TELEMETRY_PRESETS = ("otel_logs", "otel_traces")
+
 LB = "fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
 AT = "fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC')"
 # The source table's alias in the compiled SELECT, to name a raw column an alias shadows.
@@ -271,10 +275,17 @@ def compile_source(
         ]
     )
 
+    # The watchdog's own telemetry (exported over OTLP) may land in these very
+    # tables: it is never agent telemetry, so it never counts (nor keeps a
+    # silent source looking fresh).
+    own = ""
+    if preset.name in OWN_TELEMETRY_PRESETS and present is not None and "ServiceName" in present:
+        own = " AND ServiceName != {own_service:String}"
+
     def assemble(items: str) -> str:
         text = (
             f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}"
-            f"\nWHERE {ts_filter.sql}"
+            f"\nWHERE {ts_filter.sql}{own}"
         )
         return f"SELECT * FROM ({text}) WHERE t < {{at_ms:Int64}}" if preset.array_join else text
 
@@ -301,7 +312,11 @@ def compile_source(
         preset=preset.name,
         table=table,
         sql=sql,
-        params={"ignore_sessions": list(settings.ignore_sessions), "detail_names": []},
+        params={
+            "ignore_sessions": list(settings.ignore_sessions),
+            "detail_names": [],
+            "own_service": OWN_SERVICE_NAME,
+        },
         columns={key: expr.sql for key, expr in columns.items()},
         dims=dims,
         dims_sql=dims_sql,

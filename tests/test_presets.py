@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from checks.base import Status
+from checks.sources import OWN_SERVICE_NAME
 from tests.builder import (
     T0,
     H,
@@ -82,3 +83,24 @@ def test_otel_traces_spans_yield_start_and_outcome(store: Store) -> None:
     p95 = report.checks["recall_latency_p95"]
     assert (p95.sample_size, p95.value) == (17, 500)
     assert report.checks["circuit_breaker"].value == 3
+
+
+def test_the_watchdogs_own_telemetry_is_never_agent_telemetry(store: Store) -> None:
+    """Rows of service memory-watchdog (its own OTLP export) count for no check, freshness included."""
+    table = unique_table()
+    write_otel_logs(store, table, _scenario())
+    before = evaluate_table(store, table, AT, {"source": {"preset": "otel_logs"}})
+    store.insert(  # a fresh event of a session without recall: would change two verdicts
+        table,
+        [[AT - M, OWN_SERVICE_NAME, "INFO", {"session.id": "watchdog-run"}, {}, "watchdog.run"]],
+        [
+            "Timestamp",
+            "ServiceName",
+            "SeverityText",
+            "LogAttributes",
+            "ResourceAttributes",
+            "EventName",
+        ],
+    )
+    after = evaluate_table(store, table, AT, {"source": {"preset": "otel_logs"}})
+    assert after.to_json()["checks"] == before.to_json()["checks"]

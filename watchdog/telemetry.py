@@ -35,10 +35,11 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, StatusCode
 
 from checks.base import Report, Status, Window, rfc3339
+from checks.sources import OWN_SERVICE_NAME
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = "memory-watchdog"
+SERVICE_NAME = OWN_SERVICE_NAME  # excluded from the otel presets by checks.sources
 INSTRUMENTATION = "memory_watchdog"
 
 STORE_ERROR = "store_error"  # a run that could not read the source at all
