@@ -259,6 +259,9 @@ class _Builder:
 
     def __init__(self, rng: random.Random, at_ms: int) -> None:
         self.rng = rng
+        # A second stream for the knowledge-retrieval events, seeded from the first
+        # without drawing from it: the memory events stay what they were for a seed.
+        self.side = random.Random(str(rng.getstate()[1][:8]))
         self.at_ms = at_ms
         self.sessions: list[_Session] = []
         self.background: list[_Event] = []
@@ -391,6 +394,32 @@ class _Builder:
         session.recalls.append(recall)
         return recall
 
+    def knowledge(self, session: _Session, ts: int) -> None:
+        """The before_agent_start hook's knowledge retrieval (for config/examples/knowledge.toml).
+
+        About 3% of sessions skip it and 2% of retrievals fail, so the example's
+        custom checks have something to find.
+        """
+        side = self.side
+        if side.random() < 0.03:
+            return
+        started = ts + side.randint(200, 2 * SECOND)
+        outcome = "failed" if side.random() < 0.02 else "completed"
+        for offset, action in ((0, "started"), (side.randint(150, 900), outcome)):
+            session.events.append(
+                _Event(
+                    id=str(uuid.UUID(int=side.getrandbits(128), version=4)),
+                    ts=started + offset,
+                    action=f"system_knowledge.retrieval.{action}",
+                    source="interactive",
+                    component="knowledge",
+                    session_column=session.column,
+                    metadata={"session_id": session.id},
+                    system_id=session.system_id,
+                    duration_ms=None,
+                )
+            )
+
     def tool_calls(self, session: _Session, start: int, end: int, *, last_at_end: bool) -> None:
         """Tool calls between start and end; sessions whose column has the id often omit it."""
         minutes = max(1, (end - start) // MINUTE)
@@ -477,6 +506,7 @@ class _Builder:
         end = start + duration
         handle = f"{self.rng.choice(_HANDLE_WORDS)}-{self.rng.randint(10, 99)}"
         self.pi(session, start, "session.handle.generated", {"handle": handle}, "session")
+        self.knowledge(session, start)
         if recall_after is not None:
             self.recall(session, start + (recall_after or self.between(300, 4 * SECOND)))
         # Tool calls begin once a recall (even a slow one) has returned.
