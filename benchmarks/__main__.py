@@ -36,7 +36,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="embedded store directory (never committed)",
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate tables even if present")
-    parser.add_argument("--no-cli", action="store_true", help="skip the CLI subprocess runs")
+    parser.add_argument(
+        "--cli-max-events",
+        type=int,
+        default=1_000_000,
+        help="time the CLI (reps times) up to this many events (default 1M: the budget)",
+    )
     parser.add_argument(
         "--narrow",
         choices=("auto", "yes", "no"),
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         reps=args.reps,
         seed=args.seed,
         fresh=args.fresh,
-        cli=not args.no_cli,
+        cli_max=args.cli_max_events,
     )
     try:
         for preset in presets:

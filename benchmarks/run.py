@@ -27,13 +27,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from benchmarks import naive
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
-from checks.base import Report, Window, rfc3339
+from checks.base import Window, rfc3339
 from checks.sources import open_source
 from watchdog.config import Settings, settings_from_mapping
 from watchdog.render import render_json
@@ -45,35 +45,32 @@ Log = Callable[[str], None]
 
 @dataclass
 class Samples:
-    """Wall-clock seconds of repeated runs."""
+    """Wall-clock seconds of repeated runs, and the CPU seconds of this process (engine included)."""
 
     seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float | None:
         return statistics.median(self.seconds) if self.seconds else None
 
+    @property
+    def cpu_median(self) -> float | None:
+        return statistics.median(self.cpu) if self.cpu else None
+
     def to_json(self) -> dict[str, Any]:
-        return {"median_s": _round(self.median), "samples_s": [_round(s) for s in self.seconds]}
+        document: dict[str, Any] = {
+            "median_s": _round(self.median),
+            "samples_s": [_round(s) for s in self.seconds],
+        }
+        if self.cpu:
+            document["cpu_median_s"] = _round(self.cpu_median)
+            document["cpu_samples_s"] = [_round(s) for s in self.cpu]
+        return document
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
-
-
-class _RecordingClient:
-    """Forwards to a clickhouse-connect client and remembers each query, to replay it for its size."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.queries: list[tuple[str, dict[str, Any]]] = []
-
-    def query(self, sql: str, parameters: Any = None, settings: Any = None, **kwargs: Any) -> Any:
-        self.queries.append((sql, dict(parameters or {})))
-        return self._client.query(sql, parameters=parameters, settings=settings, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 def settings_for(url: str, preset: str, table: str) -> Settings:
@@ -89,10 +86,20 @@ def floor_sql(store: Store, settings: Settings) -> tuple[str, dict[str, Any]]:
     return f"SELECT uniqExact(session_id) AS sessions FROM {source.events()}", dict(source.params)
 
 
-def _timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(action: Callable[[], Any], samples: Samples | None = None) -> tuple[float, Any]:
+    """Run `action`; its wall seconds (and CPU seconds, into `samples`)."""
+    cpu, started = _cpu(), time.perf_counter()
     result = action()
-    return time.perf_counter() - started, result
+    seconds = time.perf_counter() - started
+    if samples is not None:
+        samples.seconds.append(seconds)
+        samples.cpu.append(_cpu() - cpu)
+    return seconds, result
 
 
 def _peak_rss_mib() -> float:
@@ -110,6 +117,20 @@ seconds = time.perf_counter() - started
 sys.stderr.write(err.decode(errors="replace"))
 sys.stderr.write(json.dumps({"seconds": seconds, "maxrss_kib": usage.ru_maxrss,
                              "exit": os.waitstatus_to_exitcode(status)}) + "\\n")
+"""
+
+
+# Opens the store and runs the suite once, as the in-process timing does (argv: url, config, at).
+_SUITE_ONLY = """
+import sys
+from datetime import datetime
+from watchdog.config import load_settings
+from watchdog.render import render_json
+from watchdog.runner import run_once, window_at
+from watchdog.store import open_store
+settings = load_settings(sys.argv[2], env={})
+with open_store(sys.argv[1], query_timeout_s=3600) as store:
+    render_json(run_once(store, settings, window_at(settings, datetime.fromisoformat(sys.argv[3]))))
 """
 
 
@@ -135,7 +156,7 @@ class Bench:
     seed: int = 0
     fresh: bool = False
     naive_max: int = 1_000_000
-    cli: bool = True
+    cli_max: int = 1_000_000
     log: Log = print
     at: datetime = DEFAULT_AT
     cases: list[dict[str, Any]] = field(default_factory=list)
@@ -183,25 +204,26 @@ class Bench:
         }
 
     def measure(self, settings: Settings, window: Window) -> dict[str, Any]:
-        """Floor and suite, alternating, after one warm-up of each; plus the suite's transfer."""
+        """Floor and suite, alternating, after one untimed floor; plus the suite's transfer.
+
+        Each suite run gets a fresh `Store` over the same client, so its
+        `transfer` tally holds that run alone. On the embedded engine the
+        query summaries' `read_bytes` are the bytes of the result itself.
+        """
         store = self.open()
         sql, params = floor_sql(store, settings)
         params = {**params, **window.params()}
         floor, suite = Samples(), Samples()
-        recorder = _RecordingClient(store.client)
-        probe = Store(recorder, store.url, query_timeout_s=store.query_timeout_s)
         sessions = store.query(sql, params).first()["sessions"]
-        report = run_once(probe, settings, window)
-        document = json.loads(render_json(report))
-        transfer = probe.transfer
-        native_bytes = sum(
-            len(store.client.raw_query(q, parameters=p, fmt="Native")) for q, p in recorder.queries
-        )
+        transfers = []
+        document: dict[str, Any] = {}
         for _ in range(self.reps):
-            seconds, _ = _timed(lambda: store.query(sql, params))
-            floor.seconds.append(seconds)
-            seconds, _ = _timed(lambda: render_json(run_once(store, settings, window)))
-            suite.seconds.append(seconds)
+            _timed(lambda: store.query(sql, params), floor)
+            probe = Store(store.client, store.url, query_timeout_s=store.query_timeout_s)
+            _, text = _timed(lambda: render_json(run_once(probe, settings, window)), suite)  # noqa: B023
+            transfers.append(probe.transfer)
+            document = json.loads(text)
+        transfer = transfers[0]
         return {
             "sessions": int(sessions),
             "floor": floor,
@@ -210,9 +232,11 @@ class Bench:
             "transfer": {
                 "queries": transfer.queries,
                 "result_rows": transfer.result_rows,
-                "result_bytes_native": native_bytes,
-                "read_rows": transfer.read_rows,
-                "read_bytes": transfer.read_bytes,
+                "result_bytes": transfer.read_bytes,
+                "same_every_run": all(
+                    (t.queries, t.result_rows) == (transfer.queries, transfer.result_rows)
+                    for t in transfers
+                ),
             },
         }
 
@@ -224,57 +248,65 @@ class Bench:
         samples = Samples()
         values: dict[str, Any] = {}
         for _ in range(self.reps):
-            seconds, values = _timed(
-                lambda: naive.evaluate(store.client, preset, table, settings, window)
+            _, values = _timed(
+                lambda: naive.evaluate(store.client, preset, table, settings, window), samples
             )
-            samples.seconds.append(seconds)
         return {"naive": samples, "naive_values": values}
 
-    def measure_cli(self, settings: Settings, window: Window, workdir: Path) -> dict[str, Any]:
-        """`memory-watchdog check --format json` as a subprocess, `reps` times, engine closed here."""
+    def _subprocess(self, command: list[str]) -> dict[str, Any]:
+        """Run `command` through a small intermediate that reports its wall time and peak RSS.
+
+        A child forked from this (large) process would inherit our RSS high-water
+        mark; one forked by a fresh, small interpreter does not.
+        """
+        done = subprocess.run(
+            [sys.executable, "-c", _MEASURE_CHILD, *command],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        measured = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
+        if measured is None or measured["exit"] not in (0, 1):
+            raise RuntimeError(f"{command[0]} failed: {' '.join(lines[-3:])}")
+        return dict(measured)
+
+    def measure_processes(
+        self, settings: Settings, window: Window, workdir: Path, cli: bool
+    ) -> dict[str, Any]:
+        """With the engine closed here: the suite's peak RSS alone, and the CLI `reps` times.
+
+        The suite's RSS comes from one process that opens the store and runs
+        `run_once` (what the in-process timing runs). The CLI is `memory-watchdog
+        check --format json`, whose JSON report adds the triage of breached checks.
+        """
         source = settings.source
         config = workdir / "watchdog.toml"
         config.write_text(f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n')
         output = workdir / "report.json"
-        command = [
-            *_cli_command(),
-            "check",
-            "--config",
-            str(config),
-            "--store",
-            self.url,
-            "--at",
-            rfc3339(window.at),
-            "--format",
-            "json",
-            "--output",
-            str(output),
-        ]
-        samples, rss, codes = Samples(), [], []
+        at = rfc3339(window.at)
+        suite_only = [sys.executable, "-c", _SUITE_ONLY, self.url, str(config), at]
+        command = [*_cli_command(), "check", "--config", str(config), "--store", self.url]
+        command += ["--at", at, "--format", "json", "--output", str(output)]
+        found: dict[str, Any] = {}
         with self.closed():
-            for _ in range(self.reps):
-                # A small intermediate process starts the CLI and reports its peak RSS:
-                # a child forked from this (large) process would inherit our high-water mark.
-                done = subprocess.run(
-                    [sys.executable, "-c", _MEASURE_CHILD, *command],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    check=False,
+            found["suite_peak_rss_mib"] = _round(
+                self._subprocess(suite_only)["maxrss_kib"] / 1024, 1
+            )
+            if cli:
+                samples, rss = Samples(), []
+                for _ in range(self.reps):
+                    measured = self._subprocess(command)
+                    samples.seconds.append(measured["seconds"])
+                    rss.append(measured["maxrss_kib"] / 1024)
+                found.update(
+                    {
+                        "cli": samples,
+                        "cli_peak_rss_mib": _round(max(rss), 1),
+                        "cli_report": json.loads(output.read_text()),
+                    }
                 )
-                lines = done.stderr.decode(errors="replace").strip().splitlines()
-                measured = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-                if measured is None or measured["exit"] not in (0, 1):
-                    raise RuntimeError(f"the CLI failed: {' '.join(lines[-3:])}")
-                samples.seconds.append(measured["seconds"])
-                rss.append(measured["maxrss_kib"] / 1024)
-                codes.append(measured["exit"])
-        document = json.loads(output.read_text())
-        return {
-            "cli": samples,
-            "cli_peak_rss_mib": max(rss),
-            "cli_exit": codes[-1],
-            "cli_report": document,
-        }
+        return found
 
     def run_case(self, preset: str, events: int) -> dict[str, Any]:
         """Generate, then measure floor, suite, naive (small cases) and the CLI for one case."""
@@ -297,9 +329,11 @@ class Bench:
                 _close(value, suite_values.get(check))
                 for check, value in case["naive_values"].items()
             )
-        if self.cli:
-            with tempfile.TemporaryDirectory(prefix="bench-cli-") as workdir:
-                case.update(self.measure_cli(settings, window, Path(workdir)))
+        with tempfile.TemporaryDirectory(prefix="bench-cli-") as workdir:
+            case.update(
+                self.measure_processes(settings, window, Path(workdir), events <= self.cli_max)
+            )
+        if "cli_report" in case:
             case["cli_agrees"] = _verdicts(case.pop("cli_report")) == _verdicts(found["report"])
         case["process_peak_rss_mib"] = _round(_peak_rss_mib(), 1)
         self.log("  " + summary_line(case))
@@ -307,36 +341,65 @@ class Bench:
         return case
 
     def run_narrow(self, preset: str, events: int) -> dict[str, Any]:
-        """The suite on the narrow normalized table built from the raw one, against the raw table."""
-        from watchdog.schema import backfill_statement, narrow_table_statements
+        """The suite on the narrow normalized table built from the raw one, against the raw table.
+
+        The table is made by `schema apply --materialize`'s own statements (table,
+        view, backfill), in a database of its own; merges are off, as for the raw table.
+        """
+        from watchdog.runner import checks_for
+        from watchdog.schema import materialize_statements, plan_for
 
         raw = next(c for c in self.cases if c["preset"] == preset and c["events"] == events)
         store = self.open()
         raw_settings = settings_for(self.url, preset, raw["table"])
         database = f"bench_narrow_{preset}_{events}_s{self.seed}"
-        narrow_table = f"{database}.memory_events"
-        present = set(store.table_columns(raw["table"]))
-        reused = not self.fresh and row_count(store, narrow_table) == events
+        plan = plan_for(raw_settings, ttl=None, database=database)
+        reused = not self.fresh and row_count(store, plan.table) == events
         built = None
         if not reused:
-            self.log(f"  building {narrow_table} from {raw['table']} ...")
+            self.log(f"  building {plan.table} from {raw['table']} ...")
             started = time.perf_counter()
             store.command(f"DROP DATABASE IF EXISTS {database}")
-            for statement in narrow_table_statements(raw_settings, database, present):
+            present = set(store.table_columns(raw["table"]))
+            statements = materialize_statements(
+                raw_settings,
+                plan,
+                present,
+                checks_for(raw_settings),
+                since=self.at - timedelta(days=2),
+                until=self.at + timedelta(days=1),
+            )
+            for statement in statements:
                 store.command(statement.sql, statement.params)
-            backfill = backfill_statement(raw_settings, database, present, until=None, since=None)
-            store.command(backfill.sql, backfill.params)
-            store.command(f"OPTIMIZE TABLE {narrow_table} FINAL")
+                if statement.sql.startswith("CREATE TABLE"):
+                    store.command(
+                        f"ALTER TABLE {plan.table}"
+                        " MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1"
+                    )
             built = time.perf_counter() - started
-        settings = settings_for(self.url, "normalized", narrow_table)
+            self.log(f"  built in {built:.1f}s")
+        settings = settings_for(self.url, "normalized", plan.table)
         window = window_at(settings, self.at)
         found = self.measure(settings, window)
+        with tempfile.TemporaryDirectory(prefix="bench-narrow-") as workdir:
+            found.update(self.measure_processes(settings, window, Path(workdir), cli=False))
+        sizes = store.query(
+            "SELECT table, sum(data_compressed_bytes) AS bytes FROM system.parts"
+            " WHERE active AND ((database = {raw_db:String} AND table = {raw_table:String})"
+            " OR (database = {db:String} AND table = 'memory_events')) GROUP BY table",
+            {
+                "raw_db": raw["table"].split(".")[0],
+                "raw_table": raw["table"].split(".")[1],
+                "db": database,
+            },
+        ).rows
         case = {
             "preset": "normalized",
             "from_preset": preset,
             "events": events,
-            "table": narrow_table,
+            "table": plan.table,
             "generated": {"seconds": _round(built, 1), "reused": reused},
+            "compressed_bytes": {str(t): int(b) for t, b in sizes},
             **found,
             "agrees_with_raw": _verdicts(found["report"]) == _verdicts(raw["report"]),
             "suite_vs_raw": _ratio(found["suite"].median, raw["suite"].median),
@@ -397,17 +460,18 @@ def machine() -> dict[str, Any]:
 
 
 COLUMNS = (
-    ("preset", 10),
+    ("preset", 17),
     ("events", 11),
     ("floor s", 8),
     ("suite s", 8),
     ("suite/floor", 11),
+    ("suite CPU s", 11),
     ("CLI s", 7),
     ("naive s", 8),
     ("queries", 7),
     ("rows->py", 8),
     ("bytes->py", 9),
-    ("CLI RSS MiB", 11),
+    ("suite RSS MiB", 13),
 )
 
 
@@ -415,28 +479,31 @@ def _cell(value: float | None, fmt: str = ".2f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _name(case: dict[str, Any]) -> str:
+    if case["preset"] == "normalized":
+        return f"narrow({case['from_preset']})"
+    return str(case["preset"])
+
+
 def table_rows(cases: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """One row of cells per case, in COLUMNS order (medians)."""
     rows = []
     for case in cases:
-        naive_s = case.get("naive")
-        cli_s = case.get("cli")
-        rss = case.get("cli_peak_rss_mib")
-        preset = (
-            case["preset"] if case["preset"] != "normalized" else f"narrow({case['from_preset']})"
-        )
+        naive_s, cli_s = case.get("naive"), case.get("cli")
         rows.append(
             [
-                preset,
+                _name(case),
                 f"{case['events']:,}",
                 _cell(case["floor"].median),
                 _cell(case["suite"].median),
                 _cell(_ratio(case["suite"].median, case["floor"].median)),
+                _cell(case["suite"].cpu_median),
                 _cell(cli_s.median if cli_s else None),
                 _cell(naive_s.median if naive_s else None),
                 str(case["transfer"]["queries"]),
                 str(case["transfer"]["result_rows"]),
-                f"{case['transfer']['result_bytes_native'] / 1024:.1f}K",
-                _cell(rss, ".0f"),
+                f"{case['transfer']['result_bytes'] / 1024:.1f}K",
+                _cell(case.get("suite_peak_rss_mib"), ".0f"),
             ]
         )
     return rows
@@ -460,7 +527,25 @@ def render_markdown(cases: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def growth(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per preset: suite and floor time at the largest size over the smallest, against events."""
+    found: dict[str, Any] = {}
+    for preset in sorted({c["preset"] for c in cases if c["preset"] != "normalized"}):
+        mine = sorted((c for c in cases if c["preset"] == preset), key=lambda c: c["events"])
+        if len(mine) < 2:
+            continue
+        small, large = mine[0], mine[-1]
+        found[preset] = {
+            "events": _round(large["events"] / small["events"], 1),
+            "suite": _ratio(large["suite"].median, small["suite"].median),
+            "floor": _ratio(large["floor"].median, small["floor"].median),
+            "rows_to_python": sorted({c["transfer"]["result_rows"] for c in mine}),
+        }
+    return found
+
+
 def to_json(bench: Bench, command: str, started: float) -> dict[str, Any]:
+    """The results document (`benchmarks/results.json`): every sample, medians, ratios."""
     cases = []
     for case in bench.cases:
         out = {k: (v.to_json() if isinstance(v, Samples) else v) for k, v in case.items()}
@@ -475,9 +560,15 @@ def to_json(bench: Bench, command: str, started: float) -> dict[str, Any]:
         "evaluated_at": rfc3339(bench.at),
         "lookback": "24h",
         "total_seconds": round(time.perf_counter() - started, 1),
+        "growth": growth(bench.cases),
+        "notes": {
+            "suite": "run_once + render_json in this process, medians of `repetitions`",
+            "cli": "memory-watchdog check --format json (adds process start, store open and"
+            " the triage of breached checks)",
+            "result_bytes": "Store.transfer read_bytes: on the embedded engine the summary's"
+            " read_bytes are the bytes of the results sent to Python",
+            "suite_peak_rss_mib": "one process opening the store and running the suite once",
+            "process_peak_rss_mib": "this benchmark process so far (generation and pandas included)",
+        },
         "cases": cases,
     }
-
-
-def report_status(report: Report) -> str:
-    return report.status.value
