@@ -383,6 +383,7 @@ class Bench:
         found = self.measure(settings, window)
         with tempfile.TemporaryDirectory(prefix="bench-narrow-") as workdir:
             found.update(self.measure_processes(settings, window, Path(workdir), cli=False))
+        store = self.open()  # reopened after the subprocess: the old client is closed
         sizes = store.query(
             "SELECT table, sum(data_compressed_bytes) AS bytes FROM system.parts"
             " WHERE active AND ((database = {raw_db:String} AND table = {raw_table:String})"
