@@ -37,6 +37,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate tables even if present")
     parser.add_argument(
+        "--naive",
+        action="append",
+        choices=DEFAULT_PRESETS,
+        help="presets the pandas script is timed on at 1M events (default: joelclaw)",
+    )
+    parser.add_argument(
         "--cli-max-events",
         type=int,
         default=1_000_000,
@@ -66,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         fresh=args.fresh,
         cli_max=args.cli_max_events,
+        naive_presets=tuple(args.naive or ("joelclaw",)),
     )
     try:
         for preset in presets:

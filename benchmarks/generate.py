@@ -315,7 +315,11 @@ SELECT
 FROM ({PLAN})
 """
 
-_INSERTS = {"joelclaw": _JOELCLAW_INSERT, "otel_logs": _OTEL_INSERT}
+_INSERTS = {
+    # Sorted as the table is: the SELECT sorts on both cores, the insert finds it sorted.
+    "joelclaw": _JOELCLAW_INSERT + "ORDER BY id",
+    "otel_logs": _OTEL_INSERT + "ORDER BY toStartOfFiveMinutes(Timestamp), ServiceName, Timestamp",
+}
 _JOELCLAW_COLUMNS = (
     "id, timestamp, sessionId, systemId, level, source, component, action, success,"
     " duration_ms, error, metadata_json, metadata_keys, search_text"

@@ -156,6 +156,7 @@ class Bench:
     seed: int = 0
     fresh: bool = False
     naive_max: int = 1_000_000
+    naive_presets: tuple[str, ...] = ("joelclaw",)
     cli_max: int = 1_000_000
     log: Log = print
     at: datetime = DEFAULT_AT
@@ -322,7 +323,7 @@ class Bench:
             "generated": generated,
         }
         case.update(found)
-        if events <= self.naive_max:
+        if events <= self.naive_max and preset in self.naive_presets:
             case.update(self.measure_naive(preset, table, settings, window))
             suite_values = {k: v[1] for k, v in _verdicts(found["report"]).items()}
             case["naive_agrees"] = all(
