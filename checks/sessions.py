@@ -278,8 +278,6 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
             b.final[f"f{i}_count"] = f"sum({seen})"
             plan.freshness[spec.id] = (f"f{i}_newest", f"f{i}_count")
     b.params.update(b.sets.params())
-    # Latency, trigger and result count are read for role events only (`_m != 0`).
-    b.params["detail_names"] = b.params["role_names"]
     return b, plan
 
 

@@ -5,11 +5,8 @@ session_id, name, latency_ms, trigger, result_count, payload`; the compiled
 subquery adds `t` (ts in epoch milliseconds, what the checks compare) and
 `in_scope` (whether the event may define a session, from `session_filter`).
 It reads only `[at - lookback, at)`: `{lb_ms:Int64}` and `{at_ms:Int64}` are
-bound by the caller. `{detail_names}` (default empty: every event) limits
-`latency_ms`, `trigger`, `result_count` and `latency_invalid` to the events
-with those names (NULL, '' or 0 for the others). Column expressions are SQL
-by design (config is trusted, like a datasource query in Grafana); data
-values never are.
+bound by the caller. Column expressions are SQL by design (config is
+trusted, like a datasource query in Grafana); data values never are.
 """
 
 from __future__ import annotations
@@ -30,10 +27,6 @@ LB = "fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
 AT = "fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC')"
 # The source table's alias in the compiled SELECT, to name a raw column an alias shadows.
 SOURCE_ALIAS = "_source"
-# Whether to compute the per-event details (latency, trigger, result count) of a row:
-# a query over every row binds the names it reads them for, so that it does not parse
-# what it never reads; the default (empty) computes them for every row.
-DETAIL = "(empty({detail_names:Array(String)}) OR name IN {detail_names:Array(String)})"
 
 
 @dataclass(frozen=True)
@@ -264,13 +257,12 @@ def compile_source(
             f"toString({columns['name'].sql}) AS name",
             # Negative, NaN and infinite latencies are not latencies: NULL.
             "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
-            f"if({DETAIL}, toFloat64OrNull(toString({columns['latency_ms'].sql})), NULL) AS _lat",
-            f"if({DETAIL}, toString({columns['trigger'].sql}), '') AS trigger",
-            f"if({DETAIL}, toInt64OrNull(toString({columns['result_count'].sql})), NULL)"
-            " AS result_count",
+            f"toFloat64OrNull(toString({columns['latency_ms'].sql})) AS _lat",
+            f"toString({columns['trigger'].sql}) AS trigger",
+            f"toInt64OrNull(toString({columns['result_count'].sql})) AS result_count",
             f"toString({columns['payload'].sql}) AS payload",
             f"{scope} AS in_scope",
-            f"if({DETAIL}, {_latency_invalid(preset, settings)}, 0) AS latency_invalid",
+            f"{_latency_invalid(preset, settings)} AS latency_invalid",
             *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
         ]
     )
@@ -314,7 +306,6 @@ def compile_source(
         sql=sql,
         params={
             "ignore_sessions": list(settings.ignore_sessions),
-            "detail_names": [],
             "own_service": OWN_SERVICE_NAME,
         },
         columns={key: expr.sql for key, expr in columns.items()},
