@@ -58,45 +58,61 @@ class SessionQueryBuilder:
     final: dict[str, str] = field(default_factory=dict)  # alias -> total over sessions
     params: dict[str, Any] = field(default_factory=dict)
 
+    def _roles(self, k: int, extra: str = "") -> str:
+        """Per session: its role events named in set `k` (and matching `extra`), from `_roles`.
+
+        Every role event of a session is kept once per row in one array of
+        (t, mask, event id, has results), and each per-session figure below is
+        an array expression over it: one aggregate state per session instead
+        of one per figure (the same results; at 20M events, less than half
+        the memory).
+        """
+        self.inner.setdefault(
+            "_roles", "groupArrayIf((t, _m, event_id, ifNull(result_count, 0) > 0), _m != 0)"
+        )
+        return f"arrayFilter(x -> bitTest(x.2, {k}){extra}, _roles)"
+
     def times(self, names: Sequence[str]) -> str:
         """Per session: the times of its events named in `names`."""
         k = self.sets.bit(names)
         alias = f"times_{k}"
-        self.inner[alias] = f"groupArrayIf(t, bitTest(_m, {k}) AND session_id != '')"
+        self.outer[alias] = f"if(session_id != '', arrayMap(x -> x.1, {self._roles(k)}), [])"
         return alias
 
     def anchors(self, names: Sequence[str], positive: bool) -> str:
         """Per session: (time, event id) of each trigger event, duplicates counted once."""
         k = self.sets.bit(names)
         alias = f"anchors_{k}{'_pos' if positive else ''}"
-        condition = f"bitTest(_m, {k}) AND session_id != ''"
-        if positive:
-            condition += " AND ifNull(result_count, 0) > 0"
-        self.inner[alias] = f"groupUniqArrayIf((t, event_id), {condition})"
+        events = self._roles(k, " AND x.4" if positive else "")
+        self.outer[alias] = (
+            f"if(session_id != '', arrayDistinct(arrayMap(x -> (x.1, x.3), {events})), [])"
+        )
         return alias
 
     def first_of(self, names: Sequence[str]) -> tuple[str, str]:
         """Per session: whether any of `names` happened, and the first time it did."""
         k = self.sets.bit(names)
-        self.inner[f"has_{k}"] = f"countIf(bitTest(_m, {k})) > 0"
-        self.inner[f"first_{k}"] = f"minIf(t, bitTest(_m, {k}))"
+        self.outer[f"has_{k}"] = f"notEmpty({self._roles(k)})"
+        self.outer[f"first_{k}"] = f"arrayMin(arrayMap(x -> x.1, {self._roles(k)}))"
         return f"has_{k}", f"first_{k}"
 
     def count_in_window(self, names: Sequence[str]) -> str:
         """Per session (sessionless events included): distinct events of `names` in W."""
         k = self.sets.bit(names)
         alias = f"count_{k}"
-        self.inner[alias] = f"uniqExactIf(event_id, bitTest(_m, {k}) AND t >= {{ws_ms:Int64}})"
+        events = self._roles(k, " AND x.1 >= {ws_ms:Int64}")
+        self.outer[alias] = f"length(arrayDistinct(arrayMap(x -> x.3, {events})))"
         return alias
 
     def oldest_in_window(self, names: Sequence[str]) -> str:
         """Per session: the oldest 20 (time, event id) of `names` in W."""
         k = self.sets.bit(names)
         alias = f"oldest_{k}"
+        events = self._roles(k, " AND x.1 >= {ws_ms:Int64}")
         # Distinct first: a duplicated row must not take two of the 20 places.
-        self.inner[alias] = (
-            f"arraySlice(arraySort(groupUniqArrayIf((t, event_id),"
-            f" bitTest(_m, {k}) AND t >= {{ws_ms:Int64}})), 1, {EVIDENCE})"
+        self.outer[alias] = (
+            f"arraySlice(arraySort(arrayDistinct(arrayMap(x -> (x.1, x.3), {events}))),"
+            f" 1, {EVIDENCE})"
         )
         return alias
 
@@ -104,8 +120,8 @@ class SessionQueryBuilder:
         """Per session: how many events of `names` exist within lookback."""
         k = self.sets.bit(names)
         alias = f"seen_{k}"
-        self.inner[alias] = f"countIf(bitTest(_m, {k}))"
-        self.inner[f"newest_{k}"] = f"maxIf(t, bitTest(_m, {k}))"
+        self.outer[alias] = f"length({self._roles(k)})"
+        self.outer[f"newest_{k}"] = f"arrayMax(arrayMap(x -> x.1, {self._roles(k)}))"
         return alias
 
     def obligation(self, tag: str, ob: Obligation) -> tuple[str, str, str | None]:
