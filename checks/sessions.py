@@ -24,6 +24,10 @@ from watchdog.store import Store
 
 EVIDENCE = 20
 
+# Per session, its role events: (t, mask, event id, has results). The result count is
+# parsed for role events only (`if` evaluates its branch lazily).
+ROLES = "groupArrayIf((t, _m, event_id, if(_m != 0, ifNull(result_count, 0) > 0, false)), _m != 0)"
+
 
 @dataclass
 class NameSets:
@@ -67,9 +71,7 @@ class SessionQueryBuilder:
         of one per figure (the same results; at 20M events, less than half
         the memory).
         """
-        self.inner.setdefault(
-            "_roles", "groupArrayIf((t, _m, event_id, ifNull(result_count, 0) > 0), _m != 0)"
-        )
+        self.inner.setdefault("_roles", ROLES)
         return f"arrayFilter(x -> bitTest(x.2, {k}){extra}, _roles)"
 
     def times(self, names: Sequence[str]) -> str:
@@ -205,21 +207,23 @@ FROM (
 # Role events are those whose name belongs to any role (mask != 0).
 DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     # The same event id written more than once (retries); counted once everywhere.
-    "duplicate_rows": ("countIf(_m != 0) - uniqExactIf(event_id, _m != 0)", None),
+    # (Role events only, from `_roles`: no second per-session set of ids.)
+    "duplicate_rows": ("length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))", None),
     # A latency that is not a finite, non-negative number: left out of latency checks.
     "latency_ignored": ("countIf(_m != 0 AND latency_invalid)", None),
     # A payload that is not a JSON object: contract checks count it, others ignore it. Any
     # event, not only role events: a session start whose metadata cannot be read loses the
     # session id it carries (joelclaw), and that must not go uncounted.
     "payload_not_json_object": (
-        # JSONType is 'Null' for text that does not parse: one parse instead of two.
-        "countIf(JSONType(payload) != 'Object')",
+        # `payload_is_object` (checks.sources): JSONType(payload) = 'Object', or an exact
+        # equivalent the preset computes more cheaply.
+        "countIf(NOT payload_is_object)",
         None,
     ),
     # Names, session ids or payloads that are not valid UTF-8: kept byte for byte (a payload
     # with invalid bytes is also no JSON, so what it carries is lost).
     "invalid_utf8": (
-        "countIf(NOT isValidUTF8(name) OR NOT isValidUTF8(session_id) OR NOT isValidUTF8(payload))",
+        "countIf(NOT isValidUTF8(name) OR NOT isValidUTF8(session_id) OR NOT payload_is_utf8)",
         None,
     ),
     # Session ids over 1 KiB: kept (evidence shows them as they are).
@@ -247,6 +251,7 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
     b.final["events"] = "sum(n_events)"
+    b.inner["_roles"] = ROLES
     for reason, (inner, final) in DATA_QUALITY.items():
         b.inner[f"dq_{reason}"] = inner
         b.final[f"dq_{reason}"] = final or f"sum(dq_{reason})"

@@ -37,6 +37,10 @@ class Expr:
     reads: tuple[str, ...] = ()
 
 
+_PAYLOAD_OBJECT = Expr("JSONType(payload) = 'Object'")
+_PAYLOAD_UTF8 = Expr("isValidUTF8(payload)")
+
+
 @dataclass(frozen=True)
 class Preset:
     """How one table layout maps to the normalized event."""
@@ -51,6 +55,11 @@ class Preset:
     variants: Mapping[str, Mapping[str, Expr]] = field(default_factory=dict)
     # Triage: what a failing event can be grouped by (name -> raw-column expression).
     dimensions: Mapping[str, Expr] = field(default_factory=dict)
+    # Data quality, counted on every event: whether the payload is a JSON object and
+    # whether it is valid UTF-8. The defaults parse the payload text; a preset may
+    # give an exact equivalent that is cheaper on its layout.
+    payload_object: Expr = _PAYLOAD_OBJECT
+    payload_utf8: Expr = _PAYLOAD_UTF8
 
     def resolve(self, present: set[str]) -> dict[str, Expr]:
         """The column expressions for a table with the `present` raw columns."""
@@ -92,12 +101,33 @@ _JOELCLAW = Preset(
     },
     ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
     latency_raw=Expr("JSONExtractRaw(metadata_json, 'latency_ms')", ("metadata_json",)),
+    # Metadata a session id was read from parsed as an object: the session id's own
+    # parse answers for most rows, and only the others are parsed again.
+    payload_object=Expr(
+        "(JSONExtractString(metadata_json, 'session_id') != ''"
+        " OR JSONExtractString(metadata_json, 'sessionId') != ''"
+        " OR JSONType(metadata_json) = 'Object')",
+        ("metadata_json",),
+    ),
     dimensions={
         "source": Expr("source", ("source",)),
         "component": Expr("component", ("component",)),
         "error": Expr("error", ("error",)),
     },
 )
+
+
+def _map_payload(column: str) -> dict[str, Expr]:
+    """A Map payload serialises to a JSON object unless a key or value is not UTF-8
+    (toJSONString passes the bytes through, and the text then does not parse): both
+    checks are that one test on the map, without serialising it."""
+    utf8 = Expr(
+        f"(arrayAll(x -> isValidUTF8(x), mapKeys({column}))"
+        f" AND arrayAll(x -> isValidUTF8(x), mapValues({column})))",
+        (column,),
+    )
+    return {"payload_object": utf8, "payload_utf8": utf8}
+
 
 _OTEL_SESSION = Expr(
     "if(LogAttributes['session.id'] != '', LogAttributes['session.id'],"
@@ -140,6 +170,7 @@ _OTEL_LOGS = Preset(
         "ServiceName": Expr("ServiceName", ("ServiceName",)),
         "SeverityText": Expr("SeverityText", ("SeverityText",)),
     },
+    **_map_payload("LogAttributes"),
 )
 
 # The older schema also has TimestampTime (DateTime), which leads its ORDER BY:
@@ -184,6 +215,7 @@ _OTEL_TRACES = Preset(
         "ServiceName": Expr("ServiceName", ("ServiceName",)),
         "StatusMessage": Expr("StatusMessage", ("StatusMessage",)),
     },
+    **_map_payload("SpanAttributes"),
 )
 
 _NORMALIZED = Preset(
@@ -244,6 +276,9 @@ def compile_source(
         ts_filter = Expr(
             f"({settings.columns['ts']}) >= {LB} AND ({settings.columns['ts']}) < {AT}"
         )
+    payload_object, payload_utf8 = preset.payload_object, preset.payload_utf8
+    if "payload" in settings.columns:  # the user's own payload: parse it
+        payload_object, payload_utf8 = _PAYLOAD_OBJECT, _PAYLOAD_UTF8
     scope = (
         f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
     )
@@ -263,6 +298,8 @@ def compile_source(
             f"toString({columns['payload'].sql}) AS payload",
             f"{scope} AS in_scope",
             f"{_latency_invalid(preset, settings)} AS latency_invalid",
+            f"toUInt8({payload_object.sql}) AS payload_is_object",
+            f"toUInt8({payload_utf8.sql}) AS payload_is_utf8",
             *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
         ]
     )

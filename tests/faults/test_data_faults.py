@@ -95,6 +95,34 @@ def test_raw_invalid_utf8_bytes_are_kept_counted_and_rendered(store: Store) -> N
     render_text(report, color=False)
 
 
+def test_otel_attributes_with_invalid_utf8_count_as_the_parsed_payload_would(store: Store) -> None:
+    """otel_logs: the map test for data quality gives what parsing toJSONString(map) gives.
+
+    The preset checks a Map's keys and values for UTF-8 instead of serialising it
+    and parsing the text; the counts must equal the parse's, row for row.
+    """
+    sc = healthy(Scenario())
+    table = otel_table()
+    write_otel_logs(store, table, sc)
+    store.command(
+        f"INSERT INTO {table} (Timestamp, ServiceName, SeverityText, LogAttributes, EventName)"
+        " SELECT toDateTime64('2026-11-28 01:00:00', 9, 'UTC'), 'svc', 'INFO',"
+        " map('session.id', 'ok1', 'query', concat('caf', unhex('E9'))), 'memory.recall.started'"
+        " UNION ALL SELECT toDateTime64('2026-11-28 01:00:01', 9, 'UTC'), 'svc', 'INFO',"
+        " map(concat('k', unhex('FF')), 'v'), 'tool.call'"
+        " UNION ALL SELECT toDateTime64('2026-11-28 01:00:02', 9, 'UTC'), 'svc', 'INFO',"
+        " map('quote', '\\\"\\n\\0'), 'tool.call'"
+    )
+    report = evaluate_table(store, table, AT, OTEL)
+    parsed = store.query(
+        "SELECT countIf(JSONType(toJSONString(LogAttributes)) != 'Object') AS not_object,"
+        f" countIf(NOT isValidUTF8(toJSONString(LogAttributes))) AS bad_utf8 FROM {table}"
+    ).first()
+    assert (parsed["not_object"], parsed["bad_utf8"]) == (2, 2)
+    assert report.data_quality["payload_not_json_object"] == 2
+    assert report.data_quality["invalid_utf8"] == 2
+
+
 def test_a_duplicated_batch_without_event_ids_is_counted_once(store: Store) -> None:
     """otel_logs rows without event.id get a hash of the row: a batch written twice counts once."""
     sc = healthy(Scenario())
