@@ -117,16 +117,18 @@ _JOELCLAW = Preset(
 )
 
 
-def _map_payload(column: str) -> dict[str, Expr]:
-    """A Map payload serialises to a JSON object unless a key or value is not UTF-8
-    (toJSONString passes the bytes through, and the text then does not parse): both
-    checks are that one test on the map, without serialising it."""
-    utf8 = Expr(
+def _map_utf8(column: str) -> Expr:
+    """Whether every key and value of a Map column is valid UTF-8.
+
+    A Map payload serialises to a JSON object unless one of them is not
+    (toJSONString passes the bytes through, and the text then does not parse):
+    both payload checks are this one test, without serialising the map.
+    """
+    return Expr(
         f"(arrayAll(x -> isValidUTF8(x), mapKeys({column}))"
         f" AND arrayAll(x -> isValidUTF8(x), mapValues({column})))",
         (column,),
     )
-    return {"payload_object": utf8, "payload_utf8": utf8}
 
 
 _OTEL_SESSION = Expr(
@@ -170,7 +172,8 @@ _OTEL_LOGS = Preset(
         "ServiceName": Expr("ServiceName", ("ServiceName",)),
         "SeverityText": Expr("SeverityText", ("SeverityText",)),
     },
-    **_map_payload("LogAttributes"),
+    payload_object=_map_utf8("LogAttributes"),
+    payload_utf8=_map_utf8("LogAttributes"),
 )
 
 # The older schema also has TimestampTime (DateTime), which leads its ORDER BY:
@@ -215,7 +218,8 @@ _OTEL_TRACES = Preset(
         "ServiceName": Expr("ServiceName", ("ServiceName",)),
         "StatusMessage": Expr("StatusMessage", ("StatusMessage",)),
     },
-    **_map_payload("SpanAttributes"),
+    payload_object=_map_utf8("SpanAttributes"),
+    payload_utf8=_map_utf8("SpanAttributes"),
 )
 
 _NORMALIZED = Preset(
