@@ -95,13 +95,22 @@ def contract(
 ) -> DeviationFindings:
     """Deviation events in W that break the contract, and the conforming ones by agente x tipo."""
     counts = ",\n  ".join(f"countIf(has(kinds, '{kind}')) AS {kind}" for kind in KINDS)
+    # The aggregation rides along: the conforming events' (agente, tipo) sorted, split
+    # where the pair changes, one (agente, tipo, count) per chunk, biggest first.
     sql = f"""
+SELECT n, broken, oldest, {", ".join(KINDS)}, aggregation FROM (
 SELECT
   count() AS n,
   countIf(length(kinds) > 0) AS broken,
   groupArraySortedIf({EVIDENCE})((t, event_id), length(kinds) > 0) AS oldest,
-  {counts}
+  {counts},
+  arraySort(groupArrayIf((agente, tipo), length(kinds) = 0)) AS pairs,
+  arraySplit((x, previous) -> x != previous, pairs,
+             arrayPopBack(arrayPushFront(pairs, pairs[1]))) AS same_pair,
+  arraySort(x -> (-x.3, x.1, x.2),
+            arrayMap(c -> (c[1].1, c[1].2, length(c)), same_pair)) AS aggregation
 FROM ({classified(source)})
+)
 """
     params = _params(source, window, p)
     row = store.aggregate(sql, params)
@@ -120,12 +129,7 @@ FROM ({classified(source)})
         no_data=n == 0,
         no_data_summary="no deviation event in the window",
     )
-    rows = store.query(
-        f"SELECT agente, tipo, count() AS n FROM ({classified(source)})"
-        " WHERE length(kinds) = 0 GROUP BY agente, tipo ORDER BY n DESC, agente, tipo",
-        params,
-    ).rows
-    aggregation = tuple(DeviationCount(str(a), str(t), int(c)) for a, t, c in rows)
+    aggregation = tuple(DeviationCount(str(a), str(t), int(c)) for a, t, c in row["aggregation"])
     return DeviationFindings(result, aggregation)
 
 
@@ -147,7 +151,8 @@ SELECT
 FROM (
   SELECT event_id, t, cited_id, pos > 0 AND cited_id NOT IN (
     SELECT event_id FROM {source.events()}
-    WHERE event_id IN (SELECT arrayJoin(ids) FROM conforming)
+    WHERE (event_id_hint = '' OR event_id_hint IN (SELECT arrayJoin(ids) FROM conforming))
+      AND event_id IN (SELECT arrayJoin(ids) FROM conforming)
   ) AS missing
   FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
 )

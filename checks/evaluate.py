@@ -10,14 +10,7 @@ from datetime import timedelta
 
 from checks import deviation, events, sessions
 from checks.base import CheckResult, DeviationCount, Report, Window
-from checks.kinds import (
-    CheckSpec,
-    DeviationContract,
-    DeviationEvidence,
-    Quantile,
-    Share,
-    Streak,
-)
+from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence
 from checks.sources import CompiledSource
 from checks.verdict import disabled, errored
 from watchdog.errors import StoreError
@@ -35,18 +28,12 @@ def _window_for(spec: CheckSpec, window: Window) -> Window:
     return replace(window, length=timedelta(milliseconds=spec.window_ms))
 
 
-def _single(store: Store, source: CompiledSource, window: Window, spec: CheckSpec) -> CheckResult:
-    """Evaluate one check that has a query of its own."""
-    p = spec.params
-    if isinstance(p, Quantile):
-        return events.quantile(store, source, window, spec, p)
-    if isinstance(p, Streak):
-        return events.streak(store, source, window, spec, p)
-    if isinstance(p, Share):
-        return events.share(store, source, window, spec, p)
-    if isinstance(p, DeviationEvidence):
-        return deviation.evidence(store, source, window, spec, p.contract)
-    raise TypeError(f"no evaluator for {spec.kind}")
+def _grouped(specs: Sequence[CheckSpec]) -> dict[int | None, list[CheckSpec]]:
+    """`specs` by window length (None: the configured window), in order."""
+    groups: dict[int | None, list[CheckSpec]] = {}
+    for spec in specs:
+        groups.setdefault(spec.window_ms, []).append(spec)
+    return groups
 
 
 def evaluate(
@@ -68,17 +55,25 @@ def evaluate(
     enabled = [s for s in specs if s.enabled]
 
     # The session checks share one query per distinct window length.
-    by_window: dict[int | None, list[CheckSpec]] = {}
-    for spec in sessions.session_checks(enabled):
-        by_window.setdefault(spec.window_ms, []).append(spec)
     data_quality: dict[str, int] = {}
-    for window_ms, group in by_window.items():
+    for window_ms, group in _grouped(sessions.session_checks(enabled)).items():
         started = time.time_ns()
         try:
             shared = sessions.evaluate(store, source, _window_for(group[0], window), group)
             results.update(shared.results)
             if window_ms is None:
                 data_quality = shared.data_quality
+        except StoreError as exc:
+            _log_error(group, exc)
+            results.update({spec.id: errored(spec, exc.problem) for spec in group})
+        if timed is not None:
+            timed([spec.id for spec in group], started, time.time_ns())
+
+    # So do the quantile, streak and share checks.
+    for group in _grouped(events.window_checks(enabled)).values():
+        started = time.time_ns()
+        try:
+            results.update(events.evaluate(store, source, _window_for(group[0], window), group))
         except StoreError as exc:
             _log_error(group, exc)
             results.update({spec.id: errored(spec, exc.problem) for spec in group})
@@ -95,8 +90,12 @@ def evaluate(
                     store, source, _window_for(spec, window), spec, spec.params
                 )
                 results[spec.id], deviations = found.contract, found.aggregation
+            elif isinstance(spec.params, DeviationEvidence):
+                results[spec.id] = deviation.evidence(
+                    store, source, _window_for(spec, window), spec, spec.params.contract
+                )
             else:
-                results[spec.id] = _single(store, source, _window_for(spec, window), spec)
+                raise TypeError(f"no evaluator for {spec.kind}")
         except StoreError as exc:
             _log_error([spec], exc)
             results[spec.id] = errored(spec, exc.problem)

@@ -1,11 +1,16 @@
-"""Checks over the events of the window: quantile, streak, share.
+"""Checks over the events of the window: quantile, streak, share, in one query.
 
-Each reads only the named events with ts in W, counts every event id once,
-and returns one aggregate row.
+Every quantile, streak and share check of one window length is judged by the
+same scan: the window's events of any of their names, grouped by event id (so
+each event counts once), then one aggregate per check over those groups.
+Python gets one row back: per check, the counts, the value and at most 20
+evidence items (a quantile's sorted sample stays in ClickHouse).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from checks.base import CheckResult, Window, from_ms, rfc3339
@@ -16,65 +21,153 @@ from checks.verdict import judge, percent
 from watchdog.store import Store
 
 
-def _window_events(source: CompiledSource, columns: str) -> str:
-    """The named events of W, one row per event id."""
-    return (
-        f"SELECT event_id, {columns} FROM (SELECT * FROM {source.events()}"
-        " WHERE name IN {names:Array(String)} AND t >= {ws_ms:Int64})"
-        " GROUP BY event_id"
-    )
+def window_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
+    """The checks this module evaluates."""
+    return [s for s in specs if isinstance(s.params, Quantile | Streak | Share)]
 
 
-def _params(source: CompiledSource, window: Window, **extra: Any) -> dict[str, Any]:
-    return {**source.params, **window.params(), **extra}
-
-
-def _field(field: str) -> str:
+def _field(field: str, tag: str) -> str:
     """A numeric normalized column, or `payload.<key>` read from the payload JSON."""
     if field.startswith("payload."):
-        return "toFloat64OrNull(JSONExtractRaw(payload, {field_key:String}))"
+        return f"toFloat64OrNull(JSONExtractRaw(payload, {{{tag}_key:String}}))"
     return f"toFloat64OrNull(toString({field}))"
 
 
-def quantile(
-    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: Quantile
-) -> CheckResult:
+@dataclass
+class _Query:
+    """The SELECT items of the window query's three levels, and its parameters."""
+
+    per_event: list[str] = field(default_factory=list)  # aggregates per event id
+    totals: list[str] = field(default_factory=list)  # aggregates over the events
+    shown: list[str] = field(default_factory=list)  # what Python reads back
+    params: dict[str, Any] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+
+    def member(self, tag: str, names: Sequence[str]) -> str:
+        """Per event: whether it has a row named in `names`, and that row's time."""
+        self.params[f"{tag}_names"] = list(names)
+        self.names.update(names)
+        named = f"name IN {{{tag}_names:Array(String)}}"
+        self.per_event += [f"countIf({named}) > 0 AS {tag}_in", f"anyIf(t, {named}) AS {tag}_t"]
+        return named
+
+    def per_event_value(self, tag: str, named: str, expr: str) -> None:
+        # `if` evaluates `expr` for this check's own events only (a JSON parse, often).
+        self.per_event.append(f"anyIf(if({named}, {expr}, NULL), {named}) AS {tag}_v")
+
+    def quantile(self, tag: str, spec: CheckSpec, p: Quantile) -> None:
+        named = self.member(tag, p.events)
+        self.per_event_value(tag, named, _field(p.field, tag))
+        self.params.update(
+            {
+                f"{tag}_key": p.field.removeprefix("payload."),
+                f"{tag}_num": p.q_num,
+                f"{tag}_den": p.q_den,
+                f"{tag}_target": float(spec.target),
+            }
+        )
+        sample = f"{tag}_in AND {tag}_v IS NOT NULL AND isFinite({tag}_v)"
+        above = f"{sample} AND {tag}_v >= {{{tag}_target:Float64}}"
+        rank = (
+            f"toUInt64(intDiv({tag}_n * {{{tag}_num:UInt64}} + {{{tag}_den:UInt64}} - 1,"
+            f" {{{tag}_den:UInt64}}))"
+        )
+        self.totals += [
+            f"countIf({sample}) AS {tag}_n",
+            f"arraySort(groupArrayIf({tag}_v, {sample})) AS {tag}_xs",
+            f"if({tag}_n = 0, NULL, {tag}_xs[{rank}]) AS {tag}_value",
+            f"countIf({above}) AS {tag}_above",
+            f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {above}) AS {tag}_slow",
+        ]
+        self.shown += [f"{tag}_{part}" for part in ("n", "value", "above", "slow")]
+
+    def streak(self, tag: str, p: Streak) -> None:
+        named = self.member(tag, p.bad + p.good)
+        self.params[f"{tag}_bad"] = list(p.bad)
+        self.per_event.append(f"maxIf(name IN {{{tag}_bad:Array(String)}}, {named}) AS {tag}_bad")
+        # The events in (ts, event_id) order, split before each good one: every chunk's
+        # bad events are one run of consecutive failures.
+        ordered = f"arraySort(groupArrayIf(({tag}_t, event_id, {tag}_bad), {tag}_in))"
+        self.totals += [
+            f"{ordered} AS {tag}_events",
+            f"length({tag}_events) AS {tag}_n",
+            f"arrayMap(c -> arrayFilter(x -> x.3 = 1, c), arraySplit(x -> x.3 = 0, {tag}_events))"
+            f" AS {tag}_runs",
+            f"arrayMax(arrayMap(r -> length(r), {tag}_runs)) AS {tag}_longest",
+            f"arrayFirst(r -> length(r) = {tag}_longest, {tag}_runs) AS {tag}_first",
+            f"if({tag}_longest > 0, ({tag}_first[1].1, {tag}_first[-1].1), (0, 0)) AS {tag}_earliest",
+        ]
+        self.shown += [f"{tag}_{part}" for part in ("n", "longest", "earliest")]
+
+    def share(self, tag: str, p: Share) -> None:
+        named = self.member(tag, p.events)
+        self.params[f"{tag}_field"] = p.field
+        self.params[f"{tag}_value"] = p.value
+        self.per_event_value(tag, named, f"JSONExtractString(payload, {{{tag}_field:String}})")
+        hit = f"{tag}_in AND {tag}_v = {{{tag}_value:String}}"
+        self.totals += [
+            f"countIf({tag}_in) AS {tag}_n",
+            f"countIf({hit}) AS {tag}_hits",
+            f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {hit}) AS {tag}_matching",
+        ]
+        self.shown += [f"{tag}_{part}" for part in ("n", "hits", "matching")]
+
+    def sql(self, source: CompiledSource) -> str:
+        per_event = ",\n      ".join(self.per_event)
+        totals = ",\n    ".join(self.totals)
+        return f"""
+SELECT {", ".join(self.shown)} FROM (
+  SELECT
+    {totals}
+  FROM (
+    SELECT
+      event_id,
+      {per_event}
+    FROM (SELECT * FROM {source.events()}
+          WHERE name IN {{window_names:Array(String)}} AND t >= {{ws_ms:Int64}})
+    GROUP BY event_id
+  )
+)"""
+
+
+def evaluate(
+    store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
+) -> dict[str, CheckResult]:
+    """Run the window query once and judge every quantile, streak and share check in it."""
+    q = _Query()
+    for i, spec in enumerate(specs):
+        p = spec.params
+        if isinstance(p, Quantile):
+            q.quantile(f"w{i}", spec, p)
+        elif isinstance(p, Streak):
+            q.streak(f"w{i}", p)
+        elif isinstance(p, Share):
+            q.share(f"w{i}", p)
+    params = {**source.params, **window.params(), **q.params, "window_names": sorted(q.names)}
+    row = store.aggregate(q.sql(source), params)
+    results: dict[str, CheckResult] = {}
+    for i, spec in enumerate(specs):
+        p, tag = spec.params, f"w{i}"
+        if isinstance(p, Quantile):
+            results[spec.id] = _quantile(spec, p, row, tag)
+        elif isinstance(p, Streak):
+            results[spec.id] = _streak(spec, row, tag)
+        elif isinstance(p, Share):
+            results[spec.id] = _share(spec, p, row, tag)
+    return results
+
+
+def _quantile(spec: CheckSpec, p: Quantile, row: dict[str, Any], tag: str) -> CheckResult:
     """Exact nearest-rank quantile: the value at rank ceil(q * n) of the sorted sample."""
-    inner = _window_events(source, f"any(t) AS t, any({_field(p.field)}) AS x")
-    # The sorted sample stays in ClickHouse: Python gets the value, not every latency.
-    sql = f"""
-SELECT n, value, at_or_above, slow FROM (
-SELECT
-  count() AS n,
-  arraySort(groupArray(x)) AS xs,
-  if(n = 0, NULL, xs[toUInt64(intDiv(n * {{q_num:UInt64}} + {{q_den:UInt64}} - 1, {{q_den:UInt64}}))])
-    AS value,
-  countIf(x >= {{target:Float64}}) AS at_or_above,
-  groupArraySortedIf({EVIDENCE})((t, event_id), x >= {{target:Float64}}) AS slow
-FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
-)
-"""
-    row = store.aggregate(
-        sql,
-        _params(
-            source,
-            window,
-            names=list(p.events),
-            q_num=p.q_num,
-            q_den=p.q_den,
-            target=float(spec.target),
-            field_key=p.field.removeprefix("payload."),
-        ),
-    )
-    n = int(row["n"])
-    value = float(row["value"]) if row["value"] is not None else None
+    n = int(row[f"{tag}_n"])
+    value = float(row[f"{tag}_value"]) if row[f"{tag}_value"] is not None else None
     label = f"p{p.q_num * 100 // p.q_den}" if 100 % p.q_den == 0 else f"q{p.q_num}/{p.q_den}"
     what = "latency" if p.field == "latency_ms" else p.field
     shown = f"{value or 0:.0f} ms" if spec.unit == "ms" else f"{value or 0:g}"
     summary = f"{label} {what} {shown} over {n} {p.noun}"
     evidence = {
-        "events": [eid for _, eid in row["slow"]],
-        "at_or_above_target": int(row["at_or_above"]),
+        "events": [eid for _, eid in row[f"{tag}_slow"]],
+        "at_or_above_target": int(row[f"{tag}_above"]),
     }
     return judge(
         spec,
@@ -87,33 +180,13 @@ FROM ({inner}) WHERE x IS NOT NULL AND isFinite(x)
     )
 
 
-def streak(
-    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: Streak
-) -> CheckResult:
+def _streak(spec: CheckSpec, row: dict[str, Any], tag: str) -> CheckResult:
     """Longest run of consecutive bad events, ordered by (ts, event_id), and its earliest place."""
-    inner = _window_events(source, "any(t) AS t, max(name IN {bad:Array(String)}) AS bad")
-    # Every good event starts a new group; the bad events of a group form one run.
-    sql = f"""
-SELECT
-  sum(events) AS n,
-  max(run) AS longest,
-  argMinIf((start_t, end_t), (-run, start_t), run > 0) AS earliest
-FROM (
-  SELECT grp, count() AS events, countIf(bad) AS run, minIf(t, bad) AS start_t, maxIf(t, bad) AS end_t
-  FROM (
-    SELECT t, bad, sum(1 - bad) OVER (ORDER BY t, event_id ROWS UNBOUNDED PRECEDING) AS grp
-    FROM ({inner})
-  )
-  GROUP BY grp
-)
-"""
-    names = list(p.bad + p.good)
-    row = store.aggregate(sql, _params(source, window, names=names, bad=list(p.bad)))
-    n = int(row["n"] or 0)
-    longest = int(row["longest"] or 0)
+    n = int(row[f"{tag}_n"] or 0)
+    longest = int(row[f"{tag}_longest"] or 0)
     evidence: dict[str, Any] = {}
     if longest > 0:
-        start, end = row["earliest"]
+        start, end = row[f"{tag}_earliest"]
         evidence = {
             "start": rfc3339(from_ms(start)),
             "end": rfc3339(from_ms(end)),
@@ -131,25 +204,9 @@ FROM (
     )
 
 
-def share(
-    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: Share
-) -> CheckResult:
+def _share(spec: CheckSpec, p: Share, row: dict[str, Any], tag: str) -> CheckResult:
     """Share of the window's events whose payload field equals the value."""
-    inner = _window_events(
-        source, "any(t) AS t, any(JSONExtractString(payload, {share_field:String})) AS v"
-    )
-    sql = f"""
-SELECT
-  count() AS n,
-  countIf(v = {{share_value:String}}) AS hits,
-  groupArraySortedIf({EVIDENCE})((t, event_id), v = {{share_value:String}}) AS matching
-FROM ({inner})
-"""
-    row = store.aggregate(
-        sql,
-        _params(source, window, names=list(p.events), share_field=p.field, share_value=p.value),
-    )
-    n, hits = int(row["n"]), int(row["hits"])
+    n, hits = int(row[f"{tag}_n"]), int(row[f"{tag}_hits"])
     value = hits / n if n else None
     summary = f"{percent(value or 0)} of {n} {p.noun} had {p.field} {p.value} ({hits})"
     return judge(
@@ -157,7 +214,7 @@ FROM ({inner})
         value,
         n,
         summary,
-        {"events": [eid for _, eid in row["matching"]], "matching": hits},
+        {"events": [eid for _, eid in row[f"{tag}_matching"]], "matching": hits},
         no_data=n == 0,
         no_data_summary=f"no {', '.join(p.events)} in the window",
     )
