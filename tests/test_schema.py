@@ -270,3 +270,14 @@ def test_schema_apply_prints_then_applies(tmp_path: Path) -> None:
     )
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["checks"]["recall_coverage"]["sample_size"] == 1
+
+
+def test_queries_ask_for_global_in_subqueries(store: Store) -> None:
+    """On a Distributed source the evidence lookup's IN subquery must run once, globally.
+
+    ClickHouse refuses a non-GLOBAL IN over a distributed table by default
+    (`distributed_product_mode = 'deny'`); every query the store sends sets it
+    to `global`, and the engine sees that setting.
+    """
+    row = store.query("SELECT getSetting('distributed_product_mode') AS mode").first()
+    assert row["mode"] == "global"

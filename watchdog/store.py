@@ -174,7 +174,13 @@ class Store:
         return self._client
 
     def _settings(self) -> dict[str, Any]:
-        return {"max_execution_time": max(1, int(self.query_timeout_s))}
+        return {
+            "max_execution_time": max(1, int(self.query_timeout_s)),
+            # On a Distributed source, an IN subquery over the same table (the deviation
+            # evidence lookup) runs once on the initiator and its set is sent to the
+            # shards, instead of being refused as a double-distributed subquery.
+            "distributed_product_mode": "global",
+        }
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         try:
