@@ -1,0 +1,70 @@
+"""`python -m benchmarks.profile`: where one evaluation's time goes, query by query.
+
+python -m benchmarks.profile --events 5000000 --preset joelclaw --preset otel_logs
+
+Uses (or generates) the benchmark's tables, and times the floor and each of
+the suite's queries (`run_once`'s per-query timer), medians of `--reps`,
+each also as a ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.generate import DEFAULT_AT
+from benchmarks.run import Bench, floor_sql, settings_for
+from watchdog.runner import run_once, window_at
+
+
+def profile(bench: Bench, preset: str, events: int) -> dict[str, list[float]]:
+    """Seconds per repetition: the floor, each query (named by its checks), the whole run."""
+    table, _ = bench.table(preset, events)
+    store = bench.open()
+    settings = settings_for(bench.url, preset, table)
+    window = window_at(settings, DEFAULT_AT)
+    sql, params = floor_sql(store, settings)
+    params = {**params, **window.params()}
+    seconds: dict[str, list[float]] = defaultdict(list)
+
+    def timed(ids: Sequence[str], started_ns: int, ended_ns: int) -> None:
+        seconds[", ".join(ids)].append((ended_ns - started_ns) / 1e9)
+
+    for _ in range(bench.reps):
+        started = time.perf_counter()
+        store.query(sql, params)
+        seconds["floor"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        run_once(store, settings, window, timed=timed)
+        seconds["the whole evaluation"].append(time.perf_counter() - started)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__)
+    parser.add_argument("--events", type=int, default=5_000_000)
+    parser.add_argument("--preset", action="append", choices=("joelclaw", "otel_logs"))
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--dir", default="/tmp/memory-watchdog-bench")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    bench = Bench(directory=Path(args.dir), reps=args.reps)
+    try:
+        for preset in args.preset or ["joelclaw", "otel_logs"]:
+            seconds = profile(bench, preset, args.events)
+            floor = statistics.median(seconds["floor"])
+            print(f"{preset} at {args.events:,} events, medians of {args.reps}:")
+            for name, samples in seconds.items():
+                median = statistics.median(samples)
+                print(f"  {median:7.3f} s  {median / floor:5.2f}x floor  {name}")
+    finally:
+        bench.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
