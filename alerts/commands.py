@@ -77,7 +77,7 @@ def notify_store_error(
     settings: Settings, at: datetime, length: timedelta | None, problem: StoreError
 ) -> None:
     """After `check --notify` could not read the source: fire the `store` alert, if we can."""
-    from alerts.state import record_error_run
+    from alerts.pipeline import process_store_error
 
     window = Window(
         at=at.astimezone(UTC),
@@ -86,7 +86,7 @@ def notify_store_error(
     )
     try:
         with open_configured(settings.store) as store:
-            outcome = record_error_run(store, settings, window, problem.problem, _now())
+            outcome = process_store_error(store, settings, window, problem.problem, now=_now())
     except WatchdogError as exc:
         _err(f"alerts: could not record the store error either: {exc}")
         return

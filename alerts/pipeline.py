@@ -22,7 +22,7 @@ be written) and a `ConfigError` (a broken custom template) do raise.
 
 Besides the report's checks, every run judges the pseudo check `store`:
 `ok` when the source was read (so `process` resolves it), `error` when
-`alerts.state.record_error_run` reports that it could not be.
+`process_store_error` reports that it could not be.
 """
 
 from __future__ import annotations
@@ -174,7 +174,14 @@ def process_store_error(
     duration_s: float | None = None,
     timer: Timer | None = None,
 ) -> ProcessOutcome:
-    """A run that could not read the source: fire the `store` alert (alerts.state.record_error_run)."""
+    """Record a run that could not read the source, and fire the `store` alert for it.
+
+    The pseudo check `store` (severity critical) is `error` here, worded "the
+    watchdog could not read the source"; the next successful `process` of
+    the same source resolves it. The other alerts keep their state: nothing
+    was judged. `problem` is one line (a StoreError's, its URL masked). The
+    run log gets a row with status `error` and this problem.
+    """
     result = source_unreadable(problem)
     return _run(
         store,

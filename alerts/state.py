@@ -19,8 +19,6 @@ Read helpers for the daemon, `status` and the HTML page:
   dropped and rejected (`Backlog`).
 - `check_history(store, settings, check_id, n)`: one check's status, value
   and target over the last `n` evaluations, oldest first (`CheckPoint`).
-- `record_error_run(store, settings, window, problem, now)`: a run that
-  could not read the source; fires the `store` alert (see alerts.pipeline).
 
 Each read helper returns empty results while the tables do not exist yet, so
 a read-only user can run `status` against a fresh database.
@@ -32,17 +30,13 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from alerts.lifecycle import STORE_CHECK, Alert, AlertState
 from checks.base import Report, Window, from_ms
 from checks.sources import PRESETS
 from watchdog.config import Settings
 from watchdog.store import Store
-
-if TYPE_CHECKING:
-    from alerts.base import Notifier, Timer
-    from alerts.pipeline import ProcessOutcome
 
 TS = "DateTime64(3, 'UTC')"
 
@@ -466,39 +460,6 @@ def outbox_backlog(
     ]
 
 
-def record_error_run(
-    store: Store,
-    settings: Settings,
-    window: Window,
-    problem: str,
-    now: datetime,
-    *,
-    notifiers: Mapping[str, Notifier] | None = None,
-    duration_s: float | None = None,
-    timer: Timer | None = None,
-) -> ProcessOutcome:
-    """Record a run that could not read the source, and fire the `store` alert for it.
-
-    The pseudo check `store` (severity critical) is `error` here, worded "the
-    watchdog could not read the source"; the next successful `process` of
-    the same source resolves it. The other alerts keep their state: nothing
-    was judged. `problem` is one line (a StoreError's, its URL masked). The
-    run log gets a row with status `error` and this problem.
-    """
-    from alerts.pipeline import process_store_error
-
-    return process_store_error(
-        store,
-        settings,
-        window,
-        problem,
-        now=now,
-        notifiers=notifiers,
-        duration_s=duration_s,
-        timer=timer,
-    )
-
-
 __all__ = [
     "STORE_CHECK",
     "AlertRecord",
@@ -510,6 +471,5 @@ __all__ = [
     "ensure_schema",
     "last_runs",
     "outbox_backlog",
-    "record_error_run",
     "source_name",
 ]

@@ -21,7 +21,7 @@ when a store is reopened in one process, never lives in the daemon itself:
 Failures never stop the daemon:
 
 - the source cannot be read (missing table, bad schema), the store answers:
-  `alerts.state.record_error_run` records an `error` run and fires the
+  `alerts.pipeline.process_store_error` records an `error` run and fires the
   `store` alert once through the outbox; judging resumes from that window
   at the next tick;
 - the store itself cannot be opened or written (unreachable, or the embedded

@@ -7,7 +7,7 @@ keeps such runs here instead, under the data directory, one JSON file per
 store and source, rewritten atomically. It also remembers which notifiers
 were already told that the store is down, so a restart during an outage
 never announces it twice. At the next run that opens the store the runs are
-written into the run log (`alerts.state.record_error_run`) and the file is
+written into the run log (`alerts.pipeline.process_store_error`) and the file is
 emptied. The file holds the masked store URL only, never a password.
 """
 

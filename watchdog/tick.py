@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from alerts.base import Notifier, Timer
 from alerts.notifiers import build_notifiers
-from alerts.pipeline import process
-from alerts.state import outbox_backlog, record_error_run
+from alerts.pipeline import process, process_store_error
+from alerts.state import outbox_backlog
 from checks.base import Report, Window, rfc3339
 from watchdog.config import Settings
 from watchdog.errors import StoreError
@@ -141,12 +141,12 @@ def run_tick(
             if request.spooled:
                 untold = {n: x for n, x in notifiers.items() if n not in request.told}
                 for spooled in request.spooled:
-                    record_error_run(
+                    process_store_error(
                         store,
                         settings,
                         spooled.window(settings.window.lookback),
                         spooled.problem,
-                        clock(),
+                        now=clock(),
                         notifiers=untold,
                         duration_s=spooled.duration_s,
                         timer=timer,
@@ -205,12 +205,12 @@ def _judge(
         report = run_once(store, settings, window, timed=stopwatch)
     except StoreError as exc:  # the store answers, the source cannot be read
         report, problem = None, exc.problem
-        outcome = record_error_run(
+        outcome = process_store_error(
             store,
             settings,
             window,
             problem,
-            clock(),
+            now=clock(),
             notifiers=notifiers,
             duration_s=time.monotonic() - started,
             timer=timer,

@@ -11,7 +11,7 @@ import pytest
 from alerts.base import Failure
 from alerts.lifecycle import STORE_CHECK, AlertState
 from alerts.outbox import pending_rows
-from alerts.pipeline import ProcessOutcome, process
+from alerts.pipeline import ProcessOutcome, process, process_store_error
 from alerts.quiet import QuietHours
 from alerts.silences import add_silence, list_silences, remove_silence
 from alerts.state import (
@@ -21,7 +21,6 @@ from alerts.state import (
     last_runs,
     load_alerts,
     outbox_backlog,
-    record_error_run,
 )
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status, Window
@@ -321,15 +320,15 @@ def test_quiet_hours_hold_warnings_but_not_criticals(store: Store, settings: Set
 def test_store_error_fires_the_store_alert_and_a_good_run_resolves_it(
     store: Store, settings: Settings
 ) -> None:
-    """record_error_run fires `store` ("could not read the source"); the next process resolves it."""
+    """process_store_error fires `store` ("could not read the source"); the next process resolves it."""
     chat = RecordingNotifier()
     window = Window(at=T0, length=4 * H, lookback=24 * H)
-    outcome = record_error_run(
+    outcome = process_store_error(
         store,
         settings,
         window,
         "table joelclaw.otel_events not found",
-        T0,
+        now=T0,
         notifiers={chat.name: chat},
         duration_s=0.4,
     )
