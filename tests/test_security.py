@@ -22,7 +22,6 @@ feeds hostile SQL through it; the README's Guarantees say so.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -34,7 +33,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ import pytest
 from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
 from tests.builder import T0, H, M, S, Scenario, unique_table
 from tests.faults.chserver import ClickHouseHTTPServer
+from tests.otlp_standin import OTLPCollector
 from watchdog.config import EventSettings, Settings, settings_from_mapping
 from watchdog.runner import run_once, window_at
 from watchdog.store import Store, open_store
@@ -379,40 +378,6 @@ def test_canary_secrets_appear_in_no_output(
     assert out.leaks() == []
 
 
-class _Collector:
-    """An OTLP/HTTP stand-in on 127.0.0.1 keeping every body it receives."""
-
-    def __init__(self) -> None:
-        bodies: list[bytes] = []
-        self.bodies = bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                bodies.append(body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def endpoint(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def run_daemon(env: dict[str, str], cfg: Path, store_url: str, runs: int) -> str:
     """`memory-watchdog daemon` until `runs` runs are logged (bounded), then SIGTERM; its log."""
     proc = subprocess.Popen(
@@ -458,7 +423,7 @@ def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
         '[alerts.slack]\nwebhook_url = "${SLACK_WEBHOOK_URL}"\ntimeout = "2s"\n',
         encoding="utf-8",
     )
-    collector = _Collector()
+    collector = OTLPCollector()
     out = Outputs()
     try:
         env = clean_env(

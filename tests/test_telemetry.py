@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from opentelemetry.trace import StatusCode
 
 from alerts.testing import FakeTimer, RecordingNotifier
 from tests.builder import T0, H, M, S, Scenario, unique_table
+from tests.otlp_standin import OTLPCollector
 from watchdog.config import Settings, settings_from_mapping
 from watchdog.daemon import Daemon
 from watchdog.errors import StoreLockedError
@@ -261,41 +261,9 @@ def test_without_otlp_environment_nothing_is_exported() -> None:
     ).exporting
 
 
-class _Collector:
-    """An OTLP/HTTP stand-in on 127.0.0.1 that records which signal paths were posted."""
-
-    def __init__(self) -> None:
-        paths: list[str] = []
-        self.paths = paths
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                paths.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def endpoint(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_otlp_endpoint_exports_spans_and_metrics_over_http(rig: Rig) -> None:
     """With OTEL_EXPORTER_OTLP_ENDPOINT set, a run's spans and metrics reach the collector."""
-    collector = _Collector()
+    collector = OTLPCollector()
     try:
         telemetry = Telemetry.from_environment(
             {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}, source="t"
