@@ -28,12 +28,16 @@ def _window_for(spec: CheckSpec, window: Window) -> Window:
     return replace(window, length=timedelta(milliseconds=spec.window_ms))
 
 
-def _grouped(specs: Sequence[CheckSpec]) -> dict[int | None, list[CheckSpec]]:
-    """`specs` by window length (None: the configured window), in order."""
+# Judges one group of checks over its window with one query: their results by id.
+Judge = Callable[[Window, list[CheckSpec]], dict[str, CheckResult]]
+
+
+def _grouped(specs: Sequence[CheckSpec]) -> list[list[CheckSpec]]:
+    """`specs` grouped by window length (None: the configured window), in order."""
     groups: dict[int | None, list[CheckSpec]] = {}
     for spec in specs:
         groups.setdefault(spec.window_ms, []).append(spec)
-    return groups
+    return list(groups.values())
 
 
 def evaluate(
@@ -50,64 +54,56 @@ def evaluate(
     `error` results; it never aborts the others. `timed`, when given, is
     told how long each query took and which checks it judged.
     """
-    results: dict[str, CheckResult] = {}
-    deviations: tuple[DeviationCount, ...] = ()
     enabled = [s for s in specs if s.enabled]
-
-    # The session checks share one query per distinct window length.
     data_quality: dict[str, int] = {}
-    for window_ms, group in _grouped(sessions.session_checks(enabled)).items():
+    deviations: list[DeviationCount] = []
+
+    def session_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
+        shared = sessions.evaluate(store, source, w, group)
+        if group[0].window_ms is None:
+            data_quality.update(shared.data_quality)
+        return shared.results
+
+    def window_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
+        return events.evaluate(store, source, w, group)
+
+    def deviation_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
+        (spec,) = group
+        if isinstance(spec.params, DeviationContract):
+            found = deviation.contract(store, source, w, spec, spec.params)
+            deviations[:] = found.aggregation
+            return {spec.id: found.contract}
+        if isinstance(spec.params, DeviationEvidence):
+            return {spec.id: deviation.evidence(store, source, w, spec, spec.params.contract)}
+        raise TypeError(f"no evaluator for {spec.kind}")
+
+    # The session checks share one query per distinct window length, and so do the
+    # quantile, streak and share checks; every other check has a query of its own.
+    session_groups = _grouped(sessions.session_checks(enabled))
+    window_groups = _grouped(events.window_checks(enabled))
+    shared = {spec.id for group in session_groups + window_groups for spec in group}
+    queries: list[tuple[list[CheckSpec], Judge]] = [
+        *((group, session_query) for group in session_groups),
+        *((group, window_query) for group in window_groups),
+        *(([spec], deviation_query) for spec in enabled if spec.id not in shared),
+    ]
+    results: dict[str, CheckResult] = {}
+    for group, judge in queries:
         started = time.time_ns()
         try:
-            shared = sessions.evaluate(store, source, _window_for(group[0], window), group)
-            results.update(shared.results)
-            if window_ms is None:
-                data_quality = shared.data_quality
+            results.update(judge(_window_for(group[0], window), group))
         except StoreError as exc:
             _log_error(group, exc)
             results.update({spec.id: errored(spec, exc.problem) for spec in group})
         if timed is not None:
             timed([spec.id for spec in group], started, time.time_ns())
-
-    # So do the quantile, streak and share checks.
-    for group in _grouped(events.window_checks(enabled)).values():
-        started = time.time_ns()
-        try:
-            results.update(events.evaluate(store, source, _window_for(group[0], window), group))
-        except StoreError as exc:
-            _log_error(group, exc)
-            results.update({spec.id: errored(spec, exc.problem) for spec in group})
-        if timed is not None:
-            timed([spec.id for spec in group], started, time.time_ns())
-
-    for spec in enabled:
-        if spec.id in results:
-            continue
-        started = time.time_ns()
-        try:
-            if isinstance(spec.params, DeviationContract):
-                found = deviation.contract(
-                    store, source, _window_for(spec, window), spec, spec.params
-                )
-                results[spec.id], deviations = found.contract, found.aggregation
-            elif isinstance(spec.params, DeviationEvidence):
-                results[spec.id] = deviation.evidence(
-                    store, source, _window_for(spec, window), spec, spec.params.contract
-                )
-            else:
-                raise TypeError(f"no evaluator for {spec.kind}")
-        except StoreError as exc:
-            _log_error([spec], exc)
-            results[spec.id] = errored(spec, exc.problem)
-        if timed is not None:
-            timed([spec.id], started, time.time_ns())
 
     ordered = {spec.id: results.get(spec.id) or disabled(spec) for spec in specs}
     return Report(
         window=window,
         source=source.name,
         checks=ordered,
-        deviations=deviations,
+        deviations=tuple(deviations),
         data_quality=data_quality,
     )
 
