@@ -57,7 +57,8 @@ class SessionQueryBuilder:
     """Collects the SELECT items of the three levels of the session query."""
 
     sets: NameSets = field(default_factory=NameSets)
-    inner: dict[str, str] = field(default_factory=dict)  # alias -> per-session aggregate
+    # alias -> per-session aggregate; `_roles` (the session's role events) is always there.
+    inner: dict[str, str] = field(default_factory=lambda: {"_roles": ROLES})
     outer: dict[str, str] = field(default_factory=dict)  # alias -> per-session expression
     final: dict[str, str] = field(default_factory=dict)  # alias -> total over sessions
     params: dict[str, Any] = field(default_factory=dict)
@@ -71,7 +72,6 @@ class SessionQueryBuilder:
         of one per figure (the same results; at 20M events, less than half
         the memory).
         """
-        self.inner.setdefault("_roles", ROLES)
         return f"arrayFilter(x -> bitTest(x.2, {k}){extra}, _roles)"
 
     def times(self, names: Sequence[str]) -> str:
@@ -191,7 +191,7 @@ FROM (
         min(t) AS first_seen,
         max(t) AS last_seen,
         count() AS n_events,
-        {inner or "1 AS _nothing"}
+        {inner}
     FROM (
       SELECT *, transform(name, {{role_names:Array(String)}}, {{role_masks:Array(UInt64)}},
                           toUInt64(0)) AS _m
@@ -251,7 +251,6 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
     b.final["events"] = "sum(n_events)"
-    b.inner["_roles"] = ROLES
     for reason, (inner, final) in DATA_QUALITY.items():
         b.inner[f"dq_{reason}"] = inner
         b.final[f"dq_{reason}"] = final or f"sum(dq_{reason})"
