@@ -39,6 +39,7 @@ class Expr:
 
 _PAYLOAD_OBJECT = Expr("JSONType(payload) = 'Object'")
 _PAYLOAD_UTF8 = Expr("isValidUTF8(payload)")
+_NO_ID_HINT = Expr("''")
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Preset:
     payload_utf8: Expr = _PAYLOAD_UTF8
     # An expression equal to event_id wherever it is not empty, cheaper to read (the
     # evidence lookup filters on it before computing event_id); "" when there is none.
-    event_id_hint: Expr = Expr("''")
+    event_id_hint: Expr = _NO_ID_HINT
 
     def resolve(self, present: set[str]) -> dict[str, Expr]:
         """The column expressions for a table with the `present` raw columns."""
@@ -75,6 +76,11 @@ class Preset:
         return columns
 
 
+# joelclaw's session id keys in metadata. The session id and the payload test share
+# these very expressions, so ClickHouse parses the metadata once for both.
+_META_SESSION_ID = "JSONExtractString(metadata_json, 'session_id')"
+_META_SESSION_ID_WORKERS = "JSONExtractString(metadata_json, 'sessionId')"
+
 _JOELCLAW = Preset(
     name="joelclaw",
     default_table="joelclaw.otel_events",
@@ -84,10 +90,8 @@ _JOELCLAW = Preset(
         # First non-empty of metadata.session_id (extensions), metadata.sessionId
         # (workers), then the top-level column (often a placeholder).
         "session_id": Expr(
-            "multiIf(JSONExtractString(metadata_json, 'session_id') != '',"
-            " JSONExtractString(metadata_json, 'session_id'),"
-            " JSONExtractString(metadata_json, 'sessionId') != '',"
-            " JSONExtractString(metadata_json, 'sessionId'), ifNull(sessionId, ''))",
+            f"multiIf({_META_SESSION_ID} != '', {_META_SESSION_ID},"
+            f" {_META_SESSION_ID_WORKERS} != '', {_META_SESSION_ID_WORKERS}, ifNull(sessionId, ''))",
             ("metadata_json", "sessionId"),
         ),
         "name": Expr("action", ("action",)),
@@ -107,8 +111,7 @@ _JOELCLAW = Preset(
     # Metadata a session id was read from parsed as an object: the session id's own
     # parse answers for most rows, and only the others are parsed again.
     payload_object=Expr(
-        "(JSONExtractString(metadata_json, 'session_id') != ''"
-        " OR JSONExtractString(metadata_json, 'sessionId') != ''"
+        f"({_META_SESSION_ID} != '' OR {_META_SESSION_ID_WORKERS} != ''"
         " OR JSONType(metadata_json) = 'Object')",
         ("metadata_json",),
     ),
@@ -287,7 +290,7 @@ def compile_source(
     payload_object, payload_utf8 = preset.payload_object, preset.payload_utf8
     if "payload" in settings.columns:  # the user's own payload: parse it
         payload_object, payload_utf8 = _PAYLOAD_OBJECT, _PAYLOAD_UTF8
-    id_hint = Expr("''") if "event_id" in settings.columns else preset.event_id_hint
+    id_hint = _NO_ID_HINT if "event_id" in settings.columns else preset.event_id_hint
     scope = (
         f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
     )
