@@ -137,12 +137,13 @@ def evidence(
     store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: DeviationContract
 ) -> CheckResult:
     """Conforming deviation events in W citing an evidence id found nowhere within lookback."""
-    # The conforming events are read twice (each CTE reference is a scan): once with every
-    # cited id (an empty list gives one row, pos 0), once for the ids to look up.
+    # `conforming` gives every cited id (an empty list gives one row, pos 0); `cited` the
+    # ids to look up. The lookup filters on the cheap `event_id_hint` before `event_id`.
     sql = f"""
 WITH conforming AS (
   SELECT event_id, t, ids FROM ({classified(source)}) WHERE length(kinds) = 0
-)
+),
+cited AS (SELECT arrayJoin(ids) FROM conforming)
 SELECT
   uniqExact(event_id) AS n,
   uniqExactIf(event_id, missing) AS citing_missing,
@@ -151,8 +152,7 @@ SELECT
 FROM (
   SELECT event_id, t, cited_id, pos > 0 AND cited_id NOT IN (
     SELECT event_id FROM {source.events()}
-    WHERE (event_id_hint = '' OR event_id_hint IN (SELECT arrayJoin(ids) FROM conforming))
-      AND event_id IN (SELECT arrayJoin(ids) FROM conforming)
+    WHERE (event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited
   ) AS missing
   FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
 )
