@@ -99,30 +99,27 @@ class ProcessOutcome:
         return f"alerts: {'; '.join(parts)}; {firing}; {sent}{tail}"
 
 
-def source_read(source: str) -> CheckResult:
-    """The `store` pseudo check when the source was read."""
+def _store_check(status: Status, summary: str) -> CheckResult:
+    """The `store` pseudo check: whether the source could be read (severity critical)."""
     return CheckResult(
         id=STORE_CHECK,
-        status=Status.OK,
+        status=status,
         value=None,
         target=0,
         severity=Severity.CRITICAL,
         sample_size=0,
-        summary=f"the source {source} was read",
+        summary=summary,
     )
+
+
+def source_read(source: str) -> CheckResult:
+    """The `store` pseudo check when the source was read."""
+    return _store_check(Status.OK, f"the source {source} was read")
 
 
 def source_unreadable(problem: str) -> CheckResult:
     """The `store` pseudo check when the source could not be read."""
-    return CheckResult(
-        id=STORE_CHECK,
-        status=Status.ERROR,
-        value=None,
-        target=0,
-        severity=Severity.CRITICAL,
-        sample_size=0,
-        summary=f"could not read the source: {problem}",
-    )
+    return _store_check(Status.ERROR, f"could not read the source: {problem}")
 
 
 def process(
