@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from checks.base import Severity
-from watchdog.errors import NotifyError
+from watchdog.core.errors import NotifyError
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryInterv
 from slack_sdk.http_retry.jitter import Jitter
 
 from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier
-from alerts.quiet import QuietHours
-from watchdog.config import Settings, SlackSettings, StdoutSettings
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import Settings, SlackSettings, StdoutSettings
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from alerts.lifecycle import Notification
 from alerts.render import Templates
 from alerts.state import OUTBOX, from_ms_or_none, select_list, table, utc
 from checks.base import Severity, from_ms, rfc3339
-from watchdog.config import Settings
-from watchdog.durations import format_duration
-from watchdog.store import Store
+from watchdog.core.durations import format_duration
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 log = logging.getLogger(__name__)
 

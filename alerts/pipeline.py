@@ -47,8 +47,8 @@ from alerts.state import (
     source_name,
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
-from watchdog.config import Settings
-from watchdog.store import Store
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 
 @dataclass(frozen=True)

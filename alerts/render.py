@@ -40,7 +40,7 @@ from jinja2 import (
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from checks.base import CheckResult, Severity, Status, Window, rfc3339
 from checks.verdict import format_target, format_value, human_seconds
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
 
 BUILTIN_DIR = Path(__file__).parent / "templates"
 MESSAGE_BLOCKS = "message.json.j2"

@@ -22,8 +22,8 @@ from alerts.state import (
     utc,
 )
 from checks.base import from_ms
-from watchdog.config import Settings
-from watchdog.store import Store
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 ALL = "all"
 

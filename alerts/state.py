@@ -35,8 +35,8 @@ from typing import Any
 from alerts.lifecycle import STORE_CHECK, Alert, AlertState
 from checks.base import Report, Window, from_ms
 from checks.sources import PRESETS
-from watchdog.config import Settings
-from watchdog.store import Store
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 TS = "DateTime64(3, 'UTC')"
 

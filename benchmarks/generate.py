@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from checks.schemas import create_table_sql
-from watchdog.store import Store
+from checks.source_ddl import create_table_sql
+from watchdog.core.store import Store
 
 EVENTS_PER_SESSION = 100
 DUPLICATE_SHARE = 500  # one row in 500 is written twice

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from checks.base import Window
-from watchdog.config import Settings
+from watchdog.core.settings import Settings
 
 RECALL_ANY = "recall_any"
 

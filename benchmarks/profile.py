@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks.generate import DEFAULT_AT
 from benchmarks.run import Bench, floor_sql, settings_for
-from watchdog.runner import run_once, window_at
+from watchdog.runner.once import run_once, window_at
 
 
 def profile(bench: Bench, preset: str, events: int) -> dict[str, list[float]]:

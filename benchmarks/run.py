@@ -35,10 +35,10 @@ from benchmarks import naive
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
 from checks.base import Window, rfc3339
 from checks.sources import open_source
-from watchdog.config import Settings, settings_from_mapping
-from watchdog.render import render_json
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store, open_store
+from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.store import Store, open_store
+from watchdog.report.text import render_json
+from watchdog.runner.once import run_once, window_at
 
 Log = Callable[[str], None]
 
@@ -124,10 +124,10 @@ sys.stderr.write(json.dumps({"seconds": seconds, "maxrss_kib": usage.ru_maxrss,
 _SUITE_ONLY = """
 import sys
 from datetime import datetime
-from watchdog.config import load_settings
-from watchdog.render import render_json
-from watchdog.runner import run_once, window_at
-from watchdog.store import open_store
+from watchdog.core.settings import load_settings
+from watchdog.report.text import render_json
+from watchdog.runner.once import run_once, window_at
+from watchdog.core.store import open_store
 settings = load_settings(sys.argv[2], env={})
 with open_store(sys.argv[1], query_timeout_s=3600) as store:
     render_json(run_once(store, settings, window_at(settings, datetime.fromisoformat(sys.argv[3]))))
@@ -347,8 +347,8 @@ class Bench:
         The table is made by `schema apply --materialize`'s own statements (table,
         view, backfill), in a database of its own; merges are off, as for the raw table.
         """
-        from watchdog.runner import checks_for
-        from watchdog.schema import materialize_statements, plan_for
+        from checks.materialize import materialize_statements, plan_for
+        from watchdog.runner.once import checks_for
 
         raw = next(c for c in self.cases if c["preset"] == preset and c["events"] == events)
         store = self.open()

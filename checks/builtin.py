@@ -21,8 +21,8 @@ from checks.kinds import (
     Share,
     Streak,
 )
-from watchdog.config import Settings
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import Settings
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 ONE_MINUTE_MS = 60 * 1000

@@ -19,7 +19,7 @@ from checks.kinds import (
     Streak,
     Unit,
 )
-from watchdog.custom_checks import (
+from watchdog.core.custom_settings import (
     CoverageCheck,
     CustomCheck,
     FreshnessCheck,
@@ -28,7 +28,7 @@ from watchdog.custom_checks import (
     ShareCheck,
     StreakCheck,
 )
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
 
 
 def _ms(value: object) -> int:

@@ -18,7 +18,7 @@ from checks.kinds import CheckSpec, DeviationContract
 from checks.sessions import EVIDENCE
 from checks.sources import CompiledSource
 from checks.verdict import judge
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 # Breach kinds, in the order reports list them.
 KINDS = (

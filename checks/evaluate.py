@@ -13,8 +13,8 @@ from checks.base import CheckResult, DeviationCount, Report, Window
 from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence
 from checks.sources import CompiledSource
 from checks.verdict import disabled, errored
-from watchdog.errors import StoreError
-from watchdog.store import Store
+from watchdog.core.errors import StoreError
+from watchdog.core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from checks.kinds import CheckSpec, Quantile, Share, Streak
 from checks.sessions import EVIDENCE
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 
 def window_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:

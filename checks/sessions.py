@@ -20,7 +20,7 @@ from checks.base import CheckResult, Window, from_ms, rfc3339
 from checks.kinds import Anchor, CheckSpec, Coverage, Freshness, Obligation, OutcomeRate
 from checks.sources import CompiledSource
 from checks.verdict import human_seconds, judge, percent
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 EVIDENCE = 20
 

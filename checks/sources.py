@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchdog.config import NORMALIZED_COLUMNS, SourceSettings
-from watchdog.errors import ConfigError, StoreError
-from watchdog.store import Store
+from watchdog.core.errors import ConfigError, StoreError
+from watchdog.core.settings import NORMALIZED_COLUMNS, SourceSettings
+from watchdog.core.store import Store
 
-# service.name of the watchdog's own OpenTelemetry (watchdog.telemetry uses it).
+# service.name of the watchdog's own OpenTelemetry (watchdog.daemon.telemetry uses it).
 OWN_SERVICE_NAME = "memory-watchdog"
 OWN_TELEMETRY_PRESETS = ("otel_logs", "otel_traces")
 

@@ -41,9 +41,9 @@ from checks.kinds import (
 )
 from checks.sessions import EVIDENCE, SessionQueryBuilder
 from checks.sources import CompiledSource, open_source
-from watchdog.config import Settings
-from watchdog.errors import StoreError
-from watchdog.store import Store
+from watchdog.core.errors import StoreError
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 log = logging.getLogger(__name__)
 

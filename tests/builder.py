@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checks.base import Report
-from checks.schemas import create_table_sql
-from watchdog.config import Settings, settings_from_mapping
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store
+from checks.source_ddl import create_table_sql
+from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.store import Store
+from watchdog.runner.once import run_once, window_at
 
 S = timedelta(seconds=1)
 M = timedelta(minutes=1)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from watchdog.store import Store, open_store
+from watchdog.core.store import Store, open_store
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 from checks.base import CheckResult, DeviationCount, Report, Status, Window
 from checks.builtin import configured_checks
 from tests.builder import T0, H
-from watchdog.charts import Point
-from watchdog.config import Settings
-from watchdog.html import History, episodes
+from watchdog.core.settings import Settings
+from watchdog.report.charts import Point
+from watchdog.report.page import History, episodes
 
 AT = T0 + 4 * H
 HOSTILE_SESSION = '<script>alert("session")</script>'

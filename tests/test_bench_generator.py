@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from benchmarks.generate import DEFAULT_AT, generate
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 EVENTS = 10_000
 MEMORY_PREFIXES = ("memory.", "observe.", "session.", "compaction.", "anamnese.")

@@ -18,7 +18,7 @@ AT = "2026-11-28T04:00:00Z"
 SETUP = """
 import sys
 from tests.builder import H, M, S, T0, Scenario
-from watchdog.store import open_store
+from watchdog.core.store import open_store
 healthy = sys.argv[2] == "healthy"
 sc = Scenario()
 b = sc.session("s1").starts(T0 + 3 * H).recalls(T0 + 3 * H + S)
@@ -32,7 +32,7 @@ with open_store(sys.argv[1]) as store:
 
 HOLD = """
 import sys, time
-from watchdog.store import open_store
+from watchdog.core.store import open_store
 with open_store(sys.argv[1]):
     print("holding", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from checks.builtin import BUILTIN, configured_checks
-from watchdog.config import Settings, load_settings, parse_duration, settings_from_mapping
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import Settings, load_settings, parse_duration, settings_from_mapping
 
 EXAMPLE = Path(__file__).parents[1] / "config" / "watchdog.toml"
 

@@ -11,11 +11,11 @@ import pytest
 
 from checks.base import Status
 from tests.builder import T0, H, M, S, Scenario, evaluate
-from watchdog.config import settings_from_mapping
-from watchdog.errors import ConfigError
-from watchdog.rule_tests import load_rule_file, run_rule_file, settings_for_rules
-from watchdog.runner import checks_for
-from watchdog.store import Store
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import settings_from_mapping
+from watchdog.core.store import Store
+from watchdog.runner.once import checks_for
+from watchdog.runner.rule_files import load_rule_file, run_rule_file, settings_for_rules
 
 AT = T0 + 4 * H
 ROOT = Path(__file__).parents[1]

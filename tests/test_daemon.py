@@ -37,7 +37,7 @@ LINE = re.compile(r"(judged|caught up) \[(\S+), (\S+)\): (\w+)")
 
 HOLD = """
 import sys, time
-from watchdog.store import open_store
+from watchdog.core.store import open_store
 with open_store(sys.argv[1], lock_timeout_s=30):
     print("holding", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -344,8 +344,8 @@ def test_a_tick_past_its_timeout_is_killed(setup: Setup) -> None:
     """A tick's process that does not answer in time is killed: ChildCrashed, no orphan."""
     from datetime import UTC, timedelta
 
-    from watchdog.config import load_settings
-    from watchdog.tick import ChildCrashed, ChildTicks, TickRequest
+    from watchdog.core.settings import load_settings
+    from watchdog.daemon.tick import ChildCrashed, ChildTicks, TickRequest
 
     settings = load_settings(str(setup.config), env={"XDG_DATA_HOME": str(setup.data_home)})
     ticks = ChildTicks(timeout=timedelta(milliseconds=50))

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from checks.base import Status
 from tests.builder import T0, H, M, S, Scenario, evaluate, settings_for, unique_table
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store
+from watchdog.core.store import Store
+from watchdog.runner.once import run_once, window_at
 
 AT = T0 + 4 * H
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.builder import unique_table
-from watchdog.demo_data import JOELCLAW_COLUMNS, DemoPlan, generate_rows, write_demo
-from watchdog.store import Store
+from watchdog.core.store import Store
+from watchdog.demo.data import JOELCLAW_COLUMNS, DemoPlan, generate_rows, write_demo
 
 AT = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 WINDOW = timedelta(hours=4)

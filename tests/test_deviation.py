@@ -9,7 +9,7 @@ import pytest
 
 from checks.base import Status
 from tests.builder import T0, H, M, Scenario, evaluate
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 AT = T0 + 4 * H
 GOOD = {"agente": "po", "tipo": "laco", "evidenceEventIds": []}

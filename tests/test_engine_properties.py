@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checks.schemas import create_table_sql
+from checks.source_ddl import create_table_sql
 from tests.builder import JOELCLAW_COLUMNS, T0, Event, H, M, S, Scenario, settings_for, unique_table
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store
+from watchdog.core.store import Store
+from watchdog.runner.once import run_once, window_at
 
 pytestmark = pytest.mark.slow
 

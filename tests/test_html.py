@@ -24,9 +24,10 @@ from tests.pages import (
     known_report,
     parse,
 )
-from watchdog.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
-from watchdog.config import Settings, settings_from_mapping
-from watchdog.html import (
+from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.store import Store
+from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
+from watchdog.report.page import (
     History,
     breached_since,
     episodes,
@@ -39,7 +40,6 @@ from watchdog.html import (
     stamp,
     write_reports,
 )
-from watchdog.store import Store
 
 
 def page_of(history: History | None = None, settings: Settings | None = None) -> str:

@@ -16,7 +16,7 @@ from tests.builder import (
     write_otel_logs,
     write_otel_traces,
 )
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 AT = T0 + 4 * H
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from checks.base import Report
 from tests.builder import T0, H, M, S, Scenario, evaluate_table, unique_table
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 session_plans = st.lists(
     st.fixed_dictionaries(

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from checks.base import Status
 from tests.builder import T0, H, M, S, Scenario, evaluate
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 AT = T0 + 4 * H  # the window is [T0, T0 + 4h)
 MS = timedelta(milliseconds=1)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchdog.config import ScheduleSettings
-from watchdog.errors import ConfigError
-from watchdog.schedule import Schedule, catch_up
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import ScheduleSettings
+from watchdog.daemon.schedule import Schedule, catch_up
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)

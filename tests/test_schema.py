@@ -13,10 +13,7 @@ from typing import Any
 import pytest
 
 from checks.base import Report
-from tests.builder import T0, H, M, S, Scenario, settings_for, unique_table
-from watchdog.config import settings_from_mapping
-from watchdog.runner import checks_for, run_once, window_at
-from watchdog.schema import (
+from checks.materialize import (
     NarrowPlan,
     Statement,
     materialize_statements,
@@ -25,7 +22,10 @@ from watchdog.schema import (
     source_ttl,
     state_statements,
 )
-from watchdog.store import Store
+from tests.builder import T0, H, M, S, Scenario, settings_for, unique_table
+from watchdog.core.settings import settings_from_mapping
+from watchdog.core.store import Store
+from watchdog.runner.once import checks_for, run_once, window_at
 
 AT = T0 + 4 * H
 SINCE, UNTIL = T0 - 24 * H, AT + H
@@ -228,7 +228,7 @@ BIN = Path(sys.executable).parent / "memory-watchdog"
 SETUP = """
 import sys
 from tests.builder import H, S, T0, Scenario
-from watchdog.store import open_store
+from watchdog.core.store import open_store
 sc = Scenario()
 sc.session("s1").starts(T0 + H).recalls(T0 + H + S)
 with open_store(sys.argv[1]) as store:

@@ -42,9 +42,9 @@ from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
 from tests.builder import T0, H, M, S, Scenario, unique_table
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.otlp_standin import OTLPCollector
-from watchdog.config import EventSettings, Settings, settings_from_mapping
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store, open_store
+from watchdog.core.settings import EventSettings, Settings, settings_from_mapping
+from watchdog.core.store import Store, open_store
+from watchdog.runner.once import run_once, window_at
 
 AT = T0 + 4 * H
 AT_TEXT = "2026-11-28T04:00:00Z"
@@ -470,7 +470,7 @@ def test_session_ids_cannot_mention_link_or_script_in_slack_or_the_page(
     """Slack mention and link syntax and HTML in data reach Slack and the page escaped."""
     from alerts.notifiers import SlackNotifier
     from alerts.pipeline import process
-    from watchdog.html import evaluate_page
+    from watchdog.report.page import evaluate_page
 
     sc = Scenario()
     for i, trick in enumerate(TRICKS):  # the oldest cold starts: shown first in evidence

@@ -27,13 +27,13 @@ from opentelemetry.trace import StatusCode
 from alerts.testing import FakeTimer, RecordingNotifier
 from tests.builder import T0, H, M, S, Scenario, unique_table
 from tests.otlp_standin import OTLPCollector
-from watchdog.config import Settings, settings_from_mapping
-from watchdog.daemon import Daemon
-from watchdog.errors import StoreLockedError
-from watchdog.schedule import Schedule
-from watchdog.spool import Spool
-from watchdog.store import Store
-from watchdog.telemetry import Telemetry
+from watchdog.core.errors import StoreLockedError
+from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.store import Store
+from watchdog.daemon.schedule import Schedule
+from watchdog.daemon.service import Daemon
+from watchdog.daemon.spool import Spool
+from watchdog.daemon.telemetry import Telemetry
 
 SECRET = "s3cr3t-webhook-part"
 

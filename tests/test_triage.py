@@ -20,10 +20,10 @@ from tests.builder import (
     write_otel_logs,
     write_otel_traces,
 )
-from watchdog.config import Settings
-from watchdog.html import render_page
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
+from watchdog.report.page import render_page
+from watchdog.runner.once import run_once, window_at
 
 AT = T0 + 4 * H
 MS = timedelta(milliseconds=1)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from watchdog.errors import UsageError
-from watchdog.html import LATEST
-from watchdog.web import CSP, health, make_handler, parse_listen, serve
+from watchdog.core.errors import UsageError
+from watchdog.daemon.web import CSP, health, make_handler, parse_listen, serve
+from watchdog.report.page import LATEST
 
 PERIOD = timedelta(hours=4)
 

@@ -1,5 +1,5 @@
 """`python -m watchdog` runs the command line."""
 
-from watchdog.cli import run
+from watchdog.cli.main import run
 
 run()

@@ -13,7 +13,7 @@ from alerts.notifiers import SlackNotifier
 from alerts.testing import FakeTimer
 from checks.base import CheckResult, Comparison, Report, Severity, Status, Window
 from tests.alerts.slack_standin import TOKEN, SlackStandIn
-from watchdog.config import Settings, settings_from_mapping
+from watchdog.core.settings import Settings, settings_from_mapping
 
 T0 = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 H = timedelta(hours=1)

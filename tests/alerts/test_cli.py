@@ -25,7 +25,7 @@ T = "2026-11-28T04:00:00Z"
 SETUP = """
 import sys
 from tests.builder import H, M, S, T0, Scenario
-from watchdog.store import open_store
+from watchdog.core.store import open_store
 sc = Scenario()
 start = T0 + H
 sc.session("<!channel>").starts(start).ends(start + 10 * M).observes(start + 11 * M)

@@ -12,7 +12,6 @@ from alerts.base import Failure
 from alerts.lifecycle import STORE_CHECK, AlertState
 from alerts.outbox import pending_rows
 from alerts.pipeline import ProcessOutcome, process, process_store_error
-from alerts.quiet import QuietHours
 from alerts.silences import add_silence, list_silences, remove_silence
 from alerts.state import (
     TABLES,
@@ -26,8 +25,9 @@ from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status, Window
 from tests.alerts.conftest import SOURCE, T0, H, make_settings, report, result
 from tests.builder import M, S, Scenario, evaluate
-from watchdog.config import Settings
-from watchdog.store import Store
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 
 def run(

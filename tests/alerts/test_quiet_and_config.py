@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from alerts.notifiers import NOTIFIERS
-from alerts.quiet import QuietHours
-from watchdog.config import AlertSettings, settings_from_mapping
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import AlertSettings, settings_from_mapping
 
 WEBHOOK = "https://hooks.slack.com/services/T0/B0/s3cr3t"
 

@@ -12,7 +12,7 @@ from alerts.lifecycle import Kind, Notification
 from alerts.render import Templates, escape_mrkdwn, templates
 from checks.base import Comparison, Severity, Status, Window
 from tests.alerts.conftest import SOURCE, T0, H, result
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden"
 WINDOW = Window(at=T0, length=4 * H, lookback=24 * H)

@@ -19,7 +19,7 @@ from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
 from tests.alerts.conftest import T0, H, make_settings, report
 from tests.faults.chserver import ClickHouseHTTPServer
-from watchdog.store import Store, open_store
+from watchdog.core.store import Store, open_store
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from tests.alerts.slack_standin import (
     rate_limited,
     timeout,
 )
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 MESSAGE = Message(
     id="m1",

@@ -35,7 +35,7 @@ from tests.alerts.slack_standin import (
     timeout,
 )
 from tests.faults.proxy import FaultProxy
-from watchdog.store import Store
+from watchdog.core.store import Store
 
 MINUTE = timedelta(minutes=1)
 EVERY = 2 * MINUTE  # one run every two minutes

@@ -17,12 +17,12 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.conftest import PASSWORD
 from tests.faults.proxy import FaultProxy
-from watchdog.errors import StoreError
-from watchdog.store import open_store
+from watchdog.core.errors import StoreError
+from watchdog.core.store import open_store
 
 
 def connect(port: int, password: str = PASSWORD, **kwargs: Any) -> Any:
-    """An HTTP clickhouse-connect client opened the way watchdog.store opens one."""
+    """An HTTP clickhouse-connect client opened the way watchdog.core.store opens one."""
     options: dict[str, Any] = {
         "host": "127.0.0.1",
         "port": port,

@@ -29,9 +29,9 @@ from tests.builder import (
     write_otel_logs,
 )
 from tests.faults.chserver import ClickHouseHTTPServer
-from watchdog.render import render_text
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store
+from watchdog.core.store import Store
+from watchdog.report.text import render_text
+from watchdog.runner.once import run_once, window_at
 
 AT = T0 + 4 * H
 OTEL = {"source": {"preset": "otel_logs"}}

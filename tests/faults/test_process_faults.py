@@ -35,8 +35,8 @@ import pytest
 from tests.alerts.slack_standin import Reply, SlackStandIn
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.proxy import FaultProxy
-from watchdog.demo_data import write_demo
-from watchdog.store import Store
+from watchdog.core.store import Store
+from watchdog.demo.data import write_demo
 
 pytestmark = pytest.mark.slow
 
@@ -348,8 +348,8 @@ def test_sigkill_mid_run_judges_that_window_after_restart(rig: Rig) -> None:
 SETUP = """
 import sys
 from datetime import UTC, datetime
-from watchdog.demo_data import write_demo
-from watchdog.store import open_store
+from watchdog.demo.data import write_demo
+from watchdog.core.store import open_store
 with open_store(sys.argv[1]) as store:
     write_demo(store, "joelclaw.otel_events", sessions=100, seed=5,
                at=datetime(2026, 11, 28, 4, tzinfo=UTC))

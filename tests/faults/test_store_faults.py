@@ -28,11 +28,11 @@ from tests.builder import T0, H, M, S, Scenario, settings_for
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.conftest import PASSWORD
 from tests.faults.proxy import FaultProxy
-from watchdog.config import Settings
-from watchdog.demo_data import write_demo
-from watchdog.errors import StoreError
-from watchdog.runner import checks_for, run_once, session_scopes, window_at
-from watchdog.store import Store, open_store
+from watchdog.core.errors import StoreError
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store, open_store
+from watchdog.demo.data import write_demo
+from watchdog.runner.once import checks_for, run_once, session_scopes, window_at
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 AT = datetime(2026, 11, 28, 4, tzinfo=UTC)

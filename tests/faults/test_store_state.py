@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from checks.schemas import create_table_sql
+from checks.source_ddl import create_table_sql
 from tests.builder import H, settings_for
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.conftest import PASSWORD
-from watchdog.demo_data import write_demo
-from watchdog.errors import StoreError
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store, open_store
+from watchdog.core.errors import StoreError
+from watchdog.core.store import Store, open_store
+from watchdog.demo.data import write_demo
+from watchdog.runner.once import run_once, window_at
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 AT = datetime(2026, 11, 28, 4, tzinfo=UTC)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from checks.base import Window, from_ms, to_ms
-from watchdog.config import Settings, default_data_dir
-from watchdog.store import mask_url
+from watchdog.core.settings import Settings, default_data_dir
+from watchdog.core.store import mask_url
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from watchdog.config import parse_quiet_hours
+from watchdog.core.settings import parse_quiet_hours
 
 
 @dataclass(frozen=True)

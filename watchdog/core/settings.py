@@ -26,11 +26,11 @@ from pydantic import (
     model_validator,
 )
 
-from watchdog.custom_checks import KINDS as CUSTOM_KINDS
-from watchdog.custom_checks import MODELS as CUSTOM_MODELS
-from watchdog.custom_checks import CustomCheck
-from watchdog.durations import DURATION_HINT, Duration, format_duration, parse_duration
-from watchdog.errors import ConfigError
+from watchdog.core.custom_settings import KINDS as CUSTOM_KINDS
+from watchdog.core.custom_settings import MODELS as CUSTOM_MODELS
+from watchdog.core.custom_settings import CustomCheck
+from watchdog.core.durations import DURATION_HINT, Duration, format_duration, parse_duration
+from watchdog.core.errors import ConfigError
 
 __all__ = ["DURATION_HINT", "Duration", "format_duration", "parse_duration"]
 

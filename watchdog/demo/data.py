@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from checks.schemas import create_table_sql
+from checks.source_ddl import create_table_sql
 
 JOELCLAW_COLUMNS = (
     "id",

@@ -1,6 +1,6 @@
 """The alerting subcommands: `silence`, `alerts`, `notify-test`, and `check --notify`.
 
-`watchdog.cli` registers the `add_*` functions in its COMMANDS dict and calls
+`watchdog.cli.main` registers the `add_*` functions in its COMMANDS dict and calls
 `notify_after_check` / `notify_store_error` from `check --notify`. Output
 goes to stdout, problems to stderr as one line each; secrets are masked
 everywhere (notifiers describe themselves masked, SecretStr hides the rest).
@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checks.base import Report, Window, rfc3339
-from watchdog.config import Settings
-from watchdog.durations import parse_duration
-from watchdog.errors import StoreError, UsageError, WatchdogError
-from watchdog.store import open_configured
+from watchdog.core.durations import parse_duration
+from watchdog.core.errors import StoreError, UsageError, WatchdogError
+from watchdog.core.settings import Settings
+from watchdog.core.store import open_configured
 
 PROG = "memory-watchdog"
 
@@ -30,13 +30,13 @@ def _now() -> datetime:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from watchdog.cli import common_arguments  # cli imports this module
+    from watchdog.cli.main import common_arguments  # cli imports this module
 
     common_arguments(parser)
 
 
 def _load(args: argparse.Namespace) -> Settings:
-    from watchdog.cli import load
+    from watchdog.cli.main import load
 
     return load(args)
 
@@ -111,7 +111,7 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     from alerts.notifiers import build_notifiers
     from alerts.render import templates
     from alerts.state import source_name
-    from watchdog.errors import ConfigError
+    from watchdog.core.errors import ConfigError
 
     settings = _load(args)
     notifiers = build_notifiers(settings)
@@ -273,7 +273,7 @@ def cmd_silence_add(args: argparse.Namespace) -> int:
     from alerts.lifecycle import STORE_CHECK
     from alerts.silences import ALL, add_silence
     from checks.builtin import configured_checks
-    from watchdog.cli import parse_time
+    from watchdog.cli.main import parse_time
 
     settings = _load(args)
     accepted = [spec.id for spec in configured_checks(settings)] + [STORE_CHECK, ALL]

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from watchdog.durations import Duration
+from watchdog.core.durations import Duration
 
 Comparison = Literal[">", ">=", "<", "<="]
 SeverityName = Literal["critical", "warning", "info"]

@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from watchdog.config import ScheduleSettings
-from watchdog.errors import ConfigError
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import ScheduleSettings
 
 DAY_S = 86400
 # Each probe crosses at most one UTC offset change; real zones change far less often.
@@ -205,7 +205,7 @@ class Schedule:
 
     def describe(self) -> str:
         """The schedule in config words, e.g. `every 4h (Europe/Berlin), delay 2m`."""
-        from watchdog.config import format_duration
+        from watchdog.core.settings import format_duration
 
         what = (
             f"cron {self.cron!r}"

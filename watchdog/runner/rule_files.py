@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from checks.base import Report, Status
-from checks.schemas import create_table_sql
-from watchdog.config import Settings, load_settings, parse_duration
-from watchdog.errors import ConfigError
-from watchdog.runner import run_once, window_at
-from watchdog.store import Store
+from checks.source_ddl import create_table_sql
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import Settings, load_settings, parse_duration
+from watchdog.core.store import Store
+from watchdog.runner.once import run_once, window_at
 
 DEFAULT_AT = datetime(2026, 1, 1, 4, 0, tzinfo=UTC)
 _EVENT_KEYS = {"name", "session", "offset", "payload", "id", "source", "component"}

@@ -40,9 +40,9 @@ from typing import Any
 from checks.base import rfc3339, to_ms
 from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence, Quantile, Share
 from checks.sources import PRESETS, compile_source
-from watchdog.config import Settings, parse_duration
-from watchdog.errors import UsageError
-from watchdog.store import Store
+from watchdog.core.errors import UsageError
+from watchdog.core.settings import Settings, parse_duration
+from watchdog.core.store import Store
 
 NARROW_TABLE = "memory_events"
 VIEW = "memory_events_mv"
@@ -340,7 +340,7 @@ def plan_for(
 
 def add_schema(sub: argparse._SubParsersAction[Any]) -> None:
     """Register `memory-watchdog schema apply` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli import common_arguments
+    from watchdog.cli.main import common_arguments
 
     p = sub.add_parser("schema", help="print (and with --yes apply) the watchdog's DDL")
     actions = p.add_subparsers(dest="schema_action", metavar="ACTION")
@@ -384,9 +384,9 @@ def _read_source(store: Store, table: str) -> tuple[set[str], str | None]:
 
 def cmd_schema_apply(args: argparse.Namespace) -> int:
     """Print the statements; with --yes execute them in order."""
-    from watchdog.cli import load
-    from watchdog.runner import checks_for, system_clock
-    from watchdog.store import open_configured
+    from watchdog.cli.main import load
+    from watchdog.core.store import open_configured
+    from watchdog.runner.once import checks_for, system_clock
 
     settings = load(args)
     if args.since:

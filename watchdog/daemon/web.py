@@ -30,8 +30,8 @@ from urllib.parse import unquote, urlsplit
 
 from markupsafe import escape
 
-from watchdog.errors import UsageError
-from watchdog.html import ARCHIVE, LATEST, STAMP, parse_stamp
+from watchdog.core.errors import UsageError
+from watchdog.report.page import ARCHIVE, LATEST, STAMP, parse_stamp
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """`memory-watchdog daemon`: judge every aligned window exactly once, unattended, for months.
 
 How a tick goes (the APScheduler job, fired `schedule.delay` after each
-aligned window end; see watchdog.schedule). Its store work (watchdog.tick)
+aligned window end; see watchdog.daemon.schedule). Its store work (watchdog.daemon.tick)
 runs in a fresh child process, so the embedded engine, which leaks threads
 when a store is reopened in one process, never lives in the daemon itself:
 
 1. Open the store (per tick, closed after: on the embedded engine another
    process such as `memory-watchdog check` can use it between ticks).
-2. Write any spooled error runs into the run log (watchdog.spool).
+2. Write any spooled error runs into the run log (watchdog.daemon.spool).
 3. On the first tick, read the run log: the last *completed* run (one that
    read the source) is where judging resumes.
 4. Judge every window due since then, oldest first, at most
@@ -63,13 +63,12 @@ from alerts.pipeline import source_unreadable
 from alerts.render import templates
 from alerts.state import source_name
 from checks.base import Severity, Status, Window, rfc3339
-from watchdog.config import Settings, format_duration, parse_duration
-from watchdog.errors import ConfigError, UsageError
-from watchdog.runner import Clock, system_clock
-from watchdog.schedule import CatchUp, Schedule
-from watchdog.spool import Spool, SpooledRun
-from watchdog.telemetry import STORE_ERROR, Telemetry
-from watchdog.tick import (
+from watchdog.core.errors import ConfigError, UsageError
+from watchdog.core.settings import Settings, format_duration, parse_duration
+from watchdog.daemon.schedule import CatchUp, Schedule
+from watchdog.daemon.spool import Spool, SpooledRun
+from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
+from watchdog.daemon.tick import (
     ChildCrashed,
     ChildTicks,
     OpenStore,
@@ -81,6 +80,7 @@ from watchdog.tick import (
     open_settings_store,
     run_tick,
 )
+from watchdog.runner.once import Clock, system_clock
 
 log = logging.getLogger(__name__)
 
@@ -347,8 +347,8 @@ class Daemon:
         """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for."""
         if self._http is None:
             return None
-        from watchdog import web
-        from watchdog.html import report_dir
+        from watchdog.daemon import web
+        from watchdog.report.page import report_dir
 
         handler = web.make_handler(
             report_dir(self.settings),
@@ -475,7 +475,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT."""
-    from watchdog.cli import load
+    from watchdog.cli.main import load
 
     try:
         stop_timeout = parse_duration(args.stop_timeout)
@@ -499,7 +499,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 def add_daemon(sub: argparse._SubParsersAction[Any]) -> None:
     """Register `memory-watchdog daemon` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli import common_arguments
+    from watchdog.cli.main import common_arguments
 
     p = sub.add_parser(
         "daemon",

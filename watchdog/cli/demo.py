@@ -7,10 +7,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from checks.schemas import create_table_sql
-from watchdog.config import default_data_dir
-from watchdog.errors import UsageError
-from watchdog.store import Store, open_configured
+from checks.source_ddl import create_table_sql
+from watchdog.core.errors import UsageError
+from watchdog.core.settings import default_data_dir
+from watchdog.core.store import Store, open_configured
 
 DEMO_TABLE = "joelclaw.otel_events"
 DEMO_MARK = "memory-watchdog demo data"
@@ -58,10 +58,10 @@ def _report_dir(store_url: str) -> Path:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from checks.base import Report
-    from watchdog.cli import load, parse_time, render
-    from watchdog.demo_data import write_demo
-    from watchdog.html import write_demo_report
-    from watchdog.runner import run_once, window_at
+    from watchdog.cli.main import load, parse_time, render
+    from watchdog.demo.data import write_demo
+    from watchdog.report.page import write_demo_report
+    from watchdog.runner.once import run_once, window_at
 
     if args.sessions < 100:
         raise UsageError("--sessions: must be at least 100 (the injected faults need room)")

@@ -28,11 +28,11 @@ from alerts.state import (
     table,
 )
 from checks.base import from_ms, rfc3339
-from watchdog.config import Settings, parse_duration
-from watchdog.errors import UsageError
-from watchdog.runner import system_clock
-from watchdog.spool import Spool
-from watchdog.store import Store, mask_url, open_configured
+from watchdog.core.errors import UsageError
+from watchdog.core.settings import Settings, parse_duration
+from watchdog.core.store import Store, mask_url, open_configured
+from watchdog.daemon.spool import Spool
+from watchdog.runner.once import system_clock
 
 FORMATS = ("text", "json")
 _NOT_JUDGED = ("breached", "error")
@@ -146,7 +146,7 @@ def _backlog_json(b: Backlog) -> dict[str, Any]:
 
 def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> DaemonStatus:
     """Read the run log, alert states and outbox (read-only), plus the local spool."""
-    from watchdog.schedule import Schedule
+    from watchdog.daemon.schedule import Schedule
 
     schedule = Schedule.from_settings(settings.schedule)
     spool = Spool.for_settings(settings)
@@ -245,7 +245,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the status; with --max-age, exit 1 when the last completed run is too old."""
-    from watchdog.cli import load
+    from watchdog.cli.main import load
 
     if args.format not in FORMATS:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
@@ -276,7 +276,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def add_status(sub: argparse._SubParsersAction[Any]) -> None:
     """Register `memory-watchdog status` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli import common_arguments
+    from watchdog.cli.main import common_arguments
 
     p = sub.add_parser(
         "status",

@@ -42,10 +42,10 @@ from checks.kinds import (
     Streak,
 )
 from checks.verdict import format_target, format_value
-from watchdog.charts import BREACHING, Episode, Point, sparkline, timeline_chart, value_chart
-from watchdog.config import Settings, default_data_dir, format_duration
-from watchdog.errors import StoreError
-from watchdog.store import Store
+from watchdog.core.errors import StoreError
+from watchdog.core.settings import Settings, default_data_dir, format_duration
+from watchdog.core.store import Store
+from watchdog.report.charts import BREACHING, Episode, Point, sparkline, timeline_chart, value_chart
 
 LATEST = "report.html"
 ARCHIVE = "reports"
@@ -145,7 +145,7 @@ def load_history(store: Store, settings: Settings, report: Report) -> History:
 @functools.cache
 def _environment() -> Environment:
     return Environment(
-        loader=PackageLoader("watchdog", "templates"),
+        loader=PackageLoader("watchdog.report", "templates"),
         autoescape=select_autoescape(["html", "j2"], default=True),
         trim_blocks=True,
         lstrip_blocks=True,
@@ -476,8 +476,8 @@ def write_reports(report: Report, history: History, settings: Settings, now: dat
 def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:
     """`check --format html`: evaluate one window, add triage and history, render the page."""
     from checks.triage import with_triage
-    from watchdog.runner import run_once, window_at
-    from watchdog.store import open_configured
+    from watchdog.core.store import open_configured
+    from watchdog.runner.once import run_once, window_at
 
     with open_configured(settings.store) as store:
         report = with_triage(
@@ -493,7 +493,7 @@ def replay_history(store: Store, settings: Settings, report: Report, windows: in
     For a store without a run log (the demo): the same numbers a daemon
     running on schedule would have recorded.
     """
-    from watchdog.runner import run_once, window_at
+    from watchdog.runner.once import run_once, window_at
 
     points: dict[str, list[Point]] = {}
     for k in range(windows, 0, -1):

@@ -18,22 +18,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
 
-from alerts.commands import (
+from checks.base import Report, Status
+from checks.materialize import add_schema
+from watchdog.cli.alerts import (
     add_alerts,
     add_notify_test,
     add_silence,
     notify_after_check,
     notify_store_error,
 )
-from checks.base import Report, Status
-from watchdog.config import Settings, load_settings, parse_duration
-from watchdog.daemon import add_daemon
-from watchdog.errors import ConfigError, StoreError, UsageError, WatchdogError
-from watchdog.render import render_json, render_text
-from watchdog.runner import checks_for, run_once, system_clock, window_at
-from watchdog.schema import add_schema
-from watchdog.status import add_status
-from watchdog.store import open_configured, open_store
+from watchdog.core.errors import ConfigError, StoreError, UsageError, WatchdogError
+from watchdog.core.settings import Settings, load_settings, parse_duration
+from watchdog.core.store import open_configured, open_store
+from watchdog.daemon.service import add_daemon
+from watchdog.daemon.status import add_status
+from watchdog.report.text import render_json, render_text
+from watchdog.runner.once import checks_for, run_once, system_clock, window_at
 
 PROG = "memory-watchdog"
 FORMATS = ("text", "json", "html")
@@ -149,7 +149,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     page = ""
     try:
         if args.format == "html":  # triage and history are read while the store is open
-            from watchdog.html import evaluate_page
+            from watchdog.report.page import evaluate_page
 
             report, page = evaluate_page(settings, at, length)
         else:
@@ -167,7 +167,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _add_demo(sub: argparse._SubParsersAction[_Parser]) -> None:
-    from watchdog.demo import add_arguments, cmd_demo
+    from watchdog.cli.demo import add_arguments, cmd_demo
 
     p = sub.add_parser(
         "demo", help="fill an embedded demo store with realistic telemetry and check it"
@@ -189,7 +189,7 @@ def _add_test_checks(sub: argparse._SubParsersAction[_Parser]) -> None:
 def cmd_test_checks(args: argparse.Namespace) -> int:
     import tempfile
 
-    from watchdog.rule_tests import (
+    from watchdog.runner.rule_files import (
         format_outcomes,
         load_rule_file,
         run_rule_file,

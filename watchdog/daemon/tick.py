@@ -32,14 +32,14 @@ from alerts.notifiers import build_notifiers
 from alerts.pipeline import process, process_store_error
 from alerts.state import outbox_backlog
 from checks.base import Report, Window, rfc3339
-from watchdog.config import Settings
-from watchdog.errors import StoreError
-from watchdog.runner import Clock, run_once, system_clock, window_at
-from watchdog.schedule import CatchUp, Schedule, catch_up
-from watchdog.spool import SpooledRun
-from watchdog.status import last_completed_at, read_status
-from watchdog.store import Store, open_configured
-from watchdog.telemetry import STORE_ERROR, CheckTiming, Stopwatch
+from watchdog.core.errors import StoreError
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store, open_configured
+from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
+from watchdog.daemon.spool import SpooledRun
+from watchdog.daemon.status import last_completed_at, read_status
+from watchdog.daemon.telemetry import STORE_ERROR, CheckTiming, Stopwatch
+from watchdog.runner.once import Clock, run_once, system_clock, window_at
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class TickRequest:
     log_read: bool
     spooled: tuple[SpooledRun, ...] = ()
     told: frozenset[str] = frozenset()  # notifiers already told directly that the store was down
-    pages: bool = True  # write the HTML page of each judged window (watchdog.html)
+    pages: bool = True  # write the HTML page of each judged window (watchdog.report.page)
     status: bool = False  # read `status --format json` at the end (for `daemon --http`)
     debug: bool = False
 
@@ -255,7 +255,7 @@ def _judge(
 def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
     from checks.triage import with_triage
-    from watchdog.html import load_history, write_reports
+    from watchdog.report.page import load_history, write_reports
 
     try:
         report = with_triage(store, settings, report)
@@ -281,7 +281,7 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
     """The child: finish the tick whatever signal the terminal or service manager sends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from watchdog.cli import configure_logging
+    from watchdog.cli.main import configure_logging
 
     configure_logging(request.debug)
     logging.getLogger("watchdog").setLevel(logging.DEBUG if request.debug else logging.INFO)
@@ -312,7 +312,7 @@ class ChildTicks:
         self.timeout = timeout
         self._ctx = multiprocessing.get_context("forkserver")
         # Pure-Python modules only: importing chdb starts threads, which must not be forked.
-        self._ctx.set_forkserver_preload(["watchdog.tick"])
+        self._ctx.set_forkserver_preload(["watchdog.daemon.tick"])
         self.stop_flag: Any = self._ctx.Event()
         self._child: Any = None
 

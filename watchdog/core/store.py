@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from watchdog.errors import StoreError, StoreLockedError
+from watchdog.core.errors import StoreError, StoreLockedError
 
 if TYPE_CHECKING:
-    from watchdog.config import StoreSettings
+    from watchdog.core.settings import StoreSettings
 
 MEMORY = "memory"
 

@@ -11,8 +11,8 @@ from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
 from checks.kinds import CheckSpec, Coverage
 from checks.sources import open_source
-from watchdog.config import Settings
-from watchdog.store import Store
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 
 Clock = Callable[[], datetime]
 
