@@ -22,6 +22,7 @@ LINT_PATHS := $(wildcard watchdog checks alerts tests benchmarks)
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

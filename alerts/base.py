@@ -64,7 +64,7 @@ class DeliveryError(NotifyError):
         failure: Failure = Failure.TRANSIENT,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(notifier, problem, permanent=failure is not Failure.TRANSIENT)
+        super().__init__(notifier, problem)
         self.failure = failure
         self.retry_after = retry_after
 

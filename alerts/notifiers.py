@@ -327,18 +327,13 @@ class SlackNotifier:
 
     @classmethod
     def from_settings(cls, settings: SlackSettings) -> SlackNotifier:
-        quiet = (
-            QuietHours.parse(settings.quiet_hours, settings.quiet_timezone)
-            if settings.quiet_hours
-            else None
-        )
         return cls(
             webhook_url=settings.webhook_url.get_secret_value() if settings.webhook_url else None,
             token=settings.token.get_secret_value() if settings.token else None,
             channel=settings.channel,
             base_url=settings.base_url,
             timeout_s=settings.timeout.total_seconds(),
-            quiet_hours=quiet,
+            quiet_hours=settings.quiet_hours,
         )
 
     def describe(self) -> str:
@@ -370,6 +365,7 @@ class SlackNotifier:
             self._post(message.text, None, deadline)
 
     def _post(self, text: str, blocks: list[Any] | None, deadline: Deadline) -> None:
+        # Deferred: slack_sdk's clients are only needed when a message goes out.
         from slack_sdk.errors import SlackApiError
         from slack_sdk.web import WebClient
         from slack_sdk.webhook import WebhookClient
@@ -441,12 +437,7 @@ class StdoutNotifier:
 
     @classmethod
     def from_settings(cls, settings: StdoutSettings) -> StdoutNotifier:
-        quiet = (
-            QuietHours.parse(settings.quiet_hours, settings.quiet_timezone)
-            if settings.quiet_hours
-            else None
-        )
-        return cls(quiet_hours=quiet)
+        return cls(quiet_hours=settings.quiet_hours)
 
     def describe(self) -> str:
         return f"{self.name} (plain text on standard output)"

@@ -34,10 +34,11 @@ from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier, Tim
 from alerts.lifecycle import Notification
 from alerts.render import Templates
 from alerts.state import OUTBOX, from_ms_or_none, select_list, table, utc
-from checks.base import Severity, from_ms, rfc3339
+from checks.base import Severity
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms, rfc3339
 
 log = logging.getLogger(__name__)
 

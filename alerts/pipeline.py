@@ -44,7 +44,6 @@ from alerts.state import (
     load_alerts,
     record_run,
     save_alerts,
-    source_name,
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
 from watchdog.core.settings import Settings
@@ -183,7 +182,7 @@ def process_store_error(
     return _run(
         store,
         settings,
-        source=source_name(settings),
+        source=settings.source.display_name,
         window=window,
         results={STORE_CHECK: result},
         checks_json={STORE_CHECK: result.to_json()},

@@ -22,7 +22,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -38,9 +38,11 @@ from jinja2 import (
 )
 
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
-from checks.base import CheckResult, Severity, Status, Window, rfc3339
-from checks.verdict import format_target, format_value, human_seconds
+from checks.base import CheckResult, Comparison, Severity, Status, Window
+from checks.verdict import format_target, format_value
+from watchdog.core.durations import human_duration
 from watchdog.core.errors import ConfigError
+from watchdog.core.times import rfc3339
 
 BUILTIN_DIR = Path(__file__).parent / "templates"
 MESSAGE_BLOCKS = "message.json.j2"
@@ -89,7 +91,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _duration(delta: timedelta | None) -> str:
-    return human_seconds(delta.total_seconds()) if delta is not None else ""
+    return human_duration(delta.total_seconds()) if delta is not None else ""
 
 
 def _subject(n: Notification) -> str:
@@ -331,10 +333,6 @@ def templates(templates_dir: str | None = None) -> Templates:
 
 def sample_notifications() -> list[Notification]:
     """A fire, an error, a repeat and a resolve: what checking a template renders."""
-    from datetime import UTC
-
-    from checks.base import Comparison
-
     at = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
     window = Window(at=at, length=timedelta(hours=4), lookback=timedelta(hours=24))
 

@@ -21,9 +21,9 @@ from alerts.state import (
     table,
     utc,
 )
-from checks.base import from_ms
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms
 
 ALL = "all"
 

@@ -33,10 +33,11 @@ from typing import Any
 
 from benchmarks import naive
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
-from checks.base import Window, rfc3339
+from checks.base import Window
 from checks.sources import open_source
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
+from watchdog.core.times import rfc3339
 from watchdog.report.text import render_json
 from watchdog.runner.once import run_once, window_at
 
@@ -129,7 +130,7 @@ from watchdog.report.text import render_json
 from watchdog.runner.once import run_once, window_at
 from watchdog.core.store import open_store
 settings = load_settings(sys.argv[2], env={})
-with open_store(sys.argv[1], query_timeout_s=3600) as store:
+with open_store(sys.argv[1], query_timeout_s=3600, create=True) as store:
     render_json(run_once(store, settings, window_at(settings, datetime.fromisoformat(sys.argv[3]))))
 """
 
@@ -171,7 +172,7 @@ class Bench:
     # The engine: one directory per process, so the CLI runs only while it is closed.
     def open(self) -> Store:
         if self.store is None:
-            self._store_cm = open_store(self.url, query_timeout_s=3600)
+            self._store_cm = open_store(self.url, query_timeout_s=3600, create=True)
             self.store = self._store_cm.__enter__()
         return self.store
 
@@ -347,8 +348,8 @@ class Bench:
         The table is made by `schema apply --materialize`'s own statements (table,
         view, backfill), in a database of its own; merges are off, as for the raw table.
         """
+        from checks.builtin import configured_checks
         from checks.materialize import materialize_statements, plan_for
-        from watchdog.runner.once import checks_for
 
         raw = next(c for c in self.cases if c["preset"] == preset and c["events"] == events)
         store = self.open()
@@ -366,7 +367,7 @@ class Bench:
                 raw_settings,
                 plan,
                 present,
-                checks_for(raw_settings),
+                configured_checks(raw_settings),
                 since=self.at - timedelta(days=2),
                 until=self.at + timedelta(days=1),
             )

@@ -5,8 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+from watchdog.core.times import rfc3339, to_ms
 
 
 class Status(enum.StrEnum):
@@ -40,26 +42,6 @@ class Comparison(enum.StrEnum):
         if self is Comparison.LT:
             return value < target
         return value <= target
-
-
-def rfc3339(moment: datetime) -> str:
-    """RFC 3339 UTC with `Z`, milliseconds only when present."""
-    moment = moment.astimezone(UTC)
-    if moment.microsecond:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def to_ms(moment: datetime) -> int:
-    """Epoch milliseconds of an aware datetime."""
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
-
-
-def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
 
 from checks.base import Comparison, Severity
-from checks.custom import custom_specs
+from checks.custom import to_spec
 from checks.kinds import (
     Anchor,
     CheckSpec,
@@ -21,15 +20,11 @@ from checks.kinds import (
     Share,
     Streak,
 )
-from watchdog.core.errors import ConfigError
+from watchdog.core.durations import duration_ms
 from watchdog.core.settings import Settings
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 ONE_MINUTE_MS = 60 * 1000
-
-
-def _ms(value: timedelta) -> int:
-    return int(value.total_seconds() * 1000)
 
 
 def _recall_coverage(s: Settings) -> CheckSpec:
@@ -40,7 +35,7 @@ def _recall_coverage(s: Settings) -> CheckSpec:
                 Obligation(
                     anchor=Anchor.START,
                     required=s.events.recall_any,
-                    grace_ms=_ms(s.window.recall_grace),
+                    grace_ms=duration_ms(s.window.recall_grace),
                 ),
             ),
             breach_phrase="started without recall",
@@ -55,7 +50,7 @@ def _recall_coverage(s: Settings) -> CheckSpec:
 
 
 def _observe_coverage(s: Settings) -> CheckSpec:
-    grace = _ms(s.window.observe_grace)
+    grace = duration_ms(s.window.observe_grace)
     return CheckSpec(
         id="observe_coverage",
         params=Coverage(
@@ -66,7 +61,7 @@ def _observe_coverage(s: Settings) -> CheckSpec:
                     grace_ms=grace,
                     lead_ms=FIVE_MINUTES_MS,
                     ends=s.events.session_end,
-                    idle_ms=_ms(s.window.idle_timeout),
+                    idle_ms=duration_ms(s.window.idle_timeout),
                 ),
                 Obligation(
                     anchor=Anchor.EVENT,
@@ -94,7 +89,7 @@ def _observe_failure_rate(s: Settings) -> CheckSpec:
             started=s.events.observe_requested,
             completed=s.events.observe_completed,
             failed=s.events.observe_failed,
-            grace_ms=_ms(s.window.observe_grace),
+            grace_ms=duration_ms(s.window.observe_grace),
             noun="observes",
         ),
         target=0.05,
@@ -113,7 +108,7 @@ def _recall_failure_rate(s: Settings) -> CheckSpec:
             started=s.events.recall_started,
             completed=s.events.recall_completed,
             failed=s.events.recall_failed,
-            grace_ms=_ms(s.window.recall_grace),
+            grace_ms=duration_ms(s.window.recall_grace),
             noun="recalls",
         ),
         target=0.05,
@@ -175,7 +170,7 @@ def _recall_injection(s: Settings) -> CheckSpec:
                 Obligation(
                     anchor=Anchor.EVENT,
                     required=s.events.recall_injected,
-                    grace_ms=_ms(s.window.recall_grace),
+                    grace_ms=duration_ms(s.window.recall_grace),
                     triggers=s.events.recall_completed,
                     positive_results=True,
                 ),
@@ -260,23 +255,12 @@ BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
 def configured_checks(settings: Settings) -> list[CheckSpec]:
     """Every built-in check with its `[checks.<id>]` overrides, in SPEC order, then the custom ones.
 
-    Raises ConfigError for a custom id that is taken, or an override of an unknown id.
+    The settings were validated when they loaded (ids known and unique, custom
+    windows within the lookback), so this cannot fail.
     """
-    specs = []
-    for build in BUILTIN.values():
-        specs.append(_override(build(settings), settings))
-    custom = custom_specs(
-        settings.custom_checks,
-        BUILTIN,
-        window_ms=_ms(settings.window.length),
-        lookback_ms=_ms(settings.window.lookback),
-    )
-    custom_ids = {spec.id for spec in custom}
-    for check_id in settings.checks:
-        if check_id not in BUILTIN and check_id not in custom_ids:
-            accepted = ", ".join([*BUILTIN, *sorted(custom_ids)])
-            raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
-    return specs + [_override(spec, settings) for spec in custom]
+    builtin = [build(settings) for build in BUILTIN.values()]
+    custom = [to_spec(check) for check in settings.custom_checks]
+    return [_override(spec, settings) for spec in builtin + custom]
 
 
 def _override(spec: CheckSpec, settings: Settings) -> CheckSpec:

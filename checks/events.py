@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.base import CheckResult, Window, from_ms, rfc3339
+from checks.base import CheckResult, Window
 from checks.kinds import CheckSpec, Quantile, Share, Streak
 from checks.sessions import EVIDENCE
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms, rfc3339
 
 
 def window_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:

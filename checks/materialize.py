@@ -29,22 +29,21 @@ parameters.
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from checks.base import rfc3339, to_ms
 from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence, Quantile, Share
 from checks.sources import PRESETS, compile_source
 from watchdog.core.errors import UsageError
-from watchdog.core.settings import Settings, parse_duration
-from watchdog.core.store import Store
+from watchdog.core.settings import Settings
+from watchdog.core.times import rfc3339, to_ms
 
 NARROW_TABLE = "memory_events"
+# Copied as the source preset converts them; the payload is narrowed on the way.
+NARROW_COLUMNS = ("event_id", "ts", "session_id", "name", "latency_ms", "trigger", "result_count")
 VIEW = "memory_events_mv"
 LOCAL_SUFFIX = "_local"
 
@@ -179,7 +178,7 @@ def narrow_select(
         )
     compiled = compile_source(settings.source, present)
     preset = PRESETS[settings.source.preset]
-    c = compiled.columns
+    typed = compiled.typed
     keep = payload_names(specs)
     is_object = "isValidJSON(_payload) AND JSONType(_payload) = 'Object'"
     # Events whose payload no check reads keep only whether it was an object.
@@ -192,16 +191,10 @@ def narrow_select(
     return (
         f"SELECT event_id, ts, session_id, name, latency_ms, trigger, result_count,\n"
         f"       {payload} AS payload\n"
-        f"FROM (\n"
-        f"    SELECT\n"
-        f"        toString({c['event_id']}) AS event_id,\n"
-        f"        toDateTime64({c['ts']}, 3, 'UTC') AS ts,\n"
-        f"        toString({c['session_id']}) AS session_id,\n"
-        f"        toString({c['name']}) AS name,\n"
-        f"        toFloat64OrNull(toString({c['latency_ms']})) AS latency_ms,\n"
-        f"        toString({c['trigger']}) AS trigger,\n"
-        f"        toInt64OrNull(toString({c['result_count']})) AS result_count,\n"
-        f"        toString({c['payload']}) AS _payload\n"
+        "FROM (\n"
+        "    SELECT\n"
+        + "".join(f"        {typed[name]} AS {name},\n" for name in NARROW_COLUMNS)
+        + f"        {typed['payload']} AS _payload\n"
         f"    FROM {source_table} {preset.array_join}".rstrip()
         + f"{tail}\n)"
     )
@@ -285,21 +278,6 @@ def backfill_statement(
     )
 
 
-def state_statements(settings: Settings) -> list[Statement]:
-    """The watchdog's own tables (alert states, outbox, run log, silences)."""
-    from alerts.state import TABLES, create_table_sql
-
-    statements = [
-        Statement(
-            "The watchdog's database.",
-            f"CREATE DATABASE IF NOT EXISTS `{settings.store.database}`",
-        )
-    ]
-    for name in TABLES:
-        statements.append(Statement(f"State table {name}.", create_table_sql(settings, name)))
-    return statements
-
-
 def materialize_statements(
     settings: Settings,
     plan: NarrowPlan,
@@ -325,7 +303,7 @@ def plan_for(
     database: str | None = None,
 ) -> NarrowPlan:
     """The narrow table's plan for these settings."""
-    source_table = settings.source.table or PRESETS[settings.source.preset].default_table
+    source_table = settings.source.table_name
     return NarrowPlan(
         database=_identifier(database or settings.store.database, "store.database"),
         source_table=_table_name(source_table, "source.table"),
@@ -333,130 +311,3 @@ def plan_for(
         ttl=ttl,
         cluster=settings.store.cluster,
     )
-
-
-# --- the command ---------------------------------------------------------------------------
-
-
-def add_schema(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register `memory-watchdog schema apply` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli.main import common_arguments
-
-    p = sub.add_parser("schema", help="print (and with --yes apply) the watchdog's DDL")
-    actions = p.add_subparsers(dest="schema_action", metavar="ACTION")
-    apply = actions.add_parser(
-        "apply", help="state tables; with --materialize the narrow memory_events table"
-    )
-    common_arguments(apply)
-    apply.add_argument(
-        "--materialize",
-        action="store_true",
-        help="also the narrow memory_events table, its materialized view and the backfill",
-    )
-    apply.add_argument("--yes", action="store_true", help="execute the statements (default: print)")
-    apply.add_argument(
-        "--since",
-        help="backfill this far back from now, e.g. 7d (default: window.lookback)",
-    )
-    apply.add_argument(
-        "--source-local",
-        help="on a cluster: the shard-local source table receiving inserts (default: source.table)",
-    )
-    apply.set_defaults(run=cmd_schema_apply)
-    p.set_defaults(run=_schema_usage)
-
-
-def _schema_usage(args: argparse.Namespace) -> int:
-    raise UsageError("schema: an action is required (apply; see memory-watchdog schema --help)")
-
-
-def _read_source(store: Store, table: str) -> tuple[set[str], str | None]:
-    """The source table's columns and its TTL interval, if any."""
-    present = set(store.table_columns(table))
-    database, _, name = table.rpartition(".")
-    rows = store.query(
-        "SELECT engine_full FROM system.tables"
-        " WHERE database = if({db:String} = '', currentDatabase(), {db:String}) AND name = {name:String}",
-        {"db": database, "name": name},
-    ).rows
-    return present, source_ttl(str(rows[0][0])) if rows else None
-
-
-def cmd_schema_apply(args: argparse.Namespace) -> int:
-    """Print the statements; with --yes execute them in order."""
-    from watchdog.cli.main import load
-    from watchdog.core.store import open_configured
-    from watchdog.runner.once import checks_for, system_clock
-
-    settings = load(args)
-    if args.since:
-        try:
-            since_length = parse_duration(args.since)
-        except ValueError as exc:
-            raise UsageError(f"--since: {exc}") from None
-    else:
-        since_length = settings.window.lookback
-    if since_length <= timedelta(0):
-        raise UsageError("--since: must be positive")
-    out = sys.stdout
-    statements = state_statements(settings)
-    if not args.materialize and not args.yes:
-        # The state tables' DDL needs no store: print it without opening one.
-        _print(out, statements, None, settings, executing=False)
-        return 0
-    with open_configured(settings.store) as store:
-        plan = None
-        if args.materialize:
-            specs = checks_for(settings)
-            source_table = settings.source.table or PRESETS[settings.source.preset].default_table
-            present, ttl = _read_source(store, source_table)
-            plan = plan_for(settings, ttl=ttl, source_local=args.source_local)
-            until = system_clock().astimezone(UTC).replace(microsecond=0)
-            statements += materialize_statements(
-                settings, plan, present, specs, since=until - since_length, until=until
-            )
-        _print(out, statements, plan, settings, executing=args.yes)
-        if not args.yes:
-            return 0
-        for statement in statements:
-            store.command(statement.sql, statement.params)
-        out.write(f"-- Applied {len(statements)} statements to {store.url.masked}.\n")
-    return 0
-
-
-def _print(
-    out: Any,
-    statements: Sequence[Statement],
-    plan: NarrowPlan | None,
-    settings: Settings,
-    *,
-    executing: bool,
-) -> None:
-    """Write the statements as a clickhouse-client script, with what to do next."""
-    for statement in statements:
-        out.write(statement.render() + "\n\n")
-    if plan is not None:
-        out.write(_next_steps(settings, plan))
-    if not executing:
-        out.write("-- Printed only; run again with --yes to execute these statements.\n")
-
-
-def _next_steps(settings: Settings, plan: NarrowPlan) -> str:
-    notes = [
-        "-- Then read the narrow table: in the config,",
-        "--   [source]",
-        '--   preset = "normalized"',
-        f'--   table = "{plan.table}"',
-        f'--   name = "{settings.source.name or plan.source_table}"   # keeps alert history',
-    ]
-    if settings.source.session_filter:
-        notes.append(
-            "-- source.session_filter reads raw columns the narrow table does not keep:"
-            " rewrite it on the normalized columns."
-        )
-    if plan.cluster and plan.source_local == plan.source_table:
-        notes.append(
-            "-- On a cluster, attach the view to the shard-local table that receives inserts"
-            " (--source-local), not to a Distributed table."
-        )
-    return "\n".join(notes) + "\n\n"

@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.base import CheckResult, Window, from_ms, rfc3339
+from checks.base import CheckResult, Window
 from checks.kinds import Anchor, CheckSpec, Coverage, Freshness, Obligation, OutcomeRate
 from checks.sources import CompiledSource
-from checks.verdict import human_seconds, judge, percent
+from checks.verdict import judge, percent
+from watchdog.core.durations import human_duration
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms, rfc3339
 
 EVIDENCE = 20
 
@@ -407,6 +409,6 @@ def _freshness(spec: CheckSpec, window: Window, newest: int | None) -> CheckResu
             {"newest": None},
         )
     age = (window.params()["at_ms"] - newest) / 1000
-    summary = f"newest event {human_seconds(age)} before the evaluation time"
+    summary = f"newest event {human_duration(age)} before the evaluation time"
     # The value comes from one event, the newest: a sample of one, whatever the duplicates.
     return judge(spec, age, 1, summary, {"newest": rfc3339(from_ms(newest))})

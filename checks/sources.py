@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchdog.core.errors import ConfigError, StoreError
+from watchdog.core.errors import StoreError
 from watchdog.core.settings import NORMALIZED_COLUMNS, SourceSettings
 from watchdog.core.store import Store
 
@@ -47,7 +47,6 @@ class Preset:
     """How one table layout maps to the normalized event."""
 
     name: str
-    default_table: str
     columns: Mapping[str, Expr]  # normalized column -> expression (session_id before ignore)
     ts_filter: Expr  # the WHERE clause restricting the read range; may use {lb}/{at}
     array_join: str = ""  # e.g. traces: one span yields a start and an end event
@@ -83,7 +82,6 @@ _META_SESSION_ID_WORKERS = "JSONExtractString(metadata_json, 'sessionId')"
 
 _JOELCLAW = Preset(
     name="joelclaw",
-    default_table="joelclaw.otel_events",
     columns={
         "event_id": Expr("id", ("id",)),
         "ts": Expr("timestamp", ("timestamp",)),
@@ -145,7 +143,6 @@ _OTEL_SESSION = Expr(
 
 _OTEL_LOGS = Preset(
     name="otel_logs",
-    default_table="otel.otel_logs",
     columns={
         "event_id": Expr(
             "if(LogAttributes['event.id'] != '', LogAttributes['event.id'],"
@@ -195,7 +192,6 @@ _OTEL_LOGS_LEGACY_FILTER = Expr(
 _TRACE_FAILED = "StatusCode IN ('Error', 'STATUS_CODE_ERROR')"
 _OTEL_TRACES = Preset(
     name="otel_traces",
-    default_table="otel.otel_traces",
     # A span yields `<SpanName>.started` at its start and `<SpanName>.completed`
     # or `.failed` at its end, with the span's duration as latency.
     columns={
@@ -231,7 +227,6 @@ _OTEL_TRACES = Preset(
 
 _NORMALIZED = Preset(
     name="normalized",
-    default_table="watchdog.memory_events",
     # Qualified: the compiled SELECT defines aliases with these very names.
     columns={name: Expr(f"{SOURCE_ALIAS}.{name}", (name,)) for name in NORMALIZED_COLUMNS},
     ts_filter=Expr(f"{SOURCE_ALIAS}.ts >= {LB} AND {SOURCE_ALIAS}.ts < {AT}", ("ts",)),
@@ -250,6 +245,7 @@ class CompiledSource:
     sql: str
     params: Mapping[str, Any]
     columns: Mapping[str, str]  # normalized column -> expression, for benchmarks and docs
+    typed: Mapping[str, str] = field(default_factory=dict)  # the same, converted (typed_columns)
     dims: Mapping[str, str] = field(default_factory=dict)  # triage dimension -> expression
     dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
 
@@ -262,6 +258,90 @@ class CompiledSource:
         return f"({self.sql})"
 
 
+def typed_columns(columns: Mapping[str, Expr]) -> dict[str, str]:
+    """Each normalized column as the SQL that converts its expression to the column's type.
+
+    The compiled source and the narrow table (`checks.materialize`) both use
+    these, so what the normalized preset reads back is what the raw preset
+    would have computed. The session id is before the ignore list, the
+    latency before the finite-and-not-negative rule: both are applied at read.
+    """
+    c = {key: expr.sql for key, expr in columns.items()}
+    return {
+        "event_id": f"toString({c['event_id']})",
+        "ts": f"toDateTime64({c['ts']}, 3, 'UTC')",
+        "session_id": f"toString({c['session_id']})",
+        "name": f"toString({c['name']})",
+        "latency_ms": f"toFloat64OrNull(toString({c['latency_ms']}))",
+        "trigger": f"toString({c['trigger']})",
+        "result_count": f"toInt64OrNull(toString({c['result_count']}))",
+        "payload": f"toString({c['payload']})",
+    }
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """The preset's expressions for one table, with the config's overrides applied."""
+
+    columns: dict[str, Expr]
+    ts_filter: Expr
+    payload_object: Expr
+    payload_utf8: Expr
+    id_hint: Expr
+
+
+def _resolve(preset: Preset, settings: SourceSettings, present: set[str] | None) -> _Resolved:
+    columns = preset.resolve(present or set(preset.columns) | {"EventName"})
+    ts_filter = preset.ts_filter
+    if preset.name == "otel_logs" and present is not None and "TimestampTime" in present:
+        ts_filter = _OTEL_LOGS_LEGACY_FILTER
+    for key, sql in settings.columns.items():
+        columns[key] = Expr(sql)
+    if "ts" in settings.columns:
+        # The read range then follows the user's own time expression.
+        ts = settings.columns["ts"]
+        ts_filter = Expr(f"({ts}) >= {LB} AND ({ts}) < {AT}")
+    payload_object, payload_utf8 = preset.payload_object, preset.payload_utf8
+    if "payload" in settings.columns:  # the user's own payload: parse it
+        payload_object, payload_utf8 = _PAYLOAD_OBJECT, _PAYLOAD_UTF8
+    id_hint = _NO_ID_HINT if "event_id" in settings.columns else preset.event_id_hint
+    return _Resolved(columns, ts_filter, payload_object, payload_utf8, id_hint)
+
+
+def _select_items(
+    preset: Preset,
+    settings: SourceSettings,
+    resolved: _Resolved,
+    scopes: Mapping[str, str] | None,
+) -> str:
+    typed = typed_columns(resolved.columns)
+    scope = (
+        f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
+    )
+    return ",\n    ".join(
+        [
+            f"{typed['event_id']} AS event_id",
+            f"{typed['ts']} AS ts",
+            "toUnixTimestamp64Milli(ts) AS t",
+            f"{typed['session_id']} AS _session_raw",
+            "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
+            f"{typed['name']} AS name",
+            # Negative, NaN and infinite latencies are not latencies: NULL.
+            "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
+            f"{typed['latency_ms']} AS _lat",
+            f"{typed['trigger']} AS trigger",
+            f"{typed['result_count']} AS result_count",
+            f"{typed['payload']} AS payload",
+            f"{scope} AS in_scope",
+            f"{_latency_invalid(preset, settings)} AS latency_invalid",
+            f"toString({resolved.id_hint.sql}) AS event_id_hint",
+            f"toUInt8({resolved.payload_object.sql}) AS payload_is_object",
+            f"toUInt8({resolved.payload_utf8.sql}) AS payload_is_utf8",
+            *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
+        ]
+    )
+
+
 def compile_source(
     settings: SourceSettings,
     present: set[str] | None = None,
@@ -272,50 +352,11 @@ def compile_source(
     `scopes` maps a name to a SQL predicate (a check's own session filter):
     each becomes a `scope_<name>` column, like `in_scope` for the source's.
     """
-    preset = PRESETS.get(settings.preset)
-    if preset is None:  # guarded by the config's Literal; kept for direct callers
-        raise ConfigError("source.preset", f"unknown preset (accepted: {', '.join(PRESETS)})")
-    table = settings.table or preset.default_table
-    columns = preset.resolve(present or set(preset.columns) | {"EventName"})
-    ts_filter = preset.ts_filter
-    if preset.name == "otel_logs" and present is not None and "TimestampTime" in present:
-        ts_filter = _OTEL_LOGS_LEGACY_FILTER
-    for key, sql in settings.columns.items():
-        columns[key] = Expr(sql)
-    if "ts" in settings.columns:
-        # The read range then follows the user's own time expression.
-        ts_filter = Expr(
-            f"({settings.columns['ts']}) >= {LB} AND ({settings.columns['ts']}) < {AT}"
-        )
-    payload_object, payload_utf8 = preset.payload_object, preset.payload_utf8
-    if "payload" in settings.columns:  # the user's own payload: parse it
-        payload_object, payload_utf8 = _PAYLOAD_OBJECT, _PAYLOAD_UTF8
-    id_hint = _NO_ID_HINT if "event_id" in settings.columns else preset.event_id_hint
-    scope = (
-        f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
-    )
-    select = ",\n    ".join(
-        [
-            f"toString({columns['event_id'].sql}) AS event_id",
-            f"toDateTime64({columns['ts'].sql}, 3, 'UTC') AS ts",
-            "toUnixTimestamp64Milli(ts) AS t",
-            f"toString({columns['session_id'].sql}) AS _session_raw",
-            "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
-            f"toString({columns['name'].sql}) AS name",
-            # Negative, NaN and infinite latencies are not latencies: NULL.
-            "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
-            f"toFloat64OrNull(toString({columns['latency_ms'].sql})) AS _lat",
-            f"toString({columns['trigger'].sql}) AS trigger",
-            f"toInt64OrNull(toString({columns['result_count'].sql})) AS result_count",
-            f"toString({columns['payload'].sql}) AS payload",
-            f"{scope} AS in_scope",
-            f"{_latency_invalid(preset, settings)} AS latency_invalid",
-            f"toString({id_hint.sql}) AS event_id_hint",
-            f"toUInt8({payload_object.sql}) AS payload_is_object",
-            f"toUInt8({payload_utf8.sql}) AS payload_is_utf8",
-            *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
-        ]
-    )
+    preset = PRESETS[settings.preset]
+    table = settings.table_name
+    resolved = _resolve(preset, settings, present)
+    columns, ts_filter = resolved.columns, resolved.ts_filter
+    select = _select_items(preset, settings, resolved, scopes)
 
     # The watchdog's own telemetry (exported over OTLP) may land in these very
     # tables: it is never agent telemetry, so it never counts (nor keeps a
@@ -359,6 +400,7 @@ def compile_source(
             "own_service": OWN_SERVICE_NAME,
         },
         columns={key: expr.sql for key, expr in columns.items()},
+        typed=typed_columns(columns),
         dims=dims,
         dims_sql=dims_sql,
     )
@@ -391,7 +433,7 @@ def open_source(
     store: Store, settings: SourceSettings, scopes: Mapping[str, str] | None = None
 ) -> CompiledSource:
     """Compile the source against the live table, naming what is missing as a StoreError."""
-    table = settings.table or PRESETS[settings.preset].default_table
+    table = settings.table_name
     present = set(store.table_columns(table))
     try:
         return compile_source(settings, present, scopes)

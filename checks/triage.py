@@ -24,7 +24,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from checks.base import CheckResult, Report, Status, Window, from_ms, rfc3339, to_ms
+from checks.base import CheckResult, Report, Status, Window
 from checks.builtin import configured_checks
 from checks.deviation import classified
 from checks.kinds import (
@@ -44,6 +44,7 @@ from checks.sources import CompiledSource, open_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms, rfc3339, to_ms
 
 log = logging.getLogger(__name__)
 

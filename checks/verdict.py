@@ -7,6 +7,7 @@ from typing import Any
 
 from checks.base import CheckResult, Status
 from checks.kinds import CheckSpec
+from watchdog.core.durations import human_duration
 
 
 def judge(
@@ -72,19 +73,6 @@ def percent(value: float) -> str:
     return f"{value * 100:.1f}%"
 
 
-def human_seconds(seconds: float) -> str:
-    """A duration for people: 90 -> 1m30s, 14400 -> 4h."""
-    total = round(seconds)
-    if total < 60:
-        return f"{total}s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        amount, total = divmod(total, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts[:2])
-
-
 def format_value(result: CheckResult, value: float | None) -> str:
     """A value in its unit: 7, 7.3%, 3120 ms, 4h; a dash when there is none."""
     if value is None:
@@ -94,7 +82,7 @@ def format_value(result: CheckResult, value: float | None) -> str:
     if result.unit == "ms":
         return f"{value:.0f} ms"
     if result.unit == "s":
-        return human_seconds(value)
+        return human_duration(value)
     return f"{value:g}"
 
 

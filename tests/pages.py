@@ -15,7 +15,7 @@ from checks.builtin import configured_checks
 from tests.builder import T0, H
 from watchdog.core.settings import Settings
 from watchdog.report.charts import Point
-from watchdog.report.page import History, episodes
+from watchdog.report.history import History, episodes
 
 AT = T0 + 4 * H
 HOSTILE_SESSION = '<script>alert("session")</script>'

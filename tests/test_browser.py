@@ -25,7 +25,7 @@ import pytest
 from tests.pages import known_history, known_report, parse
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.daemon.web import make_handler, serve
-from watchdog.report.page import write_reports
+from watchdog.report.files import write_reports
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")

@@ -26,14 +26,14 @@ if healthy:
     b.ends(T0 + 3 * H + 10 * M).observes(T0 + 3 * H + 11 * M)
 else:
     sc.session("cold").starts(T0 + 3 * H).ends(T0 + 3 * H + 10 * M)
-with open_store(sys.argv[1]) as store:
+with open_store(sys.argv[1], create=True) as store:
     sc.write(store, "joelclaw.otel_events")
 """
 
 HOLD = """
 import sys, time
 from watchdog.core.store import open_store
-with open_store(sys.argv[1]):
+with open_store(sys.argv[1], create=True):
     print("holding", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -213,11 +213,23 @@ def test_usage_errors_exit_2(healthy: str, args: list[str], expected: str) -> No
     assert expected in one_line(result.stderr)
 
 
-def test_missing_table_exits_3(tmp_path: Path) -> None:
+def test_missing_table_exits_3(healthy: str, tmp_path: Path) -> None:
     """A store without the source table is exit 3 naming the table."""
-    result = run("check", "--store", f"chdb://{tmp_path / 'empty'}")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[source]\ntable = 'joelclaw.no_such_table'\n")
+    result = run("check", "--store", healthy, "--config", str(cfg))
     assert result.returncode == 3
-    assert "table joelclaw.otel_events not found" in one_line(result.stderr)
+    assert "table joelclaw.no_such_table not found" in one_line(result.stderr)
+
+
+def test_a_store_that_does_not_exist_is_not_created(tmp_path: Path) -> None:
+    """A read-only command on a missing store says there is none, and leaves nothing behind."""
+    missing = tmp_path / "no-store-here"
+    result = run("check", "--store", f"chdb://{missing}")
+    assert result.returncode == 3
+    line = one_line(result.stderr)
+    assert "there is no store here" in line and "memory-watchdog demo" in line
+    assert not missing.exists()
 
 
 def test_missing_column_exits_3(healthy: str, tmp_path: Path) -> None:

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import time, timedelta
 from pathlib import Path
 
 import pytest
 
 from checks.builtin import BUILTIN, configured_checks
+from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings import Settings, load_settings, parse_duration, settings_from_mapping
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import (
+    BUILTIN_CHECK_IDS,
+    Settings,
+    load_settings,
+    settings_from_mapping,
+)
 
 EXAMPLE = Path(__file__).parents[1] / "config" / "watchdog.toml"
+_CUSTOM = {"id": "mine", "kind": "coverage", "required": ["x"], "grace": "1h", "target": 0}
 
 
 def test_example_config_documents_the_defaults() -> None:
@@ -61,13 +69,77 @@ def test_env_expansion_with_default() -> None:
 
 
 def test_store_url_precedence() -> None:
-    """WATCHDOG_STORE_URL wins over store.url; the default lives under XDG_DATA_HOME."""
+    """WATCHDOG_STORE_URL wins over store.url, which wins over the default."""
     env = {"WATCHDOG_STORE_URL": "chdb:///env", "XDG_DATA_HOME": "/xdg"}
     assert (
         settings_from_mapping({"store": {"url": "chdb:///file"}}, env=env).store.url
         == "chdb:///env"
     )
-    assert settings_from_mapping({}, env={"XDG_DATA_HOME": "/xdg"}).store.url.startswith("chdb://")
+    assert (
+        settings_from_mapping({"store": {"url": "chdb:///file"}}, env={}).store.url
+        == "chdb:///file"
+    )
+
+
+def test_the_environment_is_read_by_the_loader_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data directory, and the default store under it, come from the env handed in."""
+    monkeypatch.setenv("XDG_DATA_HOME", "/from/the/process")
+    monkeypatch.setenv("HOME", "/home/process")
+    settings = settings_from_mapping({}, env={"XDG_DATA_HOME": "/xdg"})
+    assert settings.data_dir == Path("/xdg/memory-watchdog")
+    assert settings.store.url == "chdb:///xdg/memory-watchdog/store"
+    home_only = settings_from_mapping({}, env={"HOME": "/home/ada"})
+    assert home_only.data_dir == Path("/home/ada/.local/share/memory-watchdog")
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "problem"),
+    [
+        ({"checks": {"nope": {"target": 1}}}, "checks.nope", "unknown check id"),
+        (
+            {"checks": {"custom": [_CUSTOM, _CUSTOM]}},
+            "checks.custom[1].id",
+            "'mine' is already used above",
+        ),
+        (
+            {"checks": {"custom": [{**_CUSTOM, "id": "recall_coverage"}]}},
+            "checks.custom[0].id",
+            "is a built-in check id",
+        ),
+        (
+            {"checks": {"custom": [{**_CUSTOM, "window": "23h30m"}]}},
+            "checks.custom[0].window",
+            "must fit in window.lookback (1d)",
+        ),
+        ({"schedule": {"cron": "0 */4 * *"}}, "schedule.cron", "is not a crontab line"),
+        ({"schedule": {"cron": "0 0 31 2 *"}}, "schedule.cron", "never fires"),
+        ({"schedule": {"timezone": "Mars/Olympus"}}, "schedule.timezone", "IANA time zone"),
+        (
+            {"alerts": {"stdout": {"quiet_hours": "25:00-07:00"}}},
+            "alerts.stdout.quiet_hours",
+            "is not a daily range",
+        ),
+        ({"store": {"url": "postgres://x"}}, "store.url", "not a store URL"),
+    ],
+)
+def test_every_config_mistake_fails_at_load(
+    config: dict[str, object], key: str, problem: str
+) -> None:
+    """A config that loads is one every command can use: each mistake is found at load."""
+    with pytest.raises(ConfigError) as raised:
+        settings_from_mapping(config, env={})
+    assert raised.value.key == key
+    assert problem in raised.value.problem
+
+
+def test_quiet_hours_and_cron_are_typed_values() -> None:
+    """Quiet hours are parsed once into a QuietHours in their time zone."""
+    settings = settings_from_mapping(
+        {"alerts": {"stdout": {"quiet_hours": "22:00-07:00", "quiet_timezone": "Europe/Berlin"}}},
+        env={},
+    )
+    quiet = settings.alerts.stdout.quiet_hours if settings.alerts.stdout else None
+    assert quiet == QuietHours(time(22), time(7), "Europe/Berlin")
 
 
 def test_lookback_must_cover_deadlines() -> None:
@@ -87,3 +159,8 @@ def test_unknown_column_override() -> None:
     """[source.columns] accepts only normalized columns."""
     with pytest.raises(ConfigError, match="unknown normalized column 'sesion_id'"):
         settings_from_mapping({"source": {"columns": {"sesion_id": "x"}}}, env={})
+
+
+def test_builtin_checks_are_the_ids_the_config_knows() -> None:
+    """checks.builtin builds exactly the check ids the config accepts, in report order."""
+    assert tuple(BUILTIN) == BUILTIN_CHECK_IDS

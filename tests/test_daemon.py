@@ -38,7 +38,7 @@ LINE = re.compile(r"(judged|caught up) \[(\S+), (\S+)\): (\w+)")
 HOLD = """
 import sys, time
 from watchdog.core.store import open_store
-with open_store(sys.argv[1], lock_timeout_s=30):
+with open_store(sys.argv[1], lock_timeout_s=30, create=True):
     print("holding", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -345,7 +345,8 @@ def test_a_tick_past_its_timeout_is_killed(setup: Setup) -> None:
     from datetime import UTC, timedelta
 
     from watchdog.core.settings import load_settings
-    from watchdog.daemon.tick import ChildCrashed, ChildTicks, TickRequest
+    from watchdog.daemon.child import ChildCrashed, ChildTicks
+    from watchdog.daemon.tick import TickRequest
 
     settings = load_settings(str(setup.config), env={"XDG_DATA_HOME": str(setup.data_home)})
     ticks = ChildTicks(timeout=timedelta(milliseconds=50))

@@ -19,7 +19,8 @@ import pytest
 
 from tests.builder import unique_table
 from watchdog.core.store import Store
-from watchdog.demo.data import JOELCLAW_COLUMNS, DemoPlan, generate_rows, write_demo
+from watchdog.demo.data import generate_rows, write_demo
+from watchdog.demo.model import JOELCLAW_COLUMNS, DemoPlan
 
 AT = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 WINDOW = timedelta(hours=4)

@@ -158,7 +158,7 @@ def unshifted(value: Any, offset: timedelta) -> Any:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return value
-        from checks.base import rfc3339
+        from watchdog.core.times import rfc3339
 
         return rfc3339(moment - offset)
     if isinstance(value, dict):

@@ -27,19 +27,9 @@ from tests.pages import (
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
-from watchdog.report.page import (
-    History,
-    breached_since,
-    episodes,
-    load_history,
-    parse_stamp,
-    prune,
-    render_page,
-    report_url,
-    reproduce_command,
-    stamp,
-    write_reports,
-)
+from watchdog.report.files import parse_stamp, prune, report_url, stamp, write_reports
+from watchdog.report.history import History, episodes, load_history
+from watchdog.report.page import breached_since, render_page, reproduce_command
 
 
 def page_of(history: History | None = None, settings: Settings | None = None) -> str:
@@ -409,7 +399,7 @@ def test_history_comes_from_the_run_log(store: Store) -> None:
         state.record_run(
             store,
             settings,
-            source=state.source_name(settings),
+            source=settings.source.display_name,
             window=window,
             now=window.at,
             status=earlier.status.value,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings import ScheduleSettings
+from watchdog.core.settings import ScheduleSettings, settings_from_mapping
 from watchdog.daemon.schedule import Schedule, catch_up
 
 H = timedelta(hours=1)
@@ -146,9 +146,9 @@ def test_every_that_does_not_divide_a_day_counts_from_the_epoch_in_utc() -> None
 def test_unusable_schedule_is_a_config_error_naming_the_key(
     values: dict[str, str], key: str
 ) -> None:
-    """A sub-second period or a broken crontab line fails early, naming the key."""
+    """A sub-second period or a broken crontab line fails when the config loads, naming the key."""
     with pytest.raises(ConfigError) as raised:
-        schedule(**values)
+        settings_from_mapping({"schedule": values}, env={})
     assert raised.value.key == key
 
 

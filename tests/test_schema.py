@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from checks.base import Report
+from checks.builtin import configured_checks
 from checks.materialize import (
     NarrowPlan,
     Statement,
@@ -20,12 +21,12 @@ from checks.materialize import (
     payload_names,
     plan_for,
     source_ttl,
-    state_statements,
 )
 from tests.builder import T0, H, M, S, Scenario, settings_for, unique_table
+from watchdog.cli.schema import state_statements
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
-from watchdog.runner.once import checks_for, run_once, window_at
+from watchdog.runner.once import run_once, window_at
 
 AT = T0 + 4 * H
 SINCE, UNTIL = T0 - 24 * H, AT + H
@@ -35,7 +36,7 @@ def _statements(config: dict[str, Any], **plan: Any) -> list[Statement]:
     settings = settings_from_mapping(config, env={})
     narrow = plan_for(settings, ttl=plan.pop("ttl", "INTERVAL 180 DAY"), **plan)
     return materialize_statements(
-        settings, narrow, None, checks_for(settings), since=SINCE, until=UNTIL
+        settings, narrow, None, configured_checks(settings), since=SINCE, until=UNTIL
     )
 
 
@@ -108,7 +109,10 @@ def test_source_ttl_is_read_from_engine_full() -> None:
 def test_payload_kept_only_where_a_check_reads_it() -> None:
     """Gate decisions and deviations keep their payload; the view escapes the names."""
     settings = settings_from_mapping({"events": {"gate_decision": ["gate's decision"]}}, env={})
-    assert payload_names(checks_for(settings)) == ["anamnese.agent_deviation", "gate's decision"]
+    assert payload_names(configured_checks(settings)) == [
+        "anamnese.agent_deviation",
+        "gate's decision",
+    ]
     _, _, view, _ = _statements({"events": {"gate_decision": ["gate's decision"]}})
     assert "name IN ('anamnese.agent_deviation', 'gate\\'s decision')" in view.sql
 
@@ -178,7 +182,7 @@ def applied(store: Store) -> tuple[str, NarrowPlan]:
     plan = plan_for(settings, ttl=None, database=f"narrow_{uuid.uuid4().hex[:10]}")
     present = set(store.table_columns(raw))
     for statement in materialize_statements(
-        settings, plan, present, checks_for(settings), since=SINCE, until=UNTIL
+        settings, plan, present, configured_checks(settings), since=SINCE, until=UNTIL
     ):
         store.command(statement.sql, statement.params)
     return raw, plan
@@ -231,7 +235,7 @@ from tests.builder import H, S, T0, Scenario
 from watchdog.core.store import open_store
 sc = Scenario()
 sc.session("s1").starts(T0 + H).recalls(T0 + H + S)
-with open_store(sys.argv[1]) as store:
+with open_store(sys.argv[1], create=True) as store:
     sc.write(store, "joelclaw.otel_events")
 """
 

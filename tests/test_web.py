@@ -13,7 +13,7 @@ import pytest
 
 from watchdog.core.errors import UsageError
 from watchdog.daemon.web import CSP, health, make_handler, parse_listen, serve
-from watchdog.report.page import LATEST
+from watchdog.report.files import LATEST
 
 PERIOD = timedelta(hours=4)
 

@@ -30,7 +30,7 @@ sc = Scenario()
 start = T0 + H
 sc.session("<!channel>").starts(start).ends(start + 10 * M).observes(start + 11 * M)
 sc.session("healthy").starts(start).recalls(start + S).ends(start + 10 * M).observes(start + 11 * M)
-with open_store(sys.argv[1]) as store:
+with open_store(sys.argv[1], create=True) as store:
     sc.write(store, "joelclaw.otel_events")
 """
 
@@ -135,6 +135,7 @@ def test_alerts_lists_states_and_outbox(setup: tuple[str, str], slack: SlackStan
 
 def test_silence_add_list_remove(tmp_path: Path) -> None:
     """A silence is added for a duration, listed with who and why, and removed by id."""
+    (tmp_path / "store").mkdir()  # an existing (empty) store: commands never create one
     common = ["--store", f"chdb://{tmp_path / 'store'}"]
     added = cli(
         "silence",

@@ -12,15 +12,9 @@ from alerts.base import Failure
 from alerts.lifecycle import STORE_CHECK, AlertState
 from alerts.outbox import pending_rows
 from alerts.pipeline import ProcessOutcome, process, process_store_error
+from alerts.records import alert_states, check_history, last_runs, outbox_backlog
 from alerts.silences import add_silence, list_silences, remove_silence
-from alerts.state import (
-    TABLES,
-    alert_states,
-    check_history,
-    last_runs,
-    load_alerts,
-    outbox_backlog,
-)
+from alerts.state import TABLES, load_alerts
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status, Window
 from tests.alerts.conftest import SOURCE, T0, H, make_settings, report, result

@@ -45,12 +45,12 @@ def test_daytime_range() -> None:
     [
         (
             {"slack": {"webhook_url": WEBHOOK, "quiet_hours": "22-07"}},
-            "alerts.slack",
+            "alerts.slack.quiet_hours",
             "HH:MM-HH:MM",
         ),
         (
             {"slack": {"webhook_url": WEBHOOK, "quiet_timezone": "Moon/Base"}},
-            "alerts.slack",
+            "alerts.slack.quiet_timezone",
             "IANA",
         ),
         ({"slack": {"token": "xoxb-1"}}, "alerts.slack", "token needs channel"),
@@ -64,7 +64,7 @@ def test_daytime_range() -> None:
             "alerts.slack",
             "not an http(s) URL",
         ),
-        ({"stdout": {"quiet_hours": "07:00-07:00"}}, "alerts.stdout", "empty"),
+        ({"stdout": {"quiet_hours": "07:00-07:00"}}, "alerts.stdout.quiet_hours", "empty"),
         ({"repeat_interval": "0s"}, "alerts", "must be positive"),
         ({"pending_runs": 0}, "alerts.pending_runs", "greater than or equal to 1"),
         ({"teams": {}}, "alerts.teams", "unknown key"),

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from alerts.pipeline import process
+from alerts.records import alert_states, check_history, last_runs, outbox_backlog
 from alerts.silences import add_silence, list_silences
-from alerts.state import alert_states, check_history, last_runs, outbox_backlog
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
 from tests.alerts.conftest import T0, H, make_settings, report

@@ -20,7 +20,7 @@ import pytest
 from alerts.base import Deadline, Message
 from alerts.notifiers import SlackNotifier
 from alerts.pipeline import ProcessOutcome, process
-from alerts.state import outbox_backlog
+from alerts.records import outbox_backlog
 from alerts.testing import FakeTimer
 from checks.base import Status
 from tests.alerts.conftest import T0, make_settings, report

@@ -87,7 +87,7 @@ class Daemon:
         if scope == "group":
             os.killpg(self.proc.pid, signal.SIGKILL)
         elif scope == "tick":
-            ticks = [p for p in descendants(self.proc.pid) if "tick" in cmdline(p)]
+            ticks = [p for p in descendants(self.proc.pid) if "daemon.child" in cmdline(p)]
             assert ticks, "no tick process to kill"
             for pid in ticks:
                 os.kill(pid, signal.SIGKILL)
@@ -350,7 +350,7 @@ import sys
 from datetime import UTC, datetime
 from watchdog.demo.data import write_demo
 from watchdog.core.store import open_store
-with open_store(sys.argv[1]) as store:
+with open_store(sys.argv[1], create=True) as store:
     write_demo(store, "joelclaw.otel_events", sessions=100, seed=5,
                at=datetime(2026, 11, 28, 4, tzinfo=UTC))
 """

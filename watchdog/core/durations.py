@@ -1,4 +1,4 @@
-"""Durations as the config writes them: `90s`, `15m`, `4h`, `1d`, `1h30m`."""
+"""Durations: as the config and flags write them (`90s`, `15m`, `4h`, `1d`, `1h30m`), and for people."""
 
 from __future__ import annotations
 
@@ -30,12 +30,33 @@ def parse_duration(text: str) -> timedelta:
 
 
 def format_duration(value: timedelta) -> str:
-    """The shortest round form of a duration: `4h`, `15m`, `90s`, `1d`."""
+    """The shortest round form of a duration, as the config writes it: `4h`, `15m`, `90s`, `1d`."""
     total = int(value.total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if total and total % size == 0:
             return f"{total // size}{unit}"
     return f"{total}s"
+
+
+def human_duration(seconds: float) -> str:
+    """A duration for people, its two largest units: 45s, 1m30s, 12m30s, 4h, 3h57m, 2d4h."""
+    total = max(0, round(seconds))
+    if total < 60:
+        return f"{total}s"
+    parts: list[tuple[int, str]] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        amount, total = divmod(total, size)
+        if amount or parts:
+            parts.append((amount, unit))
+    shown = parts[:2]
+    while len(shown) > 1 and shown[-1][0] == 0:
+        shown.pop()
+    return "".join(f"{amount}{unit}" for amount, unit in shown)
+
+
+def duration_ms(value: timedelta) -> int:
+    """A duration in whole milliseconds (what queries bind)."""
+    return value // timedelta(milliseconds=1)
 
 
 def _to_duration(value: Any) -> Any:

@@ -46,11 +46,33 @@ class StoreLockedError(StoreError):
     """Another process holds the embedded store directory."""
 
 
+class MissingStoreError(StoreError):
+    """The embedded store directory does not exist (and this command does not create one)."""
+
+    def __init__(self, url_masked: str) -> None:
+        super().__init__(
+            url_masked,
+            "there is no store here, and this command does not create one: point --store"
+            " or WATCHDOG_STORE_URL at your ClickHouse (http(s)://user:password@host:8123/db)"
+            " or an existing store, or fill a new one with `memory-watchdog demo --store <URL>`",
+        )
+
+
+class StoreURLUsageError(WatchdogError):
+    """A store URL that is not one (exit 2: a usage error, not an unreachable store)."""
+
+    exit_code = 2
+
+    def __init__(self, url_masked: str, problem: str) -> None:
+        self.url_masked = url_masked
+        self.problem = problem
+        super().__init__(f"store URL {url_masked}: {problem}")
+
+
 class NotifyError(WatchdogError):
     """A notifier could not deliver; never changes the exit code of `check`."""
 
-    def __init__(self, notifier: str, problem: str, *, permanent: bool = False) -> None:
+    def __init__(self, notifier: str, problem: str) -> None:
         self.notifier = notifier
         self.problem = problem
-        self.permanent = permanent
         super().__init__(f"notifier {notifier}: {problem}")

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from watchdog.core.settings import parse_quiet_hours
+_CLOCK_RANGE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
+QUIET_HOURS_HINT = "a daily range HH:MM-HH:MM, e.g. 22:00-07:00"
+
+
+def parse_quiet_hours(text: str) -> tuple[time, time]:
+    """`22:00-07:00` -> (22:00, 07:00); the range may wrap midnight. ValueError otherwise."""
+    match = _CLOCK_RANGE.fullmatch(text.strip().replace(" ", ""))
+    if not match:
+        raise ValueError(f"{text!r} is not {QUIET_HOURS_HINT}")
+    hour1, minute1, hour2, minute2 = (int(g) for g in match.groups())
+    start, end = time(hour1, minute1), time(hour2, minute2)
+    if start == end:
+        raise ValueError(f"{text!r} is empty: start and end are the same time")
+    return start, end
 
 
 @dataclass(frozen=True)

@@ -14,81 +14,20 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from typing import Any
 
-from watchdog.core.errors import StoreError, StoreLockedError
-
-if TYPE_CHECKING:
-    from watchdog.core.settings import StoreSettings
-
-MEMORY = "memory"
-
-
-@dataclass(frozen=True)
-class StoreURL:
-    """A parsed store URL; `masked` is the only form ever shown."""
-
-    raw: str
-    kind: str  # "chdb" or "http"
-    path: str | None = None  # chdb: absolute directory, or "memory"
-    host: str | None = None
-    port: int | None = None
-    secure: bool = False
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    database: str | None = None
-
-    @property
-    def masked(self) -> str:
-        return mask_url(self.raw)
-
-    @property
-    def embedded(self) -> bool:
-        return self.kind == "chdb"
-
-
-def mask_url(url: str) -> str:
-    """The URL with any password replaced by `***`."""
-    return re.sub(r"(//[^/@:]*:)[^@/]*@", r"\1***@", url)
-
-
-def parse_store_url(url: str) -> StoreURL:
-    """Parse `chdb:///abs/path`, `chdb://memory` or `http(s)://user:pass@host:port/db`."""
-    masked = mask_url(url)
-    if url.startswith("chdb://"):
-        rest = url[len("chdb://") :]
-        if rest == MEMORY:
-            return StoreURL(raw=url, kind="chdb", path=MEMORY)
-        if not rest.startswith("/"):
-            raise StoreError(
-                masked, "an embedded store URL is chdb:///absolute/path or chdb://memory"
-            )
-        return StoreURL(raw=url, kind="chdb", path=rest.rstrip("/") or "/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise StoreError(
-            masked,
-            "not a store URL (accepted: chdb:///path, chdb://memory, "
-            "http(s)://user:password@host:8123/database)",
-        )
-    try:
-        port = parts.port
-    except ValueError:
-        raise StoreError(masked, "the port is not a number") from None
-    database = parts.path.strip("/") or None
-    return StoreURL(
-        raw=url,
-        kind="http",
-        host=parts.hostname,
-        port=port or (8443 if parts.scheme == "https" else 8123),
-        secure=parts.scheme == "https",
-        username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
-        database=database,
-    )
+from watchdog.core.errors import MissingStoreError, StoreError, StoreLockedError, StoreURLUsageError
+from watchdog.core.settings import StoreSettings
+from watchdog.core.urls import (
+    MEMORY,
+    StoreURL,
+    StoreURLError,
+    mask_url,
+    mask_urls_in,
+    parse_store_url,
+)
 
 
 @dataclass
@@ -114,45 +53,72 @@ class QueryResult:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
-# ClickHouse error codes that mean "the schema is not what the source expects".
-_SCHEMA_CODES = {
+# ClickHouse's symbolic error names (the driver carries them) and what they mean for us.
+_MEANINGS = {
     "UNKNOWN_TABLE": "table not found",
     "UNKNOWN_DATABASE": "database not found",
     "UNKNOWN_IDENTIFIER": "column not found",
     "NO_SUCH_COLUMN_IN_TABLE": "column not found",
     "AUTHENTICATION_FAILED": "authentication failed (check user and password)",
     "REQUIRED_PASSWORD": "authentication failed (check user and password)",
-    # Reading the source needs SELECT; `--notify` and the daemon also write their own database.
-    "ACCESS_DENIED": "access denied (the user lacks a grant; see the README's GRANT statements)",
-    "TIMEOUT_EXCEEDED": "query timed out (raise store.query_timeout)",
     "UNKNOWN_USER": "authentication failed (unknown user)",
+    # Reading the source needs SELECT; `--notify` and the daemon also write their own database.
+    "ACCESS_DENIED": "access denied (the user lacks a grant; see docs/operations.md, Grants)",
+    "TIMEOUT_EXCEEDED": "query timed out (raise store.query_timeout)",
+    "READONLY": "the user is read-only (the watchdog's own database needs writes)",
+    "NOT_ENOUGH_SPACE": "the store's disk is full",
+    "CANNOT_WRITE_TO_FILE_DESCRIPTOR": "the store could not write to its disk",
 }
 
 
+def _server_detail(text: str) -> str:
+    """ClickHouse's own words without the code prefix, the error name and the version."""
+    detail = re.search(r"DB::Exception: (.*?)(?: \(\w+\))?(?: \(version.*)?$", text)
+    return detail.group(1) if detail else text
+
+
 def describe_clickhouse_error(exc: BaseException) -> str:
-    """One line for a clickhouse-connect error: its kind, then ClickHouse's own words."""
-    text = " ".join(str(exc).split())
-    for code, meaning in _SCHEMA_CODES.items():
-        if code in text:
-            detail = re.search(r"DB::Exception: (.*?)(?: \(\w+\))?(?: \(version.*)?$", text)
-            return f"{meaning}: {detail.group(1) if detail else text}"[:400]
-    # A read timeout's text also names the HTTPConnectionPool: test for it first.
-    if "Read timed out" in text or "timed out" in text.lower():
+    """One line for a driver error: its meaning from the server's error name, then its words.
+
+    Server errors are classified by the name the driver carries (`UNKNOWN_TABLE`);
+    transport errors, which have none, by their kind.
+    """
+    text = mask_urls_in(" ".join(str(exc).split()))
+    name = getattr(exc, "name", None)
+    if name in _MEANINGS:
+        return f"{_MEANINGS[name]}: {_server_detail(text)}"[:400]
+    if name:
+        return f"{_server_detail(text)} ({name})"[:400]
+    if isinstance(exc, TimeoutError) or "timed out" in text.lower():
         return "query timed out (raise store.query_timeout)"
     if "Unexpected response to server version query" in text:
         return (
             "unexpected response to the first query (the connection was cut,"
             " or the server at this URL is not ClickHouse)"
         )
-    if "HTTPConnectionPool" in text or "Connection refused" in text or "Max retries" in text:
+    if isinstance(exc, ConnectionRefusedError) or any(s in text for s in _UNREACHABLE_SIGNS):
         return "unreachable (connection refused or no route to the server)"
     if any(sign in text for sign in _CUT_SIGNS):
         return "the connection was reset or cut mid-response (check the server and any proxy)"
     return text[:400]
 
 
-# How clickhouse-connect (urllib3) words a connection that broke during a response.
+# How clickhouse-connect (urllib3) words a server it cannot reach, and a connection that broke.
+_UNREACHABLE_SIGNS = (
+    "HTTPConnectionPool",
+    "HTTPSConnectionPool",
+    "Connection refused",
+    "Max retries",
+)
 _CUT_SIGNS = ("Connection aborted", "Connection broken", "Connection reset", "Stream failed")
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    """What the drivers raise for a store problem; anything else is a bug of ours."""
+    # Deferred: importing clickhouse_connect loads the engine's driver (half a second).
+    from clickhouse_connect.driver.exceptions import ClickHouseError, StreamCompleteException
+
+    return (ClickHouseError, StreamCompleteException, OSError)
 
 
 class Store:
@@ -187,7 +153,7 @@ class Store:
             result = self._client.query(
                 sql, parameters=dict(parameters or {}), settings=self._settings()
             )
-        except Exception as exc:
+        except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
         rows = list(result.result_rows)
         if not self.url.embedded:
@@ -237,7 +203,7 @@ class Store:
             return self._client.command(
                 sql, parameters=dict(parameters or {}), settings=self._settings()
             )
-        except Exception as exc:
+        except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
 
     def insert(
@@ -247,7 +213,7 @@ class Store:
             return
         try:
             self._client.insert(table, list(rows), column_names=list(column_names))
-        except Exception as exc:
+        except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
 
     def table_columns(self, table: str) -> dict[str, str]:
@@ -305,7 +271,7 @@ def _describe_process(pid: int) -> str:
         )
     except OSError:
         raw = ""
-    cmdline = mask_url(" ".join(raw.split()[:3]))[:80]
+    cmdline = mask_urls_in(" ".join(raw.split()[:3]))[:80]
     return f"process {pid} ({cmdline})" if cmdline else f"process {pid}"
 
 
@@ -326,10 +292,12 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _connect_embedded(url: StoreURL, lock_timeout_s: float) -> Any:
-    import clickhouse_connect
+def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> Any:
+    import clickhouse_connect  # deferred: importing the engine costs half a second
 
     assert url.path is not None
+    if url.path != MEMORY and not create and not Path(url.path).is_dir():
+        raise MissingStoreError(url.masked)
     if url.path != MEMORY:
         try:
             Path(url.path).mkdir(parents=True, exist_ok=True)
@@ -342,7 +310,7 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float) -> Any:
         try:
             with _quiet_stderr():
                 return clickhouse_connect.get_client(dsn=url.raw)
-        except Exception as exc:
+        except _driver_errors() as exc:
             holder = _lock_holder(url.path) if url.path != MEMORY else None
             if holder is None:
                 raise StoreError(
@@ -358,7 +326,7 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float) -> Any:
 
 
 def _connect_http(url: StoreURL, query_timeout_s: float) -> Any:
-    import clickhouse_connect
+    import clickhouse_connect  # deferred: importing the engine costs half a second
 
     try:
         return clickhouse_connect.get_client(
@@ -372,27 +340,46 @@ def _connect_http(url: StoreURL, query_timeout_s: float) -> Any:
             send_receive_timeout=query_timeout_s,
             autogenerate_session_id=False,
         )
-    except Exception as exc:
+    except _driver_errors() as exc:
         raise StoreError(url.masked, describe_clickhouse_error(exc)) from None
 
 
-def open_configured(settings: StoreSettings) -> contextlib.AbstractContextManager[Store]:
+def open_configured(
+    settings: StoreSettings, *, create: bool = False
+) -> contextlib.AbstractContextManager[Store]:
     """`open_store` with the configured URL, query timeout and lock timeout."""
     return open_store(
         settings.url,
         query_timeout_s=settings.query_timeout.total_seconds(),
         lock_timeout_s=settings.lock_timeout.total_seconds(),
+        create=create,
     )
 
 
 @contextlib.contextmanager
 def open_store(
-    url: str | StoreURL, *, query_timeout_s: float = 120.0, lock_timeout_s: float = 10.0
+    url: str | StoreURL,
+    *,
+    query_timeout_s: float = 120.0,
+    lock_timeout_s: float = 10.0,
+    create: bool = False,
 ) -> Iterator[Store]:
-    """Open the store for one evaluation and close it after."""
-    parsed = url if isinstance(url, StoreURL) else parse_store_url(url)
+    """Open the store for one evaluation and close it after.
+
+    An embedded store that does not exist yet is created only with `create`
+    (the demo, `schema apply`, a daemon's first run); otherwise it is a
+    `MissingStoreError`, so that a read-only command never leaves an empty
+    store directory behind.
+    """
+    if isinstance(url, StoreURL):
+        parsed = url
+    else:
+        try:
+            parsed = parse_store_url(url)
+        except StoreURLError as exc:
+            raise StoreURLUsageError(mask_url(url), str(exc)) from None
     if parsed.embedded:
-        client = _connect_embedded(parsed, lock_timeout_s)
+        client = _connect_embedded(parsed, lock_timeout_s, create=create)
     else:
         client = _connect_http(parsed, query_timeout_s)
     store = Store(client, parsed, query_timeout_s=query_timeout_s)

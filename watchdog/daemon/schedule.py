@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from watchdog.core.errors import ConfigError
+from watchdog.core.durations import format_duration
 from watchdog.core.settings import ScheduleSettings
 
 DAY_S = 86400
@@ -60,25 +60,13 @@ class Schedule:
 
     @classmethod
     def from_settings(cls, settings: ScheduleSettings) -> Schedule:
-        """Build the schedule; ConfigError names `schedule.every`/`schedule.cron` when unusable."""
+        """The schedule of validated settings (the cron line and `every` were checked at load)."""
         if settings.cron is not None:
-            from apscheduler.triggers.cron import CronTrigger
+            from apscheduler.triggers.cron import CronTrigger  # deferred: only cron schedules
 
-            try:
-                trigger = CronTrigger.from_crontab(
-                    settings.cron, timezone=ZoneInfo(settings.timezone)
-                )
-            except ValueError as exc:
-                raise ConfigError(
-                    "schedule.cron",
-                    f"{settings.cron!r} is not a crontab line (e.g. '0 */4 * * *'): {exc}",
-                ) from None
+            trigger = CronTrigger.from_crontab(settings.cron, timezone=ZoneInfo(settings.timezone))
             return cls(None, settings.cron, settings.timezone, settings.delay, trigger)
-        every = settings.period
-        seconds = every.total_seconds()
-        if seconds < 1 or not seconds.is_integer():
-            raise ConfigError("schedule.every", "must be a whole number of seconds, at least 1s")
-        return cls(int(seconds), None, settings.timezone, settings.delay)
+        return cls(int(settings.period.total_seconds()), None, settings.timezone, settings.delay)
 
     # -- the grid -------------------------------------------------------------
 
@@ -205,8 +193,6 @@ class Schedule:
 
     def describe(self) -> str:
         """The schedule in config words, e.g. `every 4h (Europe/Berlin), delay 2m`."""
-        from watchdog.core.settings import format_duration
-
         what = (
             f"cron {self.cron!r}"
             if self.cron is not None

@@ -42,7 +42,6 @@ judged at the next start) and the exit code is 1.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
@@ -53,6 +52,8 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 
 from alerts.base import Deadline, Message, Notifier, Timer
@@ -61,16 +62,17 @@ from alerts.notifiers import build_notifiers
 from alerts.outbox import message_id
 from alerts.pipeline import source_unreadable
 from alerts.render import templates
-from alerts.state import source_name
-from checks.base import Severity, Status, Window, rfc3339
-from watchdog.core.errors import ConfigError, UsageError
-from watchdog.core.settings import Settings, format_duration, parse_duration
+from checks.base import Severity, Status, Window
+from watchdog.core.durations import format_duration
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import Settings
+from watchdog.core.times import Clock, rfc3339, system_clock
+from watchdog.daemon import web
+from watchdog.daemon.child import ChildCrashed, ChildTicks
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
 from watchdog.daemon.tick import (
-    ChildCrashed,
-    ChildTicks,
     OpenStore,
     RunResult,
     TickRequest,
@@ -80,7 +82,7 @@ from watchdog.daemon.tick import (
     open_settings_store,
     run_tick,
 )
-from watchdog.runner.once import Clock, system_clock
+from watchdog.report.files import report_dir
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class Daemon:
         self.clock = clock
         self.notifiers = build_notifiers(settings) if notifiers is None else dict(notifiers)
         self.timer = timer
-        self.source = source_name(settings)
+        self.source = settings.source.display_name
         self._open = open_store_fn
         self._ticks = ticks
         self._pages = pages
@@ -347,9 +349,6 @@ class Daemon:
         """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for."""
         if self._http is None:
             return None
-        from watchdog.daemon import web
-        from watchdog.report.page import report_dir
-
         handler = web.make_handler(
             report_dir(self.settings),
             status=self.status_document,
@@ -393,9 +392,6 @@ class Daemon:
 
     def serve(self, stop_timeout: timedelta = DEFAULT_STOP_TIMEOUT) -> int:
         """Run the schedule until SIGTERM/SIGINT; 0 when the last run finished, 1 when killed."""
-        from apscheduler.executors.pool import ThreadPoolExecutor
-        from apscheduler.schedulers.blocking import BlockingScheduler
-
         scheduler = BlockingScheduler(
             timezone=UTC, executors={"default": ThreadPoolExecutor(max_workers=1)}
         )
@@ -455,56 +451,3 @@ def _shutdown(scheduler: Any) -> None:
         scheduler.shutdown(wait=False)
     except Exception as exc:  # not running yet, or already stopped
         log.debug("scheduler shutdown: %s", exc)
-
-
-# -- the command --------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="serve the pages, /healthz and /status (e.g. 127.0.0.1:8787; loopback by default)",
-    )
-    parser.add_argument(
-        "--stop-timeout",
-        default=format_duration(DEFAULT_STOP_TIMEOUT),
-        help="on SIGTERM/SIGINT, how long the run in progress may take to finish (default 90s)",
-    )
-
-
-def cmd_daemon(args: argparse.Namespace) -> int:
-    """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT."""
-    from watchdog.cli.main import load
-
-    try:
-        stop_timeout = parse_duration(args.stop_timeout)
-    except ValueError as exc:
-        raise UsageError(f"--stop-timeout: {exc}") from None
-    settings = load(args)
-    schedule = Schedule.from_settings(settings.schedule)
-    logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
-    telemetry = Telemetry.from_environment(os.environ, source=source_name(settings))
-    daemon = Daemon(
-        settings,
-        schedule=schedule,
-        telemetry=telemetry,
-        spool=Spool.for_settings(settings),
-        ticks=ChildTicks(),
-        http=args.http,
-        debug=args.debug,
-    )
-    return daemon.serve(stop_timeout)
-
-
-def add_daemon(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register `memory-watchdog daemon` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli.main import common_arguments
-
-    p = sub.add_parser(
-        "daemon",
-        help="evaluate every aligned window on the schedule, alert, survive outages (SIGTERM stops)",
-    )
-    common_arguments(p)
-    add_arguments(p)
-    p.set_defaults(run=cmd_daemon)

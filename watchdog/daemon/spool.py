@@ -23,9 +23,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from checks.base import Window, from_ms, to_ms
-from watchdog.core.settings import Settings, default_data_dir
-from watchdog.core.store import mask_url
+from checks.base import Window
+from watchdog.core.settings import Settings
+from watchdog.core.times import from_ms, to_ms
+from watchdog.core.urls import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def spool_path(settings: Settings) -> Path:
         )
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return default_data_dir() / "spool" / f"{digest}.json"
+    return settings.data_dir / "spool" / f"{digest}.json"
 
 
 class Spool:

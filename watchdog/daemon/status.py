@@ -1,40 +1,25 @@
 """`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
 
-`--max-age DURATION` makes it a dead man's switch for whatever watches the
-watchdog (cron, a systemd timer, an uptime checker): exit 1 when the last
-completed run (one that read the source) judged a window ending longer ago
-than that, or when there is none. Exit codes: 0 fine, 1 too old, 2 usage or
-config, 3 the store could not be read. It only reads: no table is created.
+The command is `watchdog.cli.status`; the daemon serves the same document on
+`/status`. It only reads: no table is created.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from alerts.state import (
-    AlertRecord,
-    Backlog,
-    RunRecord,
-    alert_states,
-    last_runs,
-    outbox_backlog,
-    schema_exists,
-    source_name,
-    table,
-)
-from checks.base import from_ms, rfc3339
-from watchdog.core.errors import UsageError
-from watchdog.core.settings import Settings, parse_duration
-from watchdog.core.store import Store, mask_url, open_configured
+from alerts.records import AlertRecord, Backlog, RunRecord, alert_states, last_runs, outbox_backlog
+from alerts.state import schema_exists, table
+from watchdog.core.durations import human_duration
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
+from watchdog.core.times import from_ms, rfc3339
+from watchdog.core.urls import mask_url
+from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool
-from watchdog.runner.once import system_clock
 
-FORMATS = ("text", "json")
 _NOT_JUDGED = ("breached", "error")
 
 
@@ -46,7 +31,7 @@ def last_completed_at(store: Store, settings: Settings) -> datetime | None:
         "SELECT count() AS n, toUnixTimestamp64Milli(max(at)) AS at_ms"
         f" FROM {table(settings, 'runs')} FINAL"
         " WHERE source = {source:String} AND problem = ''",
-        {"source": source_name(settings)},
+        {"source": settings.source.display_name},
     ).first()
     return from_ms(int(row["at_ms"])) if row and int(row["n"]) else None
 
@@ -146,13 +131,11 @@ def _backlog_json(b: Backlog) -> dict[str, Any]:
 
 def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> DaemonStatus:
     """Read the run log, alert states and outbox (read-only), plus the local spool."""
-    from watchdog.daemon.schedule import Schedule
-
     schedule = Schedule.from_settings(settings.schedule)
     spool = Spool.for_settings(settings)
     return DaemonStatus(
         now=now,
-        source=source_name(settings),
+        source=settings.source.display_name,
         store=mask_url(settings.store.url),
         schedule=schedule.describe(),
         next_run=schedule.next_run(now),
@@ -165,25 +148,12 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
     )
 
 
-def human(delta: timedelta) -> str:
-    """A duration for people: `45s`, `12m`, `3h57m`, `2d4h`."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    if minutes:
-        return f"{minutes}m{seconds}s" if seconds and minutes < 10 else f"{minutes}m"
-    return f"{seconds}s"
-
-
-def _ago(delta: timedelta) -> str:
+def ago(delta: timedelta) -> str:
     if delta.total_seconds() < 0:
         return "in the future"
-    return f"{human(delta)} ago" if delta.total_seconds() >= 1 else "just now"
+    return (
+        f"{human_duration(delta.total_seconds())} ago" if delta.total_seconds() >= 1 else "just now"
+    )
 
 
 def render_text(status: DaemonStatus) -> str:
@@ -191,7 +161,7 @@ def render_text(status: DaemonStatus) -> str:
     lines = [f"memory-watchdog status: source {status.source}, store {status.store}"]
     lines.append(
         f"Schedule: {status.schedule}; next run {rfc3339(status.next_run)}"
-        f" (in {human(status.next_run - status.now)})"
+        f" (in {human_duration((status.next_run - status.now).total_seconds())})"
     )
     if status.last_completed is None:
         lines.append("Last completed run: none yet")
@@ -199,7 +169,7 @@ def render_text(status: DaemonStatus) -> str:
         assert status.age is not None
         lines.append(
             f"Last completed run: window ending {rfc3339(status.last_completed)}"
-            f" ({_ago(status.age)})"
+            f" ({ago(status.age)})"
         )
     if status.spooled:
         since = rfc3339(status.spooled_since) if status.spooled_since else "?"
@@ -232,56 +202,3 @@ def render_text(status: DaemonStatus) -> str:
             f" {b.delivered} delivered, {b.dropped} dropped, {b.rejected} rejected"
         )
     return "\n".join(lines) + "\n"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", default="text", help="text | json")
-    parser.add_argument(
-        "--max-age",
-        help="exit 1 when the last completed run judged a window ending longer ago (e.g. 4h30m)",
-    )
-    parser.add_argument("--runs", type=int, default=10, help="how many runs to list (default 10)")
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    """Print the status; with --max-age, exit 1 when the last completed run is too old."""
-    from watchdog.cli.main import load
-
-    if args.format not in FORMATS:
-        raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
-    if args.runs < 0:
-        raise UsageError("--runs: must be 0 or more")
-    max_age: timedelta | None = None
-    if args.max_age:
-        try:
-            max_age = parse_duration(args.max_age)
-        except ValueError as exc:
-            raise UsageError(f"--max-age: {exc}") from None
-        if max_age <= timedelta(0):
-            raise UsageError("--max-age: must be positive")
-    settings = load(args)
-    now = system_clock()
-    with open_configured(settings.store) as store:
-        status = read_status(store, settings, now, args.runs)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(status.to_json(), indent=2) + "\n")
-    else:
-        sys.stdout.write(render_text(status))
-    if max_age is not None and status.stale(max_age):
-        age = "no completed run" if status.age is None else f"last completed {_ago(status.age)}"
-        print(f"memory-watchdog: stale: {age} (--max-age {args.max_age})", file=sys.stderr)
-        return 1
-    return 0
-
-
-def add_status(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register `memory-watchdog status` (the CLI's COMMANDS registry calls this)."""
-    from watchdog.cli.main import common_arguments
-
-    p = sub.add_parser(
-        "status",
-        help="last runs, firing alerts, outbox backlog, next run; --max-age as a health check",
-    )
-    common_arguments(p)
-    add_arguments(p)
-    p.set_defaults(run=cmd_status)

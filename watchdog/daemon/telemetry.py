@@ -33,9 +33,11 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, StatusCode
+from opentelemetry.util.re import parse_env_headers
 
-from checks.base import Report, Status, Window, rfc3339
+from checks.base import Report, Status, Window
 from checks.sources import OWN_SERVICE_NAME
+from watchdog.core.times import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,6 @@ STORE_ERROR = "store_error"  # a run that could not read the source at all
 
 def _otlp_target(env: Mapping[str, str], signal: str) -> tuple[str, dict[str, str]] | None:
     """The OTLP/HTTP URL and headers of one signal (TRACES or METRICS), or None when unset."""
-    from opentelemetry.util.re import parse_env_headers
-
     prefix = "OTEL_EXPORTER_OTLP_"
     endpoint = env.get(f"{prefix}{signal}_ENDPOINT", "").strip()
     if not endpoint:
@@ -138,6 +138,7 @@ class Telemetry:
         metrics_target = _otlp_target(env, "METRICS")
         if traces is None and metrics_target is None:
             return cls(source=source)
+        # Deferred: the SDK and its OTLP exporters load only when an endpoint is configured.
         from opentelemetry.sdk.resources import Resource
 
         resource = Resource.create({"service.name": SERVICE_NAME})

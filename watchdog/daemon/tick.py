@@ -1,45 +1,38 @@
 """One tick of the daemon on the store: flush the spool, catch up, judge each window.
 
 This is the part of the daemon that touches the store, kept apart so that
-it can run in a fresh child process per tick (`ChildTicks`). The embedded
-engine leaks about five threads (1.5 MB) every time a store directory with a
-MergeTree table is opened and closed in one process (chdb 4.4, checked with
-`chdb.connect` and `chdb.session.Session` alike), and the daemon must close
-the store after each tick so that `memory-watchdog check` can use it in
-between. In a child the engine lives and dies with the tick; the daemon
-process never loads it, so its memory stays flat, a crash in the engine
-costs one tick, and a stuck tick can be killed.
-
-Everything crossing the process boundary is a plain picklable value:
-`TickRequest` in, `TickResult` out.
+it can run in a fresh child process per tick (`watchdog.daemon.child`), or in
+the test's own process with an injected store opener and clock. Everything
+crossing the process boundary is a plain picklable value: `TickRequest` in,
+`TickResult` out.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import signal
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from multiprocessing.connection import Connection
+from datetime import datetime
 from typing import Any, Protocol
 
 from alerts.base import Notifier, Timer
-from alerts.notifiers import build_notifiers
 from alerts.pipeline import process, process_store_error
-from alerts.state import outbox_backlog
-from checks.base import Report, Window, rfc3339
+from alerts.records import outbox_backlog
+from checks.base import Report, Window
+from checks.triage import with_triage
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
+from watchdog.core.times import Clock, rfc3339
 from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
 from watchdog.daemon.status import last_completed_at, read_status
 from watchdog.daemon.telemetry import STORE_ERROR, CheckTiming, Stopwatch
-from watchdog.runner.once import Clock, run_once, system_clock, window_at
+from watchdog.report.files import write_reports
+from watchdog.report.history import load_history
+from watchdog.runner.once import run_once, window_at
 
 log = logging.getLogger(__name__)
 
@@ -254,9 +247,6 @@ def _judge(
 
 def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
-    from checks.triage import with_triage
-    from watchdog.report.page import load_history, write_reports
-
     try:
         report = with_triage(store, settings, report)
         write_reports(report, load_history(store, settings, report), settings, now)
@@ -269,81 +259,6 @@ def bounds(window: Window) -> tuple[str, str]:
     return rfc3339(window.start), rfc3339(window.end)
 
 
-# -- a tick in a child process ----------------------------------------------------
-
-
 def open_settings_store(settings: Settings) -> AbstractContextManager[Store]:
     """Open the configured store with its query and lock timeouts."""
     return open_configured(settings.store)
-
-
-def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
-    """The child: finish the tick whatever signal the terminal or service manager sends."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from watchdog.cli.main import configure_logging
-
-    configure_logging(request.debug)
-    logging.getLogger("watchdog").setLevel(logging.DEBUG if request.debug else logging.INFO)
-    result = run_tick(
-        request,
-        open_store_fn=open_settings_store,
-        notifiers=build_notifiers(request.settings),
-        clock=system_clock,
-        stop=stop,
-    )
-    writer.send(result)
-    writer.close()
-
-
-class ChildCrashed(Exception):
-    """The tick's process ended without a result (killed, or the engine crashed)."""
-
-
-# Queries, lock waits and deliveries each have their own timeouts; this bounds a tick
-# that hangs anyway, so that one stuck engine never stops the schedule for good.
-TICK_TIMEOUT = timedelta(hours=1)
-
-
-class ChildTicks:
-    """Runs each tick in a fresh process forked from a clean forkserver (no engine in it)."""
-
-    def __init__(self, timeout: timedelta = TICK_TIMEOUT) -> None:
-        self.timeout = timeout
-        self._ctx = multiprocessing.get_context("forkserver")
-        # Pure-Python modules only: importing chdb starts threads, which must not be forked.
-        self._ctx.set_forkserver_preload(["watchdog.daemon.tick"])
-        self.stop_flag: Any = self._ctx.Event()
-        self._child: Any = None
-
-    def run(self, request: TickRequest) -> TickResult:
-        """Run one tick in a child and return its result; ChildCrashed when it died without one."""
-        reader, writer = self._ctx.Pipe(duplex=False)
-        child = self._ctx.Process(
-            target=_child_main, args=(request, writer, self.stop_flag), name="memory-watchdog-tick"
-        )
-        child.start()
-        self._child = child
-        writer.close()
-        try:
-            if not reader.poll(self.timeout.total_seconds()):
-                child.kill()
-                raise ChildCrashed(f"the run process took longer than {self.timeout}; killed it")
-            result: TickResult = reader.recv()
-        except EOFError:
-            child.join(timeout=10)
-            raise ChildCrashed(f"the run process ended with exit code {child.exitcode}") from None
-        finally:
-            reader.close()
-            child.join(timeout=30)
-            if child.is_alive():
-                child.kill()
-                child.join(timeout=10)
-            self._child = None
-        return result
-
-    def kill(self) -> None:
-        """Kill the tick in progress, if any (the stop timeout has passed)."""
-        child = self._child
-        if child is not None and child.is_alive():
-            child.kill()

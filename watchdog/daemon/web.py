@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 from markupsafe import escape
 
 from watchdog.core.errors import UsageError
-from watchdog.report.page import ARCHIVE, LATEST, STAMP, parse_stamp
+from watchdog.report.files import ARCHIVE, LATEST, STAMP, parse_stamp
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from checks.base import Status, rfc3339
-from checks.verdict import human_seconds
+from checks.base import Status
+from watchdog.core.durations import human_duration
+from watchdog.core.times import rfc3339
 
 MARKERS = 100  # above this many points, no per-point markers: the line carries the shape
 
@@ -56,7 +57,7 @@ def tick_label(value: float, unit: str) -> str:
     if unit == "ms":
         return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.3g} s"
     if unit == "s":
-        return human_seconds(value) if value else "0s"
+        return human_duration(value) if value else "0s"
     return f"{value:.4g}"
 
 

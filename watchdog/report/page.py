@@ -6,29 +6,20 @@ renders offline and prints cleanly. Jinja2 autoescapes every value from the
 data; error text appears only as normalised classes (checks.triage), and
 payload values never do.
 
-The history is a plain value (`History`), filled from the run log by
-`load_history` (alerts.state keeps one row per evaluation), so the page and
-its charts are testable with known values. `write_reports` is what the
-daemon calls after each run: `report.html` (the latest) and
-`reports/<window-end>.html` under `report.dir`, pruned to `report.keep`.
+Its history comes from `watchdog.report.history`; the files it is written
+to from `watchdog.report.files`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-import re
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from checks.base import CheckResult, Report, Status, rfc3339
+from checks.base import CheckResult, Report, Status
 from checks.builtin import configured_checks
 from checks.kinds import (
     Anchor,
@@ -41,17 +32,15 @@ from checks.kinds import (
     Share,
     Streak,
 )
+from checks.triage import with_triage
 from checks.verdict import format_target, format_value
-from watchdog.core.errors import StoreError
-from watchdog.core.settings import Settings, default_data_dir, format_duration
-from watchdog.core.store import Store
-from watchdog.report.charts import BREACHING, Episode, Point, sparkline, timeline_chart, value_chart
-
-LATEST = "report.html"
-ARCHIVE = "reports"
-# reports/<window-end>.html, e.g. reports/20261128T040000Z.html
-STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
-STAMP = re.compile(r"^\d{8}T\d{6}Z$")
+from watchdog.core.durations import format_duration
+from watchdog.core.settings import Settings
+from watchdog.core.store import open_configured
+from watchdog.core.times import rfc3339
+from watchdog.report.charts import BREACHING, Point, sparkline, timeline_chart, value_chart
+from watchdog.report.history import History, load_history
+from watchdog.runner.once import run_once, window_at
 
 ICON = {
     Status.OK: "✓",
@@ -69,74 +58,6 @@ WORD = {
     Status.NO_DATA: "No data",
     Status.DISABLED: "Disabled",
 }
-
-
-@dataclass(frozen=True)
-class History:
-    """What the run log says about the recent windows: per check its points, and alert spans."""
-
-    points: Mapping[str, Sequence[Point]] = field(default_factory=dict)
-    alerts: Sequence[Episode] = ()
-    windows: int = 42
-    note: str = ""  # why there is no history, when there is none
-
-    def with_report(self, report: Report) -> History:
-        """The history with this report's own evaluation as the newest point (once)."""
-        points: dict[str, list[Point]] = {k: list(v) for k, v in self.points.items()}
-        end = report.window.end
-        for check_id, result in report.checks.items():
-            series = [p for p in points.get(check_id, []) if p.window_end != end]
-            series.append(Point(end, result.value, result.status))
-            series.sort(key=lambda p: p.window_end)
-            points[check_id] = series[-self.windows :]
-        return replace(self, points=points)
-
-
-def episodes(points: Mapping[str, Sequence[Point]], pending_runs: int = 1) -> list[Episode]:
-    """Alert spans replayed from the run log with the lifecycle's rules (SPEC section 8).
-
-    `breached` or `error` for `pending_runs` consecutive evaluations fires;
-    `ok` resolves; the other statuses keep the state.
-    """
-    found: list[Episode] = []
-    for check_id, series in points.items():
-        streak, fired_at = 0, None
-        for p in series:
-            if p.status in (Status.BREACHED, Status.ERROR):
-                streak += 1
-                if fired_at is None and streak >= pending_runs:
-                    fired_at = p.window_end
-            elif p.status is Status.OK:
-                streak = 0
-                if fired_at is not None:
-                    found.append(Episode(check_id, fired_at, p.window_end))
-                    fired_at = None
-        if fired_at is not None:
-            found.append(Episode(check_id, fired_at, None))
-    return sorted(found, key=lambda e: (e.fired_at, e.check_id))
-
-
-def load_history(store: Store, settings: Settings, report: Report) -> History:
-    """The last `report.history` windows of every check from the run log, with this report."""
-    windows = settings.report.history
-    try:
-        from alerts import state
-    except ImportError:  # the run log arrives with the alerts package
-        return History(windows=windows, note="no run log in this build").with_report(report)
-    points: dict[str, list[Point]] = {}
-    try:
-        for check_id in report.checks:
-            series = []
-            for cp in state.check_history(store, settings, check_id, windows):
-                with contextlib.suppress(ValueError):
-                    series.append(Point(cp.at, cp.value, Status(cp.status)))
-            points[check_id] = series
-    except StoreError as exc:
-        note = f"the run log could not be read: {exc.problem}"
-        return History(windows=windows, note=note).with_report(report)
-    note = "" if any(points.values()) else "no earlier run in the run log yet"
-    history = History(points=points, windows=windows, note=note).with_report(report)
-    return replace(history, alerts=episodes(history.points, settings.alerts.pending_runs))
 
 
 # --- the page -------------------------------------------------------------------------------
@@ -403,81 +324,8 @@ def render_page(
     return _environment().get_template("report.html.j2").render(context)
 
 
-# --- files ----------------------------------------------------------------------------------
-
-
-def report_dir(settings: Settings) -> Path:
-    """Where pages are written: `report.dir`, else the data directory."""
-    return Path(settings.report.dir) if settings.report.dir else default_data_dir()
-
-
-def stamp(window_end: datetime) -> str:
-    """The file and URL name of a window: its end as 20261128T040000Z."""
-    return window_end.astimezone(UTC).strftime(STAMP_FORMAT)
-
-
-def parse_stamp(text: str) -> str | None:
-    """A window end from a URL (20261128T040000Z or RFC 3339) as its stamp; None if neither."""
-    text = text.removesuffix(".html")
-    if STAMP.match(text):
-        return text
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return stamp(moment)
-
-
-def report_url(base_url: str, window_end: datetime) -> str:
-    """The link to one window's page on the daemon's server (for alert messages)."""
-    return f"{base_url.rstrip('/')}/{ARCHIVE}/{stamp(window_end)}"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a page."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def prune(directory: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` archived pages; returns what was deleted."""
-    pages = sorted(p for p in directory.glob("*.html") if STAMP.match(p.stem))
-    doomed = pages[: max(0, len(pages) - keep)]
-    for page in doomed:
-        with contextlib.suppress(FileNotFoundError):
-            page.unlink()
-    return doomed
-
-
-def write_reports(report: Report, history: History, settings: Settings, now: datetime) -> Path:
-    """Write the page as the latest and as `reports/<window-end>.html`; returns the latter.
-
-    Keeps the newest `report.keep` archived pages under `report.dir`.
-    """
-    directory = report_dir(settings)
-    page = render_page(report, history, settings=settings, generated_at=now)
-    archived = directory / ARCHIVE / f"{stamp(report.window.end)}.html"
-    _write_atomic(archived, page)
-    _write_atomic(directory / LATEST, page)
-    prune(directory / ARCHIVE, settings.report.keep)
-    return archived
-
-
 def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:
     """`check --format html`: evaluate one window, add triage and history, render the page."""
-    from checks.triage import with_triage
-    from watchdog.core.store import open_configured
-    from watchdog.runner.once import run_once, window_at
 
     with open_configured(settings.store) as store:
         report = with_triage(
@@ -485,40 +333,3 @@ def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) ->
         )
         history = load_history(store, settings, report)
     return report, render_page(report, history, settings=settings)
-
-
-def replay_history(store: Store, settings: Settings, report: Report, windows: int) -> History:
-    """The `windows` windows before the report's, each evaluated as a run at its end would have.
-
-    For a store without a run log (the demo): the same numbers a daemon
-    running on schedule would have recorded.
-    """
-    from watchdog.runner.once import run_once, window_at
-
-    points: dict[str, list[Point]] = {}
-    for k in range(windows, 0, -1):
-        at = report.window.at - k * report.window.length
-        earlier = run_once(store, settings, window_at(settings, at, report.window.length))
-        for check_id, result in earlier.checks.items():
-            points.setdefault(check_id, []).append(Point(at, result.value, result.status))
-    note = f"History replayed from the source: {windows} earlier windows, evaluated as runs then would have."
-    history = History(points=points, windows=settings.report.history, note=note)
-    history = history.with_report(report)
-    return replace(history, alerts=episodes(history.points, settings.alerts.pending_runs))
-
-
-def write_demo_report(
-    store: Store, settings: Settings, report: Report, directory: Path, now: datetime
-) -> Path:
-    """The demo's page under `directory`: triage, and history replayed over the demo's data."""
-    from checks.triage import with_triage
-
-    report = with_triage(store, settings, report)
-    # The demo data covers the lookback before `at`: every earlier window in it is judged.
-    earlier = max(0, settings.window.lookback // report.window.length - 1)
-    history = replay_history(store, settings, report, min(earlier, settings.report.history - 1))
-    own = settings.model_copy(
-        update={"report": settings.report.model_copy(update={"dir": str(directory)})}
-    )
-    write_reports(report, history, own, now)
-    return directory / LATEST

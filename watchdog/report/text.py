@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from checks.base import CheckResult, Report, Status, rfc3339
+from checks.base import CheckResult, Report, Status
 from checks.verdict import format_target, format_value
+from watchdog.core.times import rfc3339
 
 TEXT_EVIDENCE = 5  # items per check in the text report; the JSON report has up to 20
 

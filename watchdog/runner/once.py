@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from checks.base import Report, Window
@@ -11,24 +9,9 @@ from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
 from checks.kinds import CheckSpec, Coverage
 from checks.sources import open_source
+from checks.triage import with_triage
 from watchdog.core.settings import Settings
-from watchdog.core.store import Store
-
-Clock = Callable[[], datetime]
-
-
-def system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class FrozenClock:
-    """A clock that always says the same time (tests, replays)."""
-
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
+from watchdog.core.store import Store, open_configured
 
 
 def window_at(settings: Settings, at: datetime, length: timedelta | None = None) -> Window:
@@ -37,23 +20,26 @@ def window_at(settings: Settings, at: datetime, length: timedelta | None = None)
     A window longer than the configured one (`--window 24h`) reads further
     back too, so that every obligation due in it can still be judged.
     """
-    w = settings.window
-    length = length or w.length
-    reach = length + max(w.idle_timeout, w.recall_grace, w.observe_grace)
-    return Window(at=at.astimezone(UTC), length=length, lookback=max(w.lookback, reach))
-
-
-def checks_for(settings: Settings) -> list[CheckSpec]:
-    return configured_checks(settings)
+    length = length or settings.window.length
+    return Window(at=at.astimezone(UTC), length=length, lookback=settings.window.reach(length))
 
 
 def run_once(
     store: Store, settings: Settings, window: Window, *, timed: QueryTimer | None = None
 ) -> Report:
     """Evaluate every configured check over `window` on the store's source."""
-    specs = checks_for(settings)
+    specs = configured_checks(settings)
     source = open_source(store, settings.source, session_scopes(specs))
     return evaluate(store, source, window, specs, timed=timed)
+
+
+def evaluate_once(
+    settings: Settings, at: datetime, length: timedelta | None, *, triage: bool = False
+) -> Report:
+    """Open the store, evaluate one window (with its triage breakdown if asked), close it."""
+    with open_configured(settings.store) as store:
+        report = run_once(store, settings, window_at(settings, at, length))
+        return with_triage(store, settings, report) if triage else report
 
 
 def session_scopes(specs: list[CheckSpec]) -> dict[str, str]:

@@ -32,8 +32,9 @@ from typing import Any
 
 from checks.base import Report, Status
 from checks.source_ddl import create_table_sql
+from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings import Settings, load_settings, parse_duration
+from watchdog.core.settings import Settings, load_settings
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
 

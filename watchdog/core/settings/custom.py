@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from watchdog.core.durations import Duration
+from watchdog.core.settings.values import FiniteFloat
 
 Comparison = Literal[">", ">=", "<", "<="]
 SeverityName = Literal["critical", "warning", "info"]
@@ -25,7 +26,7 @@ class _Custom(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
-    target: float
+    target: FiniteFloat
     comparison: Comparison = ">"
     severity: SeverityName = "warning"
     min_samples: int = Field(default=0, ge=0)

@@ -1,0 +1,213 @@
+"""What `status`, `alerts`, the daemon and the page read back from the watchdog's tables.
+
+- `last_runs(store, settings, n)`: the newest evaluations of the configured
+  source, newest first (`RunRecord`).
+- `alert_states(store, settings)`: every alert of every source in the
+  database, with its pending outbox rows and any silence (`AlertRecord`).
+- `outbox_backlog(store, settings)`: per notifier, what is pending, held,
+  dropped and rejected (`Backlog`).
+- `check_history(store, settings, check_id, n)`: one check's status, value
+  and target over the last `n` evaluations, oldest first (`CheckPoint`).
+
+Each returns empty results while the tables do not exist yet, so a read-only
+user can run `status` against a fresh database: nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from alerts.lifecycle import Alert
+from alerts.silences import Silence, active_silences
+from alerts.state import (
+    ALERT_STATE,
+    RUNS,
+    alert_from_row,
+    schema_exists,
+    select_list,
+    table,
+    utc,
+)
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
+from watchdog.core.times import from_ms
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One evaluation as the run log keeps it."""
+
+    source: str
+    at: datetime
+    window_start: datetime
+    window_end: datetime
+    recorded_at: datetime
+    status: str
+    duration_s: float | None
+    problem: str
+    checks: Mapping[str, Mapping[str, Any]]
+    notifications: int
+
+
+def last_runs(
+    store: Store, settings: Settings, n: int = 10, *, source: str | None = None
+) -> list[RunRecord]:
+    """The newest `n` evaluations of the source (default: the configured one), newest first."""
+    if not schema_exists(store, settings):
+        return []
+    rows = store.query(
+        f"SELECT {select_list(RUNS)} FROM {table(settings, 'runs')} FINAL"
+        " WHERE source = {source:String} ORDER BY at DESC LIMIT {n:UInt32}",
+        {"source": source or settings.source.display_name, "n": max(0, n)},
+    ).dicts()
+    return [
+        RunRecord(
+            source=str(r["source"]),
+            at=from_ms(int(r["at"])),
+            window_start=from_ms(int(r["window_start"])),
+            window_end=from_ms(int(r["window_end"])),
+            recorded_at=from_ms(int(r["recorded_at"])),
+            status=str(r["status"]),
+            duration_s=r["duration_s"],
+            problem=str(r["problem"]),
+            checks=json.loads(r["checks"] or "{}"),
+            notifications=int(r["notifications"]),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class CheckPoint:
+    """One check in one evaluation: a point of its history chart."""
+
+    at: datetime
+    status: str
+    value: float | None
+    target: float | None
+    severity: str
+
+
+def check_history(
+    store: Store, settings: Settings, check_id: str, n: int = 42, *, source: str | None = None
+) -> list[CheckPoint]:
+    """One check over the last `n` evaluations of the source, oldest first.
+
+    `check_id` may be the pseudo check `store` (was the source readable).
+    Evaluations in which the check did not appear are left out.
+    """
+    if not schema_exists(store, settings):
+        return []
+    # The JSON of each run row is read in ClickHouse; only the points come back.
+    rows = store.query(
+        "SELECT toUnixTimestamp64Milli(at) AS at_ms,"
+        " JSONExtractString(checks, {check:String}, 'status') AS status,"
+        " JSONExtract(checks, {check:String}, 'value', 'Nullable(Float64)') AS value,"
+        " JSONExtract(checks, {check:String}, 'target', 'Nullable(Float64)') AS target,"
+        " JSONExtractString(checks, {check:String}, 'severity') AS severity"
+        f" FROM {table(settings, 'runs')} FINAL"
+        " WHERE source = {source:String} AND JSONHas(checks, {check:String})"
+        " ORDER BY at DESC LIMIT {n:UInt32}",
+        {"check": check_id, "source": source or settings.source.display_name, "n": max(0, n)},
+    ).rows
+    return [
+        CheckPoint(from_ms(int(at)), str(status), value, target, str(severity))
+        for at, status, value, target, severity in reversed(rows)
+    ]
+
+
+# --- what `alerts` and `status` list ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    """An alert's state with what waits for it: outbox rows and any silence."""
+
+    alert: Alert
+    pending_outbox: int
+    silenced_until: datetime | None
+
+
+def alert_states(
+    store: Store, settings: Settings, *, now: datetime | None = None
+) -> list[AlertRecord]:
+    """Every alert of every source in the database, firing first.
+
+    `silenced_until` is the end of a silence in force at `now` (default: the
+    one recorded at the alert's latest evaluation).
+    """
+    if not schema_exists(store, settings):
+        return []
+    rows = store.query(
+        f"SELECT {select_list(ALERT_STATE)} FROM {table(settings, 'alert_state')} FINAL"
+        " ORDER BY source, check_id"
+    ).dicts()
+    # Pending outbox rows per (source, check id).
+    pending = store.query(
+        "SELECT source, check_id, count() AS n FROM"
+        f" (SELECT source, checks FROM {table(settings, 'outbox')} FINAL"
+        "  WHERE status = {pending:String})"
+        " ARRAY JOIN checks AS check_id GROUP BY source, check_id",
+        {"pending": "pending"},
+    ).rows
+    waiting = {(str(s), str(c)): int(n) for s, c, n in pending}
+    silences: Sequence[Silence] = active_silences(store, settings, now) if now is not None else ()
+    records = []
+    for row in rows:
+        alert = alert_from_row(row)
+        until = alert.silenced_until
+        if now is not None:
+            ends = [s.ends_at for s in silences if s.covers(alert.check_id)]
+            until = max(ends) if ends else None
+        records.append(AlertRecord(alert, waiting.get((alert.source, alert.check_id), 0), until))
+    records.sort(key=lambda r: (not r.alert.firing, r.alert.source, r.alert.check_id))
+    return records
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """One notifier's outbox: what waits, what was given up."""
+
+    notifier: str
+    pending: int  # waiting for delivery (including held ones)
+    held: int  # of those, held by quiet hours until later
+    oldest_pending: datetime | None
+    delivered: int
+    dropped: int  # older than alerts.max_delivery_age, never delivered
+    rejected: int  # refused by the chat service as malformed
+
+
+def outbox_backlog(
+    store: Store, settings: Settings, *, now: datetime | None = None
+) -> list[Backlog]:
+    """Per notifier: pending, held (quiet hours at `now`), delivered, dropped, rejected rows."""
+    if not schema_exists(store, settings):
+        return []
+    moment = utc(now) or datetime.now(UTC)
+    rows = store.query(
+        "SELECT notifier,"
+        " countIf(status = 'pending') AS pending,"
+        " countIf(status = 'pending' AND hold_until > {now:DateTime64(3, 'UTC')}) AS held,"
+        " toUnixTimestamp64Milli(minIf(created_at, status = 'pending')) AS oldest,"
+        " countIf(status = 'delivered') AS delivered,"
+        " countIf(status = 'dropped') AS dropped,"
+        " countIf(status = 'rejected') AS rejected"
+        f" FROM {table(settings, 'outbox')} FINAL GROUP BY notifier ORDER BY notifier",
+        {"now": moment},
+    ).rows
+    return [
+        Backlog(
+            notifier=str(name),
+            pending=int(p),
+            held=int(h),
+            oldest_pending=from_ms(int(oldest)) if int(p) else None,
+            delivered=int(d),
+            dropped=int(x),
+            rejected=int(r),
+        )
+        for name, p, h, oldest, d, x, r in rows
+    ]

@@ -1,0 +1,75 @@
+"""What every subcommand shares: the parser, --config/--store/--debug, and flag parsing.
+
+Flags are checked here, once: a duration flag (`--window 4h`, `--for 2h`,
+`--max-age 4h30m`, ...) by `duration_flag`, a time flag (`--at`, `--until`) by
+`time_flag`; a bad one is a `UsageError` naming the flag (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+
+from watchdog.core.durations import parse_duration
+from watchdog.core.errors import UsageError
+from watchdog.core.settings import Settings, load_settings
+from watchdog.core.settings.load import check_store_url
+
+PROG = "memory-watchdog"
+
+if TYPE_CHECKING:
+    Subparsers: TypeAlias = argparse._SubParsersAction[Any]
+else:  # not subscriptable at run time before Python 3.12
+    Subparsers = argparse._SubParsersAction
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", help="TOML config file (default: $WATCHDOG_CONFIG, else built-in defaults)"
+    )
+    parser.add_argument(
+        "--store", help="chdb:///path, chdb://memory or http(s)://user:pass@host:8123/db"
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+
+
+def load(args: argparse.Namespace) -> Settings:
+    """Settings from --config / WATCHDOG_CONFIG (validated whole), with --store applied on top."""
+    settings = load_settings(args.config)
+    store = getattr(args, "store", None)
+    if store:
+        check_store_url(store, "--store")
+        settings = settings.with_store_url(store)
+    return settings
+
+
+def duration_flag(flag: str, text: str) -> timedelta:
+    """A positive duration flag, e.g. `--window 4h`."""
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    if value <= timedelta(0):
+        raise UsageError(f"{flag}: must be positive")
+    return value
+
+
+def time_flag(flag: str, text: str) -> datetime:
+    """An RFC 3339 time with its zone, e.g. 2026-11-28T04:00:00Z."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"{flag}: {text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise UsageError(f"{flag}: {text!r} has no time zone (add Z or +00:00)")
+    return moment.astimezone(UTC)

@@ -1,0 +1,125 @@
+"""`memory-watchdog check`: evaluate one window, print the report, and with --notify alert.
+
+Without `--notify` it only reads. With it, the alert lifecycle runs after the
+report is printed (the report owns stdout; what alerting says goes to
+stderr), and a chat failure never changes the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from alerts.pipeline import process, process_store_error
+from checks.base import Report, Status
+from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
+from watchdog.core.errors import StoreError, UsageError, WatchdogError
+from watchdog.core.settings import Settings
+from watchdog.core.store import open_configured
+from watchdog.core.times import system_clock
+from watchdog.report.page import evaluate_page
+from watchdog.report.text import render_json, render_text
+from watchdog.runner.once import evaluate_once, window_at
+
+FORMATS = ("text", "json", "html")
+
+
+def add_check(sub: Subparsers) -> None:
+    p = sub.add_parser("check", help="evaluate once and print the report")
+    common_arguments(p)
+    p.add_argument("--at", help="evaluation time, RFC 3339 (default: now); replays the past")
+    p.add_argument("--window", help="window length, e.g. 4h (default: window.length)")
+    p.add_argument("--format", default="text", help="text | json | html")
+    p.add_argument("--output", help="write the report to this file instead of stdout")
+    p.add_argument("--notify", action="store_true", help="run the alert lifecycle and send")
+    p.set_defaults(run=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.format not in FORMATS:
+        raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json, html)")
+    at = time_flag("--at", args.at) if args.at else system_clock()
+    length = duration_flag("--window", args.window) if args.window else None
+    settings = load(args)
+    started = time.monotonic()
+    page = ""
+    try:
+        if args.format == "html":  # triage and history are read while the store is open
+            report, page = evaluate_page(settings, at, length)
+        else:
+            report = evaluate_once(settings, at, length, triage=args.format == "json")
+    except StoreError as exc:
+        if args.notify:  # fire the `store` alert, then exit 3 as usual
+            notify_store_error(settings, at, length, exc)
+        raise
+    duration_s = time.monotonic() - started
+    color = not args.output and sys.stdout.isatty()
+    _emit(page or render(report, args.format, color=color), args.output)
+    if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
+        notify_after_check(settings, report, duration_s=duration_s)
+    return exit_code(report)
+
+
+def render(report: Report, fmt: str, *, color: bool) -> str:
+    if fmt == "json":
+        return render_json(report)
+    return render_text(report, color=color)
+
+
+def exit_code(report: Report) -> int:
+    """0 when nothing breached; 1 when a check breached or could not run."""
+    return 0 if report.status is Status.OK else 1
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output: cannot write {output}: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text)
+
+
+def _err(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr)
+
+
+def notify_after_check(
+    settings: Settings, report: Report, *, duration_s: float | None = None
+) -> None:
+    """Run the alert pipeline after `check`; report on stderr; never raise a chat problem.
+
+    A broken custom template is a ConfigError and does raise (exit 2); the
+    watchdog's own tables failing is printed, and `check` keeps its exit code.
+    """
+    try:
+        with open_configured(settings.store) as store:
+            outcome = process(store, settings, report, now=system_clock(), duration_s=duration_s)
+    except StoreError as exc:
+        _err(f"alerts: could not keep alert state: {exc}")
+        return
+    _err(outcome.summary())
+    for line in outcome.errors:
+        _err(line)
+
+
+def notify_store_error(
+    settings: Settings, at: datetime, length: timedelta | None, problem: StoreError
+) -> None:
+    """After `check --notify` could not read the source: fire the `store` alert, if we can."""
+    window = window_at(settings, at, length)
+    try:
+        with open_configured(settings.store) as store:
+            outcome = process_store_error(
+                store, settings, window, problem.problem, now=system_clock()
+            )
+    except WatchdogError as exc:
+        _err(f"alerts: could not record the store error either: {exc}")
+        return
+    _err(outcome.summary())
+    for line in outcome.errors:
+        _err(line)

@@ -1,0 +1,58 @@
+"""`memory-watchdog daemon`: judge every aligned window on the schedule (watchdog.daemon.service)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load
+from watchdog.core.durations import format_duration
+from watchdog.daemon.child import ChildTicks
+from watchdog.daemon.schedule import Schedule
+from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
+from watchdog.daemon.spool import Spool
+from watchdog.daemon.telemetry import Telemetry
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve the pages, /healthz and /status (e.g. 127.0.0.1:8787; loopback by default)",
+    )
+    parser.add_argument(
+        "--stop-timeout",
+        default=format_duration(DEFAULT_STOP_TIMEOUT),
+        help="on SIGTERM/SIGINT, how long the run in progress may take to finish (default 90s)",
+    )
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT."""
+    stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
+    settings = load(args)
+    schedule = Schedule.from_settings(settings.schedule)
+    logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    telemetry = Telemetry.from_environment(os.environ, source=settings.source.display_name)
+    daemon = Daemon(
+        settings,
+        schedule=schedule,
+        telemetry=telemetry,
+        spool=Spool.for_settings(settings),
+        ticks=ChildTicks(),
+        http=args.http,
+        debug=args.debug,
+    )
+    return daemon.serve(stop_timeout)
+
+
+def add_daemon(sub: Subparsers) -> None:
+    """Register `memory-watchdog daemon` (the CLI's COMMANDS registry calls this)."""
+    p = sub.add_parser(
+        "daemon",
+        help="evaluate every aligned window on the schedule, alert, survive outages (SIGTERM stops)",
+    )
+    common_arguments(p)
+    add_arguments(p)
+    p.set_defaults(run=cmd_daemon)

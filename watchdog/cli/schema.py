@@ -1,0 +1,147 @@
+"""`memory-watchdog schema apply`: print (and with --yes apply) the watchdog's DDL.
+
+Without `--materialize`: the watchdog's state tables (alert states, outbox,
+run log, silences) in `store.database`. With it, also the narrow
+normalized-event table, its materialized view and the backfill
+(`checks.materialize` builds those statements).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC
+from typing import Any
+
+from alerts.state import TABLES, create_table_sql
+from checks.builtin import configured_checks
+from checks.materialize import NarrowPlan, Statement, materialize_statements, plan_for, source_ttl
+from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load
+from watchdog.core.errors import UsageError
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store, open_configured
+from watchdog.core.times import system_clock
+
+
+def state_statements(settings: Settings) -> list[Statement]:
+    """The watchdog's own tables (alert states, outbox, run log, silences)."""
+    statements = [
+        Statement(
+            "The watchdog's database.",
+            f"CREATE DATABASE IF NOT EXISTS `{settings.store.database}`",
+        )
+    ]
+    for name in TABLES:
+        statements.append(Statement(f"State table {name}.", create_table_sql(settings, name)))
+    return statements
+
+
+def add_schema(sub: Subparsers) -> None:
+    """Register `memory-watchdog schema apply` (the CLI's COMMANDS registry calls this)."""
+    p = sub.add_parser("schema", help="print (and with --yes apply) the watchdog's DDL")
+    actions = p.add_subparsers(dest="schema_action", metavar="ACTION")
+    apply = actions.add_parser(
+        "apply", help="state tables; with --materialize the narrow memory_events table"
+    )
+    common_arguments(apply)
+    apply.add_argument(
+        "--materialize",
+        action="store_true",
+        help="also the narrow memory_events table, its materialized view and the backfill",
+    )
+    apply.add_argument("--yes", action="store_true", help="execute the statements (default: print)")
+    apply.add_argument(
+        "--since",
+        help="backfill this far back from now, e.g. 7d (default: window.lookback)",
+    )
+    apply.add_argument(
+        "--source-local",
+        help="on a cluster: the shard-local source table receiving inserts (default: source.table)",
+    )
+    apply.set_defaults(run=cmd_schema_apply)
+    p.set_defaults(run=_schema_usage)
+
+
+def _schema_usage(args: argparse.Namespace) -> int:
+    raise UsageError("schema: an action is required (apply; see memory-watchdog schema --help)")
+
+
+def _read_source(store: Store, table: str) -> tuple[set[str], str | None]:
+    """The source table's columns and its TTL interval, if any."""
+    present = set(store.table_columns(table))
+    database, _, name = table.rpartition(".")
+    rows = store.query(
+        "SELECT engine_full FROM system.tables"
+        " WHERE database = if({db:String} = '', currentDatabase(), {db:String}) AND name = {name:String}",
+        {"db": database, "name": name},
+    ).rows
+    return present, source_ttl(str(rows[0][0])) if rows else None
+
+
+def cmd_schema_apply(args: argparse.Namespace) -> int:
+    """Print the statements; with --yes execute them in order."""
+    settings = load(args)
+    since_length = duration_flag("--since", args.since) if args.since else settings.window.lookback
+    out = sys.stdout
+    statements = state_statements(settings)
+    if not args.materialize and not args.yes:
+        # The state tables' DDL needs no store: print it without opening one.
+        _print(out, statements, None, settings, executing=False)
+        return 0
+    with open_configured(settings.store, create=args.yes) as store:
+        plan = None
+        if args.materialize:
+            specs = configured_checks(settings)
+            source_table = settings.source.table_name
+            present, ttl = _read_source(store, source_table)
+            plan = plan_for(settings, ttl=ttl, source_local=args.source_local)
+            until = system_clock().astimezone(UTC).replace(microsecond=0)
+            statements += materialize_statements(
+                settings, plan, present, specs, since=until - since_length, until=until
+            )
+        _print(out, statements, plan, settings, executing=args.yes)
+        if not args.yes:
+            return 0
+        for statement in statements:
+            store.command(statement.sql, statement.params)
+        out.write(f"-- Applied {len(statements)} statements to {store.url.masked}.\n")
+    return 0
+
+
+def _print(
+    out: Any,
+    statements: Sequence[Statement],
+    plan: NarrowPlan | None,
+    settings: Settings,
+    *,
+    executing: bool,
+) -> None:
+    """Write the statements as a clickhouse-client script, with what to do next."""
+    for statement in statements:
+        out.write(statement.render() + "\n\n")
+    if plan is not None:
+        out.write(_next_steps(settings, plan))
+    if not executing:
+        out.write("-- Printed only; run again with --yes to execute these statements.\n")
+
+
+def _next_steps(settings: Settings, plan: NarrowPlan) -> str:
+    notes = [
+        "-- Then read the narrow table: in the config,",
+        "--   [source]",
+        '--   preset = "normalized"',
+        f'--   table = "{plan.table}"',
+        f'--   name = "{settings.source.name or plan.source_table}"   # keeps alert history',
+    ]
+    if settings.source.session_filter:
+        notes.append(
+            "-- source.session_filter reads raw columns the narrow table does not keep:"
+            " rewrite it on the normalized columns."
+        )
+    if plan.cluster and plan.source_local == plan.source_table:
+        notes.append(
+            "-- On a cluster, attach the view to the shard-local table that receives inserts"
+            " (--source-local), not to a Distributed table."
+        )
+    return "\n".join(notes) + "\n\n"

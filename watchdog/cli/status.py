@@ -1,0 +1,65 @@
+"""`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
+
+`--max-age DURATION` makes it a dead man's switch for whatever watches the
+watchdog (cron, a systemd timer, an uptime checker): exit 1 when the last
+completed run (one that read the source) judged a window ending longer ago
+than that, or when there is none. Exit codes: 0 fine, 1 too old, 2 usage or
+config, 3 the store could not be read. It only reads: no table is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import timedelta
+
+from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load
+from watchdog.core.errors import UsageError
+from watchdog.core.store import open_configured
+from watchdog.core.times import system_clock
+from watchdog.daemon.status import ago, read_status, render_text
+
+FORMATS = ("text", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", default="text", help="text | json")
+    parser.add_argument(
+        "--max-age",
+        help="exit 1 when the last completed run judged a window ending longer ago (e.g. 4h30m)",
+    )
+    parser.add_argument("--runs", type=int, default=10, help="how many runs to list (default 10)")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the status; with --max-age, exit 1 when the last completed run is too old."""
+    if args.format not in FORMATS:
+        raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
+    if args.runs < 0:
+        raise UsageError("--runs: must be 0 or more")
+    max_age: timedelta | None = duration_flag("--max-age", args.max_age) if args.max_age else None
+    settings = load(args)
+    now = system_clock()
+    with open_configured(settings.store) as store:
+        status = read_status(store, settings, now, args.runs)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(status.to_json(), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_text(status))
+    if max_age is not None and status.stale(max_age):
+        age = "no completed run" if status.age is None else f"last completed {ago(status.age)}"
+        print(f"{PROG}: stale: {age} (--max-age {args.max_age})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_status(sub: Subparsers) -> None:
+    """Register `memory-watchdog status` (the CLI's COMMANDS registry calls this)."""
+    p = sub.add_parser(
+        "status",
+        help="last runs, firing alerts, outbox backlog, next run; --max-age as a health check",
+    )
+    common_arguments(p)
+    add_arguments(p)
+    p.set_defaults(run=cmd_status)

@@ -1,0 +1,51 @@
+"""Settings: the TOML config (docs/configuration.md), validated once, completely, into frozen values.
+
+`load_settings` is the one way in for the commands; `settings_from_mapping`
+validates an already parsed mapping (tests, rule files). A config that loads
+is one every command can use: check ids, custom checks, windows, cron lines,
+quiet hours, `${ENV}` references and the store URL are all checked here.
+"""
+
+from __future__ import annotations
+
+from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.load import data_dir_from, load_settings, settings_from_mapping
+from watchdog.core.settings.model import (
+    BUILTIN_CHECK_IDS,
+    NORMALIZED_COLUMNS,
+    PRESET_TABLES,
+    AlertSettings,
+    CheckOverride,
+    DeviationSettings,
+    EventSettings,
+    ReportSettings,
+    ScheduleSettings,
+    Settings,
+    SlackSettings,
+    SourceSettings,
+    StdoutSettings,
+    StoreSettings,
+    WindowSettings,
+)
+
+__all__ = [
+    "BUILTIN_CHECK_IDS",
+    "NORMALIZED_COLUMNS",
+    "PRESET_TABLES",
+    "AlertSettings",
+    "CheckOverride",
+    "CustomCheck",
+    "DeviationSettings",
+    "EventSettings",
+    "ReportSettings",
+    "ScheduleSettings",
+    "Settings",
+    "SlackSettings",
+    "SourceSettings",
+    "StdoutSettings",
+    "StoreSettings",
+    "WindowSettings",
+    "data_dir_from",
+    "load_settings",
+    "settings_from_mapping",
+]

@@ -1,0 +1,198 @@
+"""Loading settings: the TOML file, `${ENV}` references, the environment, one error line.
+
+The environment is read here and nowhere else: `WATCHDOG_CONFIG`,
+`WATCHDOG_STORE_URL`, `XDG_DATA_HOME` (and `HOME`), and `${NAME}` references
+inside string values of the file. Every problem is a `ConfigError` naming the
+file, the key and what is accepted (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings.custom import KINDS as CUSTOM_KINDS
+from watchdog.core.settings.custom import MODELS as CUSTOM_MODELS
+from watchdog.core.settings.model import CheckOverride, Settings
+from watchdog.core.urls import StoreURLError, parse_store_url
+
+APP_DIR = "memory-watchdog"
+
+
+def data_dir_from(env: Mapping[str, str]) -> Path:
+    """The user's data directory for memory-watchdog: $XDG_DATA_HOME, else ~/.local/share."""
+    base = env.get("XDG_DATA_HOME") or ""
+    if not base:
+        home = env.get("HOME") or str(Path.home())
+        base = str(Path(home) / ".local" / "share")
+    return Path(base) / APP_DIR
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
+    """Replace `${NAME}` (or `${NAME:-default}`) in every string of the parsed TOML."""
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(
+                path, f"environment variable {name} is not set (referenced as ${{{name}}})"
+            )
+
+        return _ENV_REF.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: _expand_env(v, env, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
+    """The key path and problem of pydantic's first error, in our words."""
+    loc = [str(part) for part in error["loc"]]
+    kind = error["type"]
+    if loc[:1] == ["custom_checks"]:
+        return _describe_custom(error, loc)
+    key = ".".join(loc)
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        accepted = ", ".join(parent.model_fields) if parent else ""
+        return key, f"unknown key (accepted: {accepted})" if accepted else "unknown key"
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return key, f"{error.get('input')!r} is not accepted (accepted: {expected})"
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    if kind in ("missing",):
+        return key, "is required"
+    return key, message
+
+
+def _describe_custom(error: Any, loc: list[str]) -> tuple[str, str]:
+    """Errors inside `[[checks.custom]]`, named by table index and key."""
+    kind = error["type"]
+    if len(loc) < 2:
+        return "checks.custom", "must be an array of tables ([[checks.custom]])"
+    base = f"checks.custom[{loc[1]}]"
+    accepted = ", ".join(CUSTOM_KINDS)
+    if kind == "union_tag_not_found":
+        return f"{base}.kind", f"is required (accepted: {accepted})"
+    if kind == "union_tag_invalid":
+        tag = error.get("ctx", {}).get("tag", "")
+        return f"{base}.kind", f"{tag!r} is not accepted (accepted: {accepted})"
+    rest = loc[3:]  # loc[2] is the kind tag of the discriminated union
+    key = ".".join([base, *rest])
+    if kind == "extra_forbidden":
+        model = CUSTOM_MODELS.get(loc[2])
+        fields = ", ".join(model.model_fields) if model else ""
+        return key, f"unknown key for kind {loc[2]} (accepted: {fields})"
+    if kind == "missing":
+        return key, f"is required for kind {loc[2]}"
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return key, f"{error.get('input')!r} is not accepted (accepted: {expected})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return key, message
+
+
+def _model_at(loc: list[str]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Settings
+    for part in loc:
+        field = model.model_fields.get(part)
+        if field is None:
+            return CheckOverride if model is Settings and part else None
+        annotation = field.annotation
+        candidates = getattr(annotation, "__args__", (annotation,))
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            if part == "checks":
+                return CheckOverride
+            return None
+        model = nested[0]
+    return model
+
+
+def settings_from_mapping(
+    data: Mapping[str, Any],
+    *,
+    env: Mapping[str, str] | None = None,
+    origin: str | None = None,
+) -> Settings:
+    """Validate parsed TOML into Settings; ConfigError names the first bad key."""
+    env = os.environ if env is None else env
+    expanded = _expand_env(dict(data), env, "")
+    checks = expanded.get("checks")
+    if isinstance(checks, dict) and "custom" in checks:
+        checks = dict(checks)
+        expanded = {**expanded, "checks": checks, "custom_checks": checks.pop("custom")}
+        if not isinstance(expanded["custom_checks"], list):
+            raise ConfigError(
+                "checks.custom", "must be an array of tables ([[checks.custom]])", origin=origin
+            )
+    data_dir = data_dir_from(env)
+    expanded.setdefault("data_dir", str(data_dir))
+    try:
+        settings = Settings.model_validate(expanded)
+    except ValidationError as exc:
+        key, problem = _describe(exc.errors()[0], expanded)
+        raise ConfigError(key, problem, origin=origin) from None
+    except ConfigError as exc:
+        raise ConfigError(exc.key, exc.problem, origin=origin) from None
+    # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
+    from_env = env.get("WATCHDOG_STORE_URL")
+    url = from_env or settings.store.url or f"chdb://{settings.data_dir / 'store'}"
+    check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
+    if url != settings.store.url:
+        settings = settings.with_store_url(url)
+    return settings
+
+
+def check_store_url(url: str, key: str, *, origin: str | None = None) -> None:
+    """A ConfigError naming `key` when `url` is not a store URL."""
+    try:
+        parse_store_url(url)
+    except StoreURLError as exc:
+        raise ConfigError(key, str(exc), origin=origin if key == "store.url" else None) from None
+
+
+def load_settings(
+    path: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read the config file (`path`, else WATCHDOG_CONFIG, else defaults) into Settings."""
+    env = os.environ if env is None else env
+    path = path or env.get("WATCHDOG_CONFIG") or None
+    data: dict[str, Any] = {}
+    if path:
+        file = Path(path)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError("", f"config file {path} does not exist") from None
+        except IsADirectoryError:
+            raise ConfigError("", f"config file {path} is a directory") from None
+        except PermissionError:
+            raise ConfigError("", f"config file {path} is not readable") from None
+        except UnicodeDecodeError:
+            raise ConfigError("", f"config file {path} is not UTF-8 text") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("", f"invalid TOML: {exc}", origin=path) from None
+        except OSError as exc:
+            raise ConfigError("", f"config file {path} cannot be read: {exc.strerror}") from None
+    return settings_from_mapping(data, env=env, origin=path)

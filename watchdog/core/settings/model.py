@@ -1,0 +1,371 @@
+"""The settings models: every key of the TOML config (docs/configuration.md), frozen and typed.
+
+Every default lives here. Durations are `timedelta`, quiet hours a
+`QuietHours`, a cron line is checked by APScheduler's parser when it loads;
+cross-field rules (check ids, custom checks against the lookback) are
+validators of `Settings`, so a config that loads is a config every command
+can use. The environment is not read here: the loader (`.load`) fills
+`data_dir` and `store.url` from it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from watchdog.core.durations import Duration, format_duration
+from watchdog.core.errors import ConfigError
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings.custom import CoverageCheck, CustomCheck, OutcomeRateCheck
+from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
+
+# The built-in checks of SPEC section 5, in report order (checks.builtin builds each).
+BUILTIN_CHECK_IDS = (
+    "recall_coverage",
+    "observe_coverage",
+    "observe_failure_rate",
+    "recall_failure_rate",
+    "recall_latency_p95",
+    "circuit_breaker",
+    "telemetry_freshness",
+    "recall_injection",
+    "write_gate_drift",
+    "agent_deviation_contract",
+    "agent_deviation_evidence",
+)
+
+# Each preset's table when `source.table` is not set.
+PRESET_TABLES = {
+    "joelclaw": "joelclaw.otel_events",
+    "otel_logs": "otel.otel_logs",
+    "otel_traces": "otel.otel_traces",
+    "normalized": "watchdog.memory_events",
+}
+PresetName = Literal["joelclaw", "otel_logs", "otel_traces", "normalized"]
+NORMALIZED_COLUMNS = (
+    "event_id",
+    "ts",
+    "session_id",
+    "name",
+    "latency_ms",
+    "trigger",
+    "result_count",
+    "payload",
+)
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StoreSettings(_Settings):
+    url: str = ""  # filled by the loader: WATCHDOG_STORE_URL, else under the data directory
+    database: str = "watchdog"
+    query_timeout: Duration = timedelta(seconds=120)
+    lock_timeout: Duration = timedelta(seconds=10)
+    cluster: str | None = None
+
+    @field_validator("database")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"{value!r} is not a database name (letters, digits, _)")
+        return value
+
+
+class SourceSettings(_Settings):
+    name: str = ""  # shown in reports and alerts; defaults to the table
+    preset: PresetName = "joelclaw"
+    table: str | None = None  # preset default when unset
+    ignore_sessions: tuple[str, ...] = ("", "interactive", "gateway", "unknown")
+    session_filter: str | None = None
+    columns: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("table")
+    @classmethod
+    def _table_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", value
+        ):
+            raise ValueError(f"{value!r} is not a table name (database.table)")
+        return value
+
+    @field_validator("columns")
+    @classmethod
+    def _known_columns(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key not in NORMALIZED_COLUMNS:
+                raise ValueError(
+                    f"unknown normalized column {key!r} (accepted: {', '.join(NORMALIZED_COLUMNS)})"
+                )
+        return value
+
+    @property
+    def table_name(self) -> str:
+        """The table read: `source.table`, else the preset's."""
+        return self.table or PRESET_TABLES[self.preset]
+
+    @property
+    def display_name(self) -> str:
+        """The source as reports and alerts name it: `source.name`, else the table."""
+        return self.name or self.table_name
+
+
+class WindowSettings(_Settings):
+    length: Duration = timedelta(hours=4)
+    lookback: Duration = timedelta(hours=24)
+    recall_grace: Duration = timedelta(minutes=5)
+    observe_grace: Duration = timedelta(minutes=15)
+    idle_timeout: Duration = timedelta(hours=6)
+
+    @model_validator(mode="after")
+    def _lookback_covers_deadlines(self) -> WindowSettings:
+        for key in ("length", "lookback", "idle_timeout"):
+            if getattr(self, key) <= timedelta(0):
+                raise ValueError(f"{key} must be positive")
+        need = self.length + max(self.idle_timeout, self.recall_grace, self.observe_grace)
+        if self.lookback < need:
+            raise ValueError(
+                f"lookback {format_duration(self.lookback)} is too short to judge the "
+                f"obligations due in a window: it must be at least length + the longest of "
+                f"idle_timeout and the graces ({format_duration(need)})"
+            )
+        return self
+
+    def reach(self, length: timedelta) -> timedelta:
+        """How far back a window of `length` must read to judge every obligation due in it."""
+        return max(
+            self.lookback, length + max(self.idle_timeout, self.recall_grace, self.observe_grace)
+        )
+
+
+class EventSettings(_Settings):
+    """Event names per role (SPEC section 3)."""
+
+    session_end: tuple[str, ...] = ("session.ended", "session.shutdown")
+    compaction: tuple[str, ...] = ("session.compacted", "compaction.before")
+    recall_started: tuple[str, ...] = ("memory.recall.started",)
+    recall_completed: tuple[str, ...] = ("memory.recall.completed",)
+    recall_failed: tuple[str, ...] = ("memory.recall.failed",)
+    recall_injected: tuple[str, ...] = ("memory.recall.injected",)
+    observe_requested: tuple[str, ...] = (
+        "memory.observe.requested",
+        "memory.observe.started",
+        "observe.started",
+    )
+    observe_completed: tuple[str, ...] = ("memory.observe.completed", "observe.store.completed")
+    observe_failed: tuple[str, ...] = ("memory.observe.failed", "observe.store.failed")
+    gate_decision: tuple[str, ...] = ("memory.gate.decision",)
+    agent_deviation: tuple[str, ...] = ("anamnese.agent_deviation",)
+
+    @property
+    def recall_any(self) -> tuple[str, ...]:
+        return self.recall_started + self.recall_completed + self.recall_failed
+
+    @property
+    def observe_any(self) -> tuple[str, ...]:
+        return self.observe_requested + self.observe_completed + self.observe_failed
+
+
+class DeviationSettings(_Settings):
+    """The agent deviation contract (SPEC section 5)."""
+
+    allowed_keys: tuple[str, ...] = ("agente", "tipo", "evidenceEventIds")
+    envelope_keys: tuple[str, ...] = (
+        "session.id",
+        "session_id",
+        "sessionId",
+        "event.name",
+        "event.id",
+    )
+    tipos: tuple[str, ...] = ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")
+    max_evidence: int = Field(default=20, ge=0)
+
+
+Severity = Literal["critical", "warning", "info"]
+
+
+class CheckOverride(_Settings):
+    """`[checks.<id>]`: any field left out keeps the check's own default."""
+
+    enabled: bool | None = None
+    target: FiniteFloat | None = None
+    severity: Severity | None = None
+    min_samples: int | None = Field(default=None, ge=0)
+
+
+class ScheduleSettings(_Settings):
+    every: Duration | None = None
+    cron: Crontab | None = None
+    timezone: TimeZone = "UTC"
+    delay: Duration = timedelta(minutes=2)
+    max_catchup: int = Field(default=6, ge=0)
+    misfire_grace: Duration = timedelta(minutes=30)
+
+    @field_validator("every")
+    @classmethod
+    def _whole_seconds(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None:
+            seconds = value.total_seconds()
+            if seconds < 1 or not seconds.is_integer():
+                raise ValueError("must be a whole number of seconds, at least 1s")
+        return value
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ScheduleSettings:
+        if self.every is not None and self.cron is not None:
+            raise ValueError("set either every or cron, not both")
+        return self
+
+    @property
+    def period(self) -> timedelta:
+        """The schedule's period when it is `every` (default 4h)."""
+        return self.every if self.every is not None else timedelta(hours=4)
+
+
+class _Quiet(_Settings):
+    """Quiet hours of a notifier: `quiet_hours = "22:00-07:00"` in `quiet_timezone`."""
+
+    quiet_timezone: TimeZone = "UTC"
+    quiet_hours: QuietHours | None = None
+
+    @field_validator("quiet_hours", mode="before")
+    @classmethod
+    def _parse_quiet(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            return QuietHours.parse(value, str(info.data.get("quiet_timezone", "UTC")))
+        return value
+
+
+class SlackSettings(_Quiet):
+    """A Slack notifier: an incoming webhook, or a bot token and a channel.
+
+    `webhook_url` and `token` are secrets: pydantic's SecretStr keeps them out
+    of every repr, dump and log line; only the notifier reads their value.
+    """
+
+    webhook_url: SecretStr | None = None
+    token: SecretStr | None = None
+    channel: str | None = None
+    base_url: str | None = None  # Slack's API root; for tests and proxies
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> SlackSettings:
+        webhook = self.webhook_url.get_secret_value() if self.webhook_url else ""
+        token = self.token.get_secret_value() if self.token else ""
+        if bool(webhook) == bool(token):
+            raise ValueError("set webhook_url, or token and channel (exactly one mode)")
+        if webhook and not webhook.startswith(("https://", "http://")):
+            raise ValueError("webhook_url is not an http(s) URL (value not shown: it is a secret)")
+        if token and not self.channel:
+            raise ValueError('token needs channel (e.g. channel = "#memory-alerts")')
+        if self.timeout <= timedelta(0):
+            raise ValueError("timeout must be positive")
+        return self
+
+
+class StdoutSettings(_Quiet):
+    """The stdout notifier: the same message as plain text, for cron mail and debugging."""
+
+    enabled: bool = True
+
+
+class AlertSettings(_Settings):
+    """`[alerts]`: the alert lifecycle (SPEC section 8) and its delivery."""
+
+    repeat_interval: Duration = timedelta(hours=24)
+    pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
+    max_delivery_age: Duration = timedelta(days=7)  # undelivered older than this is dropped
+    delivery_timeout: Duration = timedelta(seconds=60)  # total delivery time within one run
+    templates_dir: str | None = None  # overrides alerts/templates/*.j2 file by file
+    slack: SlackSettings | None = None
+    stdout: StdoutSettings | None = None
+
+    @model_validator(mode="after")
+    def _positive(self) -> AlertSettings:
+        for key in ("repeat_interval", "max_delivery_age", "delivery_timeout"):
+            if getattr(self, key) <= timedelta(0):
+                raise ValueError(f"{key} must be positive")
+        if self.max_delivery_age > timedelta(days=30):
+            raise ValueError("max_delivery_age must be at most 30d (the outbox keeps rows 90 days)")
+        return self
+
+
+class ReportSettings(_Settings):
+    dir: str | None = None  # default: the data directory
+    keep: int = Field(default=200, ge=1)
+    error_classes: bool = True
+    base_url: str | None = None
+    history: int = Field(default=42, ge=1)
+
+
+class Settings(_Settings):
+    # Where the watchdog keeps its files (default store, spool, pages); the loader fills
+    # it from XDG_DATA_HOME, else ~/.local/share, plus /memory-watchdog.
+    data_dir: Path = Path("memory-watchdog")
+    store: StoreSettings = StoreSettings()
+    source: SourceSettings = SourceSettings()
+    window: WindowSettings = WindowSettings()
+    events: EventSettings = EventSettings()
+    deviation: DeviationSettings = DeviationSettings()
+    checks: dict[str, CheckOverride] = Field(default_factory=dict)
+    schedule: ScheduleSettings = ScheduleSettings()
+    alerts: AlertSettings = AlertSettings()
+    report: ReportSettings = ReportSettings()
+    # `[[checks.custom]]` in the file; moved here before validation (see the loader).
+    custom_checks: tuple[CustomCheck, ...] = ()
+
+    @model_validator(mode="after")
+    def _checks_are_known(self) -> Settings:
+        """Custom ids unique and not built-in, each fitting the lookback; overrides of known ids."""
+        taken = set(BUILTIN_CHECK_IDS)
+        lookback = self.window.lookback
+        for index, check in enumerate(self.custom_checks):
+            if check.id in taken:
+                what = (
+                    "a built-in check id" if check.id in BUILTIN_CHECK_IDS else "already used above"
+                )
+                raise ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
+            taken.add(check.id)
+            if _reach(check, self.window.length) > lookback:
+                raise ConfigError(
+                    f"checks.custom[{index}].window",
+                    "the window plus the grace must fit in window.lookback"
+                    f" ({format_duration(lookback)}); shorten it or raise the lookback",
+                )
+        for check_id in self.checks:
+            if check_id not in taken:
+                custom = sorted(taken - set(BUILTIN_CHECK_IDS))
+                accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
+                raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+        return self
+
+    @property
+    def check_ids(self) -> tuple[str, ...]:
+        """Every check id: the built-in ones in report order, then the custom ones."""
+        return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
+
+    def with_store_url(self, url: str) -> Settings:
+        """These settings reading another store (`--store`)."""
+        return self.model_copy(update={"store": self.store.model_copy(update={"url": url})})
+
+
+def _reach(check: CustomCheck, default_window: timedelta) -> timedelta:
+    """How far back from `at` a custom check must read: its window plus its grace."""
+    window = check.window or default_window
+    if isinstance(check, CoverageCheck | OutcomeRateCheck):
+        return window + check.grace
+    return window
