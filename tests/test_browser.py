@@ -1,7 +1,7 @@
 """A real browser loads the page: headless Chromium, from a file and from the daemon's server.
 
 Needs the Debian packages `chromium` and `chromium-driver` (`make browser`
-installs them); skipped, saying so, only when Chromium is not there.
+installs them; `make test` never does); skipped, saying so, when Chromium is not there.
 Screenshots land in test-artifacts/ (git-ignored).
 """
 
@@ -46,7 +46,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         CHROMIUM is None,
-        reason="chromium is not installed and could not be (make browser: apt-get install chromium chromium-driver)",
+        reason="chromium is not installed (run `make browser`, or apt-get install chromium chromium-driver)",
     ),
 ]
 

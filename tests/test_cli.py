@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -276,3 +277,34 @@ def test_notify_without_alerts_says_so(healthy: str) -> None:
     """--notify is accepted and keeps check's exit code."""
     result = run("check", "--store", healthy, "--at", AT, "--notify")
     assert result.returncode == 0
+
+
+def test_version_prints_the_version() -> None:
+    """--version prints the program and its version, exit 0."""
+    result = run("--version")
+    assert result.returncode == 0
+    assert re.fullmatch(r"memory-watchdog \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("check", "--window", "-4h"), "--window: must be positive"),
+        (("check", "--at", "-1"), "--at: '-1' is not an RFC 3339 time"),
+        (("status", "--max-age", "-5m"), "--max-age: must be positive"),
+    ],
+)
+def test_a_value_that_starts_with_a_dash_is_judged_as_a_value(
+    args: tuple[str, ...], expected: str
+) -> None:
+    """`--window -4h` is a bad window (exit 2 saying why), not a missing argument."""
+    result = run(*args)
+    assert result.returncode == 2
+    assert expected in one_line(result.stderr)
+
+
+def test_a_malformed_store_url_is_a_usage_error(tmp_path: Path) -> None:
+    """`--store postgres://x` is exit 2 (a usage error), not 3 (an unreadable store)."""
+    result = run("check", "--store", "postgres://x")
+    assert result.returncode == 2
+    assert "--store: not a store URL (accepted: chdb:///path" in one_line(result.stderr)

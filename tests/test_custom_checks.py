@@ -295,8 +295,8 @@ def test_test_checks_cli_fails_with_readable_lines(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert (
-        "FAIL  wrong on purpose: recall_coverage: status: expected ok, got breached; value: expected 0.0, got 1.0"
-        in result.stdout
+        "FAIL  wrong on purpose: recall_coverage: status: expected ok, got breached;"
+        " value: expected 0, got 1" in result.stdout
     )
     assert "result: 0 of 1 expectations met" in result.stdout
 
@@ -313,3 +313,40 @@ def test_test_checks_cli_rejects_bad_rule_file(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "case[0].events[0].offset: 'soon' is not an offset" in result.stderr
+
+
+def _test_checks(*args: str) -> subprocess.CompletedProcess[str]:
+    bin_ = Path(sys.executable).parent / "memory-watchdog"
+    return subprocess.run(
+        [str(bin_), "test-checks", *args], capture_output=True, text=True, check=False
+    )
+
+
+_PASSING = (
+    '[[case]]\nname = "a cold start"\n'
+    'events = [{ name = "session.started", session = "s1", offset = "+10m" }]\n'
+    'expect.recall_coverage = { status = "breached", value = 1 }\n'
+)
+
+
+def test_test_checks_takes_several_files_like_promtool(tmp_path: Path) -> None:
+    """Every file given is run; the exit code is 1 when any expectation in any file fails."""
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text(_PASSING)
+    bad.write_text(_PASSING.replace("value = 1", "value = 2"))
+    both = _test_checks(str(good), str(bad))
+    assert both.returncode == 1
+    assert f"test-checks {good}" in both.stdout and f"test-checks {bad}" in both.stdout
+    assert "value: expected 2, got 1" in both.stdout
+    assert _test_checks(str(good), str(good)).returncode == 0
+
+
+def test_test_checks_unknown_check_id_is_a_usage_error(tmp_path: Path) -> None:
+    """An expectation for a check the config does not have is exit 2 naming it, not a FAIL."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(_PASSING.replace("expect.recall_coverage", "expect.recall_coverge"))
+    result = _test_checks(str(rules))
+    assert result.returncode == 2, result.stdout
+    assert "case[0].expect.recall_coverge: unknown check id (accepted: recall_coverage" in (
+        result.stderr
+    )

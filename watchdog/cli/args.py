@@ -54,9 +54,11 @@ def load(args: argparse.Namespace) -> Settings:
 def duration_flag(flag: str, text: str) -> timedelta:
     """A positive duration flag, e.g. `--window 4h`."""
     try:
-        value = parse_duration(text)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
+        value = parse_duration(text.strip().removeprefix("-"))
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a duration (e.g. 90s, 15m, 4h, 1d)") from None
+    if text.strip().startswith("-"):
+        raise UsageError(f"{flag}: must be positive")
     if value <= timedelta(0):
         raise UsageError(f"{flag}: must be positive")
     return value

@@ -8,10 +8,12 @@ saying so; the traceback only with `--debug`.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
 from typing import NoReturn
 
 from watchdog.cli.alerts import add_alerts, add_notify_test
@@ -42,10 +44,63 @@ COMMANDS: dict[str, Callable[[Subparsers], None]] = {
 
 def build_parser(commands: Mapping[str, Callable[[Subparsers], None]] = COMMANDS) -> Parser:
     parser = Parser(prog=PROG, description="The verify layer of agent memory.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for add in commands.values():
         add(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("memory-watchdog")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:
+    """Every option string in every subcommand, and those of them that take one value."""
+    every: set[str] = set()
+    valued: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child_every, child_valued = _option_strings(child)
+                every |= child_every
+                valued |= child_valued
+            continue
+        every.update(action.option_strings)
+        if action.option_strings and action.nargs is None and action.const is None:
+            valued.update(s for s in action.option_strings if s.startswith("--"))
+    return every, valued
+
+
+def attach_dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """`--window -4h` as `--window=-4h`: a value that starts with a dash is still the value.
+
+    argparse would take `-4h` for an option and say "expected one argument";
+    joined, the flag's own parser says what is wrong with the value.
+    """
+    every, flags = _option_strings(parser)
+    out: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        token = items[i]
+        following = items[i + 1] if i + 1 < len(items) else None
+        if (
+            token in flags
+            and following is not None
+            and following.startswith("-")
+            and following not in every
+            and not following.startswith("--")
+        ):
+            out.append(f"{token}={following}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
 
 
 def main(
@@ -56,7 +111,8 @@ def main(
     debug = "--debug" in argv
     configure_logging(debug)
     try:
-        args = build_parser(commands).parse_args(argv)
+        parser = build_parser(commands)
+        args = parser.parse_args(attach_dash_values(parser, argv))
         if not getattr(args, "run", None):
             raise UsageError(f"a command is required ({', '.join(commands)}; see {PROG} --help)")
         code: int = args.run(args)

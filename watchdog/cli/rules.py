@@ -20,17 +20,25 @@ def add_test_checks(sub: Subparsers) -> None:
     p = sub.add_parser(
         "test-checks", help="run offline rule tests of the checks (exit 1 on a failure)"
     )
-    p.add_argument("file", help="rule file (TOML) with [[case]] tables")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="rule files (TOML) with [[case]] tables"
+    )
     common_arguments(p)
     p.set_defaults(run=cmd_test_checks)
 
 
 def cmd_test_checks(args: argparse.Namespace) -> int:
-    rules = load_rule_file(args.file)
-    settings = settings_for_rules(rules, args.config)
+    """Every file is checked before any runs (exit 2 on a mistake); exit 1 if any expectation fails."""
+    loaded = []
+    for path in args.files:
+        rules = load_rule_file(path)
+        loaded.append((path, rules, settings_for_rules(rules, args.config)))
+    passed = True
     with tempfile.TemporaryDirectory(prefix="memory-watchdog-rules-") as scratch:
         url = args.store or f"chdb://{scratch}/store"
         with open_store(url, create=True) as store:
-            outcomes = run_rule_file(store, rules, settings)
-    sys.stdout.write(format_outcomes(args.file, outcomes))
-    return 0 if all(o.passed for o in outcomes) else 1
+            for path, rules, settings in loaded:
+                outcomes = run_rule_file(store, rules, settings)
+                sys.stdout.write(format_outcomes(path, outcomes))
+                passed = passed and all(o.passed for o in outcomes)
+    return 0 if passed else 1

@@ -229,9 +229,7 @@ def _case_settings(settings: Settings, table: str) -> Settings:
 
 
 def _judge(expect: Expectation, report: Report, case: Case) -> Outcome:
-    result = report.checks.get(expect.check)
-    if result is None:
-        return Outcome(case.name, expect.check, False, f"no check {expect.check!r} in the config")
+    result = report.checks[expect.check]  # settings_for_rules checked that it exists
     problems = []
     if expect.status is not None and result.status is not expect.status:
         problems.append(f"status: expected {expect.status.value}, got {result.status.value}")
@@ -242,11 +240,18 @@ def _judge(expect: Expectation, report: Report, case: Case) -> Outcome:
             or expect.value is None
             or not math.isclose(got, expect.value, rel_tol=1e-9, abs_tol=1e-9)
         ):
-            problems.append(f"value: expected {expect.value}, got {got}")
-    shown = f"status {result.status.value} value {result.value}"
+            problems.append(f"value: expected {_number(expect.value)}, got {_number(got)}")
+    shown = f"status {result.status.value} value {_number(result.value)}"
     if problems:
         return Outcome(case.name, expect.check, False, f"{'; '.join(problems)} ({result.summary})")
     return Outcome(case.name, expect.check, True, shown)
+
+
+def _number(value: float | None) -> str:
+    """A value as people write it: 1, not 1.0; 0.1; none."""
+    if value is None:
+        return "none"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def run_rule_file(store: Store, rules: RuleFile, settings: Settings) -> list[Outcome]:
@@ -268,8 +273,22 @@ def run_rule_file(store: Store, rules: RuleFile, settings: Settings) -> list[Out
 
 
 def settings_for_rules(rules: RuleFile, config: str | None) -> Settings:
-    """The config the cases run with: --config, else the file's `config`, else defaults."""
-    return load_settings(config or (str(rules.config) if rules.config else None))
+    """The config the cases run with: --config, else the file's `config`, else defaults.
+
+    Every expectation must name a check of that config: an unknown id is a
+    mistake in the rule file (ConfigError), not a failed expectation.
+    """
+    settings = load_settings(config or (str(rules.config) if rules.config else None))
+    known = settings.check_ids
+    for i, case in enumerate(rules.cases):
+        for expect in case.expectations:
+            if expect.check not in known:
+                raise ConfigError(
+                    f"case[{i}].expect.{expect.check}",
+                    f"unknown check id (accepted: {', '.join(known)})",
+                    origin=str(rules.path),
+                )
+    return settings
 
 
 def format_outcomes(path: str, outcomes: list[Outcome]) -> str:
