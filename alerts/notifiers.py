@@ -37,6 +37,7 @@ from slack_sdk.http_retry.jitter import Jitter
 from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import Settings, SlackSettings, StdoutSettings
+from watchdog.core.settings.values import MissingSecret, secret_value
 
 log = logging.getLogger(__name__)
 
@@ -328,8 +329,8 @@ class SlackNotifier:
     @classmethod
     def from_settings(cls, settings: SlackSettings) -> SlackNotifier:
         return cls(
-            webhook_url=settings.webhook_url.get_secret_value() if settings.webhook_url else None,
-            token=settings.token.get_secret_value() if settings.token else None,
+            webhook_url=secret_value(settings.webhook_url) or None,
+            token=secret_value(settings.token) or None,
             channel=settings.channel,
             base_url=settings.base_url,
             timeout_s=settings.timeout.total_seconds(),
@@ -451,11 +452,44 @@ class StdoutNotifier:
             raise DeliveryError(self.name, f"cannot write: {exc.strerror}") from None
 
 
+# --- a notifier whose secret is not set ---------------------------------------------------
+
+
+class UnavailableNotifier:
+    """A configured notifier that cannot send: a secret it needs is not set in the environment.
+
+    Its messages are enqueued like any other's and stay pending (a permanent
+    error, one line per run), so nothing is lost: they go out once the
+    secret is set.
+    """
+
+    def __init__(self, name: str, problem: str, quiet_hours: QuietHours | None = None) -> None:
+        self.name = name
+        self.problem = problem
+        self.quiet_hours = quiet_hours
+
+    def describe(self) -> str:
+        return f"{self.name} (cannot send: {self.problem})"
+
+    def send(self, message: Message, deadline: Deadline) -> None:
+        raise DeliveryError(
+            self.name,
+            f"{self.problem} (set it where the watchdog runs, e.g. the service's EnvironmentFile)",
+            failure=Failure.PERMANENT,
+        )
+
+
 # --- the registry ----------------------------------------------------------------------------
 
 
 def _slack(settings: Settings) -> Notifier | None:
-    return SlackNotifier.from_settings(settings.alerts.slack) if settings.alerts.slack else None
+    slack = settings.alerts.slack
+    if slack is None:
+        return None
+    missing = [s for s in (slack.webhook_url, slack.token) if isinstance(s, MissingSecret)]
+    if missing:
+        return UnavailableNotifier("slack", missing[0].problem, slack.quiet_hours)
+    return SlackNotifier.from_settings(slack)
 
 
 def _stdout(settings: Settings) -> Notifier | None:

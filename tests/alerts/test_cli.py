@@ -187,3 +187,62 @@ def test_notify_test_reports_each_notifier(tmp_path: Path, slack: SlackStandIn) 
     slack.default = SERVER_ERROR
     failed = cli("notify-test", "--config", config)
     assert failed.returncode == 1 and "FAILED" in failed.stdout and "s3cr3t" not in failed.stdout
+
+
+def _config_with_unset_secret(tmp_path: Path) -> str:
+    config = tmp_path / "secret.toml"
+    config.write_text(
+        '[alerts]\ndelivery_timeout = "1s"\n[alerts.slack]\nwebhook_url = "${MW_TEST_UNSET_WEBHOOK}"\n',
+        encoding="utf-8",
+    )
+    return str(config)
+
+
+@pytest.mark.parametrize(
+    "command", [("status",), ("alerts",), ("silence", "list"), ("check", "--at", T)]
+)
+def test_commands_that_send_nothing_need_no_secret(
+    setup: tuple[str, str], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """status, alerts, silence list and check run with a notifier secret unset."""
+    url, _ = setup
+    result = cli(*command, "--store", url, "--config", _config_with_unset_secret(tmp_path))
+    assert result.returncode in (0, 1), result.stderr  # check exits 1: the store has a breach
+    assert "MW_TEST_UNSET_WEBHOOK" not in result.stderr
+
+
+def test_check_notify_without_the_secret_reports_and_says_why_in_one_line(
+    setup: tuple[str, str], tmp_path: Path
+) -> None:
+    """check --notify prints its report and exit code; one line names the unset variable."""
+    url, _ = setup
+    config = _config_with_unset_secret(tmp_path)
+    result = cli(
+        "check", "--notify", "--at", T, "--format", "json", "--store", url, "--config", config
+    )
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["status"] == "breached"
+    named = [line for line in result.stderr.splitlines() if "MW_TEST_UNSET_WEBHOOK" in line]
+    assert len(named) == 1
+    assert (
+        "alerts.slack.webhook_url: environment variable MW_TEST_UNSET_WEBHOOK is not set"
+        in (named[0])
+    )
+    # Nothing is lost: the message waits in the outbox for the secret.
+    listed = cli("alerts", "--store", url, "--config", config, "--format", "json")
+    (outbox,) = json.loads(listed.stdout)["outbox"]
+    assert (outbox["notifier"], outbox["pending"]) == ("slack", 1)
+
+
+@pytest.mark.parametrize("command", [("daemon",), ("notify-test",)])
+def test_commands_that_send_refuse_to_start_without_the_secret(
+    setup: tuple[str, str], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """The daemon and notify-test exit 2 at once, naming the key and the variable."""
+    url, _ = setup
+    result = cli(*command, "--store", url, "--config", _config_with_unset_secret(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "memory-watchdog: alerts.slack.webhook_url: environment variable"
+        " MW_TEST_UNSET_WEBHOOK is not set"
+    ]

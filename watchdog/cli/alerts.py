@@ -15,7 +15,7 @@ from alerts.base import Deadline, DeliveryError, Message
 from alerts.notifiers import build_notifiers
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
-from watchdog.cli.args import Subparsers, common_arguments, load
+from watchdog.cli.args import Subparsers, common_arguments, load, require_secrets
 from watchdog.core.errors import ConfigError
 from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339, system_clock
@@ -38,6 +38,7 @@ def add_notify_test(sub: Subparsers) -> None:
 
 def cmd_notify_test(args: argparse.Namespace) -> int:
     settings = load(args)
+    require_secrets(settings)
     notifiers = build_notifiers(settings)
     if not notifiers:
         raise ConfigError(

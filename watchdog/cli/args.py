@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from watchdog.core.durations import parse_duration
-from watchdog.core.errors import UsageError
+from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings, load_settings
 from watchdog.core.settings.load import check_store_url
 
@@ -49,6 +49,13 @@ def load(args: argparse.Namespace) -> Settings:
         check_store_url(store, "--store")
         settings = settings.with_store_url(store)
     return settings
+
+
+def require_secrets(settings: Settings) -> None:
+    """For commands that send: a notifier secret referenced but not set is exit 2, naming it."""
+    missing = settings.alerts.missing_secrets()
+    if missing:
+        raise ConfigError(missing[0].key, f"environment variable {missing[0].variable} is not set")
 
 
 def duration_flag(flag: str, text: str) -> timedelta:

@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load
+from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load, require_secrets
 from watchdog.core.durations import format_duration
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.schedule import Schedule
@@ -32,6 +32,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT."""
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
     settings = load(args)
+    require_secrets(settings)  # the daemon sends: fail at start, not at the first alert
     schedule = Schedule.from_settings(settings.schedule)
     logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
     telemetry = Telemetry.from_environment(os.environ, source=settings.source.display_name)

@@ -1,10 +1,15 @@
 """`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
 
 `--max-age DURATION` makes it a dead man's switch for whatever watches the
-watchdog (cron, a systemd timer, an uptime checker): exit 1 when the last
-completed run (one that read the source) judged a window ending longer ago
-than that, or when there is none. Exit codes: 0 fine, 1 too old, 2 usage or
-config, 3 the store could not be read. It only reads: no table is created.
+watchdog (cron, a systemd timer, an uptime checker). Its exit codes:
+
+- 0 fresh: the last completed run (one that read the source) judged a window
+  ending within DURATION;
+- 1 stale: it judged one ending longer ago, or none was ever judged;
+- 2 cannot tell: the command line or the config is wrong;
+- 3 cannot tell: the store (and so the run log) cannot be read.
+
+It only reads: no table is created.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", default="text", help="text | json")
     parser.add_argument(
         "--max-age",
-        help="exit 1 when the last completed run judged a window ending longer ago (e.g. 4h30m)",
+        help="a health check (e.g. 4h30m): exit 0 fresh, 1 stale (no window judged within it),"
+        " 2 or 3 cannot tell (config or usage error; unreadable store)",
     )
     parser.add_argument("--runs", type=int, default=10, help="how many runs to list (default 10)")
 

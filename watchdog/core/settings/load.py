@@ -21,6 +21,7 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.settings.custom import KINDS as CUSTOM_KINDS
 from watchdog.core.settings.custom import MODELS as CUSTOM_MODELS
 from watchdog.core.settings.model import CheckOverride, Settings
+from watchdog.core.settings.values import MissingSecret
 from watchdog.core.urls import StoreURLError, parse_store_url
 
 APP_DIR = "memory-watchdog"
@@ -38,9 +39,31 @@ def data_dir_from(env: Mapping[str, str]) -> Path:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+# Keys holding a secret: an unset `${NAME}` there is a MissingSecret, reported where
+# something is sent, so that commands that send nothing still run.
+SECRET_KEYS = frozenset({"webhook_url", "token"})
+
+
+def _missing_secret(value: str, env: Mapping[str, str], path: str) -> MissingSecret | None:
+    """A MissingSecret when `value` is `${NAME}` in a secret key and NAME is unset."""
+    match = _ENV_REF.fullmatch(value.strip())
+    if (
+        match is None
+        or not path.startswith("alerts.")
+        or path.rpartition(".")[2] not in SECRET_KEYS
+        or match.group(1) in env
+        or match.group(2) is not None
+    ):
+        return None
+    return MissingSecret(key=path, variable=match.group(1))
+
+
 def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
     """Replace `${NAME}` (or `${NAME:-default}`) in every string of the parsed TOML."""
     if isinstance(value, str):
+        missing = _missing_secret(value, env, path)
+        if missing is not None:
+            return missing
 
         def substitute(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)

@@ -19,7 +19,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -29,7 +28,14 @@ from watchdog.core.durations import Duration, format_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.custom import CoverageCheck, CustomCheck, OutcomeRateCheck
-from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
+from watchdog.core.settings.values import (
+    Crontab,
+    FiniteFloat,
+    MissingSecret,
+    Secret,
+    TimeZone,
+    secret_value,
+)
 
 # The built-in checks of SPEC section 5, in report order (checks.builtin builds each).
 BUILTIN_CHECK_IDS = (
@@ -256,21 +262,22 @@ class SlackSettings(_Quiet):
     of every repr, dump and log line; only the notifier reads their value.
     """
 
-    webhook_url: SecretStr | None = None
-    token: SecretStr | None = None
+    webhook_url: Secret | None = None
+    token: Secret | None = None
     channel: str | None = None
     base_url: str | None = None  # Slack's API root; for tests and proxies
     timeout: Duration = timedelta(seconds=10)  # one HTTP request
 
     @model_validator(mode="after")
     def _one_mode(self) -> SlackSettings:
-        webhook = self.webhook_url.get_secret_value() if self.webhook_url else ""
-        token = self.token.get_secret_value() if self.token else ""
-        if bool(webhook) == bool(token):
+        webhook, token = secret_value(self.webhook_url), secret_value(self.token)
+        has_webhook = bool(webhook) or isinstance(self.webhook_url, MissingSecret)
+        has_token = bool(token) or isinstance(self.token, MissingSecret)
+        if has_webhook == has_token:
             raise ValueError("set webhook_url, or token and channel (exactly one mode)")
         if webhook and not webhook.startswith(("https://", "http://")):
             raise ValueError("webhook_url is not an http(s) URL (value not shown: it is a secret)")
-        if token and not self.channel:
+        if has_token and not self.channel:
             raise ValueError('token needs channel (e.g. channel = "#memory-alerts")')
         if self.timeout <= timedelta(0):
             raise ValueError("timeout must be positive")
@@ -302,6 +309,18 @@ class AlertSettings(_Settings):
         if self.max_delivery_age > timedelta(days=30):
             raise ValueError("max_delivery_age must be at most 30d (the outbox keeps rows 90 days)")
         return self
+
+    def missing_secrets(self) -> list[MissingSecret]:
+        """Secrets referenced as `${NAME}` with NAME unset, in the notifiers configured."""
+        found = []
+        for notifier in (self.slack,):
+            if notifier is None:
+                continue
+            for name in type(notifier).model_fields:
+                value = getattr(notifier, name)
+                if isinstance(value, MissingSecret):
+                    found.append(value)
+        return found
 
 
 class ReportSettings(_Settings):

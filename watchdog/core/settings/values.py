@@ -1,13 +1,14 @@
-"""Typed config values checked when the config loads: time zones, finite numbers, crontab lines."""
+"""Typed config values checked when the config loads: time zones, finite numbers, crontab lines, secrets."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, SecretStr
 
 
 def _timezone(value: str) -> str:
@@ -44,3 +45,30 @@ def _crontab(value: str) -> str:
 
 
 Crontab = Annotated[str, AfterValidator(_crontab)]
+
+
+@dataclass(frozen=True)
+class MissingSecret:
+    """A secret the config references as `${NAME}` while NAME is not set.
+
+    Commands that send nothing (`status`, `alerts`, `silence`, `check`) load
+    such a config; whatever would send through it says, in one line, which
+    key and variable are missing (`problem`).
+    """
+
+    key: str  # e.g. alerts.slack.webhook_url
+    variable: str  # e.g. SLACK_WEBHOOK_URL
+
+    @property
+    def problem(self) -> str:
+        return f"{self.key}: environment variable {self.variable} is not set"
+
+
+Secret = SecretStr | MissingSecret
+
+
+def secret_value(secret: Secret | None) -> str:
+    """The secret's value, '' when absent; a MissingSecret is not a value (ask `missing` first)."""
+    if isinstance(secret, SecretStr):
+        return secret.get_secret_value()
+    return ""
