@@ -423,30 +423,46 @@ class SlackNotifier:
 
 
 class StdoutNotifier:
-    """The message as plain text on stdout (or any stream), for cron mail and debugging."""
+    """The message as plain text on a stream (stdout by default) or appended to a file.
+
+    For cron mail and debugging. Commands whose stdout is a report (`check`)
+    hand in stderr, so the report stays clean.
+    """
 
     def __init__(
         self,
         stream: TextIO | None = None,
         *,
+        file: str | None = None,
         quiet_hours: QuietHours | None = None,
         name: str = "stdout",
     ) -> None:
         self.name = name
         self.stream = stream
+        self.file = file
         self.quiet_hours = quiet_hours
 
     @classmethod
-    def from_settings(cls, settings: StdoutSettings) -> StdoutNotifier:
-        return cls(quiet_hours=settings.quiet_hours)
+    def from_settings(
+        cls, settings: StdoutSettings, stream: TextIO | None = None
+    ) -> StdoutNotifier:
+        return cls(stream, file=settings.file, quiet_hours=settings.quiet_hours)
 
     def describe(self) -> str:
-        return f"{self.name} (plain text on standard output)"
+        if self.file:
+            return f"{self.name} (plain text appended to {self.file})"
+        where = "standard error" if self.stream is sys.stderr else "standard output"
+        return f"{self.name} (plain text on {where})"
 
     def send(self, message: Message, deadline: Deadline) -> None:
-        stream = self.stream or sys.stdout
+        text = message.plain.rstrip("\n") + "\n"
         try:
-            stream.write(message.plain.rstrip("\n") + "\n")
+            if self.file:
+                with open(self.file, "a", encoding="utf-8") as out:
+                    out.write(text)
+                return
+            stream = self.stream or sys.stdout
+            stream.write(text)
             stream.flush()
         except OSError as exc:
             raise DeliveryError(self.name, f"cannot write: {exc.strerror}") from None
@@ -482,7 +498,7 @@ class UnavailableNotifier:
 # --- the registry ----------------------------------------------------------------------------
 
 
-def _slack(settings: Settings) -> Notifier | None:
+def _slack(settings: Settings, text_stream: TextIO | None = None) -> Notifier | None:
     slack = settings.alerts.slack
     if slack is None:
         return None
@@ -492,19 +508,27 @@ def _slack(settings: Settings) -> Notifier | None:
     return SlackNotifier.from_settings(slack)
 
 
-def _stdout(settings: Settings) -> Notifier | None:
+def _stdout(settings: Settings, text_stream: TextIO | None) -> Notifier | None:
     cfg = settings.alerts.stdout
-    return StdoutNotifier.from_settings(cfg) if cfg is not None and cfg.enabled else None
+    if cfg is None or not cfg.enabled:
+        return None
+    return StdoutNotifier.from_settings(cfg, text_stream)
 
 
 # `[alerts.<name>]` -> the notifier it configures (None when absent or disabled).
-NOTIFIERS: dict[str, Callable[[Settings], Notifier | None]] = {
+NOTIFIERS: dict[str, Callable[[Settings, TextIO | None], Notifier | None]] = {
     "slack": _slack,
     "stdout": _stdout,
 }
 
 
-def build_notifiers(settings: Settings) -> dict[str, Notifier]:
-    """Every notifier the config turns on, by name."""
-    built = {name: factory(settings) for name, factory in NOTIFIERS.items()}
+def build_notifiers(
+    settings: Settings, *, text_stream: TextIO | None = None
+) -> dict[str, Notifier]:
+    """Every notifier the config turns on, by name.
+
+    `text_stream` is where the stdout notifier writes (default stdout); `check`
+    hands in stderr because its report owns stdout.
+    """
+    built = {name: factory(settings, text_stream) for name, factory in NOTIFIERS.items()}
     return {name: notifier for name, notifier in built.items() if notifier is not None}

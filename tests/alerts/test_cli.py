@@ -246,3 +246,29 @@ def test_commands_that_send_refuse_to_start_without_the_secret(
         "memory-watchdog: alerts.slack.webhook_url: environment variable"
         " MW_TEST_UNSET_WEBHOOK is not set"
     ]
+
+
+def test_check_notify_json_stays_clean_json_with_the_stdout_notifier(
+    setup: tuple[str, str], tmp_path: Path
+) -> None:
+    """The report owns stdout: the stdout notifier's text goes to stderr under check."""
+    url, _ = setup
+    config = tmp_path / "stdout.toml"
+    config.write_text("[alerts.stdout]\nenabled = true\n", encoding="utf-8")
+    result = cli(
+        "check", "--notify", "--at", T, "--format", "json", "--store", url, "--config", str(config)
+    )
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["status"] == "breached"  # no "Extra data"
+    assert "memory-watchdog: 1 firing" in result.stderr
+
+
+def test_the_stdout_notifier_can_append_to_a_file(setup: tuple[str, str], tmp_path: Path) -> None:
+    """`[alerts.stdout] file = ...` appends each message there instead."""
+    url, _ = setup
+    config, log = tmp_path / "file.toml", tmp_path / "alerts.log"
+    config.write_text(f"[alerts.stdout]\nfile = '{log}'\n", encoding="utf-8")
+    result = cli("check", "--notify", "--at", T, "--store", url, "--config", str(config))
+    assert result.returncode == 1, result.stderr
+    assert "memory-watchdog: 1 firing" in log.read_text(encoding="utf-8")
+    assert "memory-watchdog: 1 firing" not in result.stdout + result.stderr

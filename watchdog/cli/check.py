@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from alerts.notifiers import build_notifiers
 from alerts.pipeline import process, process_store_error
 from checks.base import Report, Status
 from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
@@ -98,7 +99,14 @@ def notify_after_check(
     """
     try:
         with open_configured(settings.store) as store:
-            outcome = process(store, settings, report, now=system_clock(), duration_s=duration_s)
+            outcome = process(
+                store,
+                settings,
+                report,
+                now=system_clock(),
+                duration_s=duration_s,
+                notifiers=build_notifiers(settings, text_stream=sys.stderr),
+            )
     except StoreError as exc:
         _err(f"alerts: could not keep alert state: {exc}")
         return
@@ -115,7 +123,12 @@ def notify_store_error(
     try:
         with open_configured(settings.store) as store:
             outcome = process_store_error(
-                store, settings, window, problem.problem, now=system_clock()
+                store,
+                settings,
+                window,
+                problem.problem,
+                now=system_clock(),
+                notifiers=build_notifiers(settings, text_stream=sys.stderr),
             )
     except WatchdogError as exc:
         _err(f"alerts: could not record the store error either: {exc}")

@@ -285,9 +285,14 @@ class SlackSettings(_Quiet):
 
 
 class StdoutSettings(_Quiet):
-    """The stdout notifier: the same message as plain text, for cron mail and debugging."""
+    """The stdout notifier: the same message as plain text, for cron mail and debugging.
+
+    Under `check` the report owns stdout, so the text goes to stderr there;
+    with `file` it is appended to that file instead, wherever it runs.
+    """
 
     enabled: bool = True
+    file: str | None = None
 
 
 class AlertSettings(_Settings):
