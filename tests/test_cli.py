@@ -308,3 +308,22 @@ def test_a_malformed_store_url_is_a_usage_error(tmp_path: Path) -> None:
     result = run("check", "--store", "postgres://x")
     assert result.returncode == 2
     assert "--store: not a store URL (accepted: chdb:///path" in one_line(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--at", "0001-01-01T00:00:00Z"), "--at: '0001-01-01T00:00:00Z' is outside the times"),
+        (("--at", "0001-01-01T00:00:00+14:00"), "is outside the times the store can hold"),
+        (("--at", "9999-12-31T23:59:59Z"), "is outside the times the store can hold"),
+        (("--window", "1000000d"), "--window: '1000000d' is longer than 3650d"),
+        (("--window", "99999999999999999999h"), "is longer than 3650d"),
+    ],
+)
+def test_extreme_times_and_durations_are_one_line_and_exit_2(
+    healthy: str, args: tuple[str, ...], expected: str
+) -> None:
+    """Times and durations beyond what the store and the schedule can hold: exit 2, one line."""
+    result = run("check", "--store", healthy, *args)
+    assert result.returncode == 2
+    assert expected in one_line(result.stderr)

@@ -164,3 +164,32 @@ def test_unknown_column_override() -> None:
 def test_builtin_checks_are_the_ids_the_config_knows() -> None:
     """checks.builtin builds exactly the check ids the config accepts, in report order."""
     assert tuple(BUILTIN) == BUILTIN_CHECK_IDS
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "problem"),
+    [
+        ({"window": {"length": "1000000d"}}, "window.length", "is longer than 3650d"),
+        ({"schedule": {"every": "1000000d"}}, "schedule.every", "is longer than 3650d"),
+        ({"schedule": {"delay": "100000d"}}, "schedule.delay", "is longer than 3650d"),
+        ({"schedule": {"delay": "5h"}}, "schedule", "delay 5h must be shorter than 4h"),
+        (
+            {"checks": {"recall_coverage": {"target": float("nan")}}},
+            "checks.recall_coverage.target",
+            "not a finite number",
+        ),
+        (
+            {"checks": {"recall_coverage": {"target": float("inf")}}},
+            "checks.recall_coverage.target",
+            "not a finite number",
+        ),
+    ],
+)
+def test_durations_and_numbers_are_bounded_at_load(
+    config: dict[str, object], key: str, problem: str
+) -> None:
+    """A duration beyond 10 years, a delay past the period, a NaN or infinite target: refused."""
+    with pytest.raises(ConfigError) as raised:
+        settings_from_mapping(config, env={})
+    assert raised.value.key == key
+    assert problem in raised.value.problem

@@ -8,13 +8,14 @@ Flags are checked here, once: a duration flag (`--window 4h`, `--for 2h`,
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings, load_settings
 from watchdog.core.settings.load import check_store_url
+from watchdog.core.times import parse_time
 
 PROG = "memory-watchdog"
 
@@ -60,12 +61,12 @@ def require_secrets(settings: Settings) -> None:
 
 def duration_flag(flag: str, text: str) -> timedelta:
     """A positive duration flag, e.g. `--window 4h`."""
-    try:
-        value = parse_duration(text.strip().removeprefix("-"))
-    except ValueError:
-        raise UsageError(f"{flag}: {text!r} is not a duration (e.g. 90s, 15m, 4h, 1d)") from None
     if text.strip().startswith("-"):
         raise UsageError(f"{flag}: must be positive")
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
     if value <= timedelta(0):
         raise UsageError(f"{flag}: must be positive")
     return value
@@ -74,11 +75,6 @@ def duration_flag(flag: str, text: str) -> timedelta:
 def time_flag(flag: str, text: str) -> datetime:
     """An RFC 3339 time with its zone, e.g. 2026-11-28T04:00:00Z."""
     try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(
-            f"{flag}: {text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        raise UsageError(f"{flag}: {text!r} has no time zone (add Z or +00:00)")
-    return moment.astimezone(UTC)
+        return parse_time(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None

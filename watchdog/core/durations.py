@@ -11,6 +11,9 @@ from pydantic import BeforeValidator
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 DURATION_HINT = "a duration (e.g. 90s, 15m, 4h, 1d)"
+# The longest duration anything accepts: windows, lookbacks and periods stay far inside
+# what ClickHouse's DateTime64 and the schedule can represent.
+MAX_DURATION = timedelta(days=3650)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -26,7 +29,17 @@ def parse_duration(text: str) -> timedelta:
         pos = match.end()
     if pos != len(compact):
         raise ValueError(f"{text!r} is not {DURATION_HINT}")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(
+            f"{_shown(text)} is longer than {format_duration(MAX_DURATION)},"
+            " the longest duration accepted"
+        )
     return timedelta(seconds=seconds)
+
+
+def _shown(text: str) -> str:
+    """A value quoted for an error line, cut when it is long."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def format_duration(value: timedelta) -> str:

@@ -8,6 +8,10 @@ from datetime import UTC, datetime, timedelta
 Clock = Callable[[], datetime]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Evaluation times the store can represent with a lookback of up to ten years before them
+# (ClickHouse's DateTime64 spans 1900-2299; nanosecond columns end in April 2262).
+EARLIEST = datetime(1971, 1, 1, tzinfo=UTC)
+LATEST = datetime(2262, 1, 1, tzinfo=UTC)
 
 
 def system_clock() -> datetime:
@@ -31,3 +35,23 @@ def to_ms(moment: datetime) -> int:
 def from_ms(ms: int) -> datetime:
     """The aware UTC datetime of epoch milliseconds."""
     return _EPOCH + timedelta(milliseconds=ms)
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time with its zone (2026-11-28T04:00:00Z) the store can hold; ValueError else."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone (add Z or +00:00)")
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 shifted by its offset leaves datetime's range
+        utc = None
+    if utc is None or not EARLIEST <= utc < LATEST:
+        raise ValueError(
+            f"{text!r} is outside the times the store can hold"
+            f" ({rfc3339(EARLIEST)} to {rfc3339(LATEST)})"
+        )
+    return utc

@@ -36,6 +36,7 @@ from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings, load_settings
 from watchdog.core.store import Store
+from watchdog.core.times import parse_time
 from watchdog.runner.once import run_once, window_at
 
 DEFAULT_AT = datetime(2026, 1, 1, 4, 0, tzinfo=UTC)
@@ -107,12 +108,9 @@ def _offset(text: Any, key: str) -> timedelta:
 
 def _time(text: Any, key: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(str(text))
-    except ValueError:
-        raise ConfigError(key, f"{text!r} is not an RFC 3339 time") from None
-    if moment.tzinfo is None:
-        raise ConfigError(key, f"{text!r} has no time zone (add Z)")
-    return moment.astimezone(UTC)
+        return parse_time(str(text))
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
 
 
 def _event(raw: Any, key: str) -> RuleEvent:

@@ -233,6 +233,15 @@ class ScheduleSettings(_Settings):
     def _one_trigger(self) -> ScheduleSettings:
         if self.every is not None and self.cron is not None:
             raise ValueError("set either every or cron, not both")
+        # A run fires `delay` after its window ends: within the period, so runs keep order.
+        limit = min(self.period, timedelta(days=1)) if self.cron is None else timedelta(days=1)
+        if self.delay >= limit:
+            raise ValueError(
+                f"delay {format_duration(self.delay)} must be shorter than"
+                f" {format_duration(limit)} (the period, at most 1d)"
+            )
+        if self.misfire_grace <= timedelta(0):
+            raise ValueError("misfire_grace must be positive")
         return self
 
     @property
