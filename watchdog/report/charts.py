@@ -31,11 +31,17 @@ BREACHING = (Status.BREACHED, Status.ERROR)
 
 @dataclass(frozen=True)
 class Point:
-    """One evaluation of a check: the end of its window, its value and status."""
+    """One evaluation of a check: the end of its window, its value and status.
+
+    `recorded`: the alert pipeline ran on it (the run log holds it), or a
+    replay treats it as such a run. A read-only evaluation (`check --format
+    html`) is a point on the charts but fires no alert.
+    """
 
     window_end: datetime
     value: float | None
     status: Status
+    recorded: bool = True
 
 
 @dataclass(frozen=True)
