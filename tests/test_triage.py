@@ -84,8 +84,8 @@ def failure_mix() -> Scenario:
 
 
 def groups(report: Report, check_id: str) -> dict[str, list[tuple[str, int, float]]]:
-    found = report.triage[check_id]["groups"]
-    return {d: [(g["value"], g["count"], g["share"]) for g in rows] for d, rows in found.items()}
+    found = report.triage[check_id].dimensions
+    return {d.name: [(g.value, g.count, g.share) for g in d.groups] for d in found}
 
 
 def test_failure_groups_counts_and_shares_are_exact(store: Store) -> None:
@@ -93,7 +93,7 @@ def test_failure_groups_counts_and_shares_are_exact(store: Store) -> None:
     report, _ = run(store, failure_mix(), RATES)
     result = report.checks["observe_failure_rate"]
     assert (result.status, result.value) == (Status.BREACHED, 8 / 12)
-    assert report.triage["observe_failure_rate"]["items"] == 8
+    assert report.triage["observe_failure_rate"].items == 8
     assert groups(report, "observe_failure_rate") == {
         "outcome": [("failed", 6, 6 / 8), ("lost", 2, 2 / 8)],
         "source": [("worker", 5, 5 / 8), ("interactive", 3, 3 / 8)],
@@ -177,10 +177,10 @@ def test_coverage_breaches_list_sessions_and_missed_obligations(store: Store) ->
     sc.session("cold").starts(T0 + 30 * M).emits("tool.call.completed", T0 + 40 * M)
     report, _ = run(store, sc)
     observe = report.triage["observe_coverage"]
-    assert observe["noun"] == "sessions" and observe["items"] == 3
+    assert observe.noun == "sessions" and observe.items == 3
     assert [
         (s["session_id"], s["first_seen"], s["last_seen"], s["events"], s["missed"])
-        for s in observe["sessions"]
+        for s in observe.to_json()["sessions"]
     ] == [
         (
             "crashed",
@@ -197,10 +197,8 @@ def test_coverage_breaches_list_sessions_and_missed_obligations(store: Store) ->
         ("interactive", 2, 2 / 3),
         ("gateway", 1, 1 / 3),
     ]
-    cold = report.triage["recall_coverage"]["sessions"]
-    assert [(s["session_id"], s["events"], s["missed"]) for s in cold] == [
-        ("cold", 2, ["start recall"])
-    ]
+    cold = report.triage["recall_coverage"].sessions or ()
+    assert [(s.session_id, s.events, s.missed) for s in cold] == [("cold", 2, ("start recall",))]
 
 
 def test_circuit_breaker_groups_the_streak_only(store: Store) -> None:
@@ -219,7 +217,7 @@ def test_circuit_breaker_groups_the_streak_only(store: Store) -> None:
         )
     report, _ = run(store, sc)
     assert report.checks["circuit_breaker"].status is Status.BREACHED
-    assert report.triage["circuit_breaker"]["items"] == 4
+    assert report.triage["circuit_breaker"].items == 4
     assert groups(report, "circuit_breaker")["error"] == [("qdrant <n> on shard <n>", 4, 1.0)]
     assert groups(report, "circuit_breaker")["component"] == [("recall", 4, 1.0)]
 
@@ -271,4 +269,5 @@ def test_a_failing_breakdown_is_reported_not_raised(store: Store) -> None:
     source = open_source(store, settings.source)
     broken = source.__class__(**{**source.__dict__, "dims_sql": "SELECT nonsense_column"})
     found = triage(store, broken, report.window, configured_checks(settings), report)
-    assert "could not compute the breakdown" in found["observe_failure_rate"]["error"]
+    assert "could not compute the breakdown" in found["observe_failure_rate"].error
+    assert found["observe_failure_rate"].to_json() == {"error": found["observe_failure_rate"].error}
