@@ -160,7 +160,7 @@ def test_events_stamped_ahead_of_the_evaluation_are_judged_once_later(store: Sto
     later = evaluate_table(store, table, AT + 4 * H, {})
     after = evaluate_table(store, table, AT + 8 * H, {})
     cold = [r.checks["recall_coverage"].evidence.sessions for r in (now, later, after)]
-    assert cold == [[], ["skewed"], None]  # the last window has nothing due: no_data
+    assert cold == [(), ("skewed",), None]  # the last window has nothing due: no_data
     # The future event cannot make the source look fresher than it is.
     assert now.checks["telemetry_freshness"].value == (AT - (T0 + 2 * H + M + S)).total_seconds()
 
