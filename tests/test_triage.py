@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from checks.base import Report, Status
+from checks.breakdown import Dimension, FailingSession, Group, Triage
 from checks.triage import LOST_CLASS, error_class, triage, with_triage
 from tests.builder import (
     T0,
@@ -271,3 +273,34 @@ def test_a_failing_breakdown_is_reported_not_raised(store: Store) -> None:
     found = triage(store, broken, report.window, configured_checks(settings), report)
     assert "could not compute the breakdown" in found["observe_failure_rate"].error
     assert found["observe_failure_rate"].to_json() == {"error": found["observe_failure_rate"].error}
+
+
+def test_triage_json_keeps_its_shape() -> None:
+    """A breakdown's JSON is items, groups by dimension, noun, then a coverage check's sessions."""
+    session = FailingSession("s1", T0 + H, T0 + H + 90 * MS, 4, ("start recall", "end observe x2"))
+    found = Triage(
+        items=1,
+        noun="sessions",
+        dimensions=(Dimension("source", (Group("worker", 1, 1.0),)),),
+        sessions=(session,),
+    )
+    assert found.to_json() == {
+        "items": 1,
+        "groups": {"source": [{"value": "worker", "count": 1, "share": 1.0}]},
+        "noun": "sessions",
+        "sessions": [
+            {
+                "session_id": "s1",
+                "first_seen": "2026-11-28T01:00:00Z",
+                "last_seen": "2026-11-28T01:00:00.090Z",
+                "events": 4,
+                "missed": ["start recall", "end observe x2"],
+            }
+        ],
+    }
+    assert list(found.to_json()) == ["items", "groups", "noun", "sessions"]
+    assert list(replace(found, sessions=None, noun="events").to_json()) == [
+        "items",
+        "groups",
+        "noun",
+    ]
