@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from checks.base import CheckResult, Severity, Status, Window
+from watchdog.core.settings import AlertSettings
 
 # The pseudo check id of "the source could not be read at all" (see alerts.pipeline).
 STORE_CHECK = "store"
@@ -54,6 +55,11 @@ class Rules:
 
     repeat_interval: timedelta = timedelta(hours=24)
     pending_runs: int = 1
+
+    @classmethod
+    def of(cls, settings: AlertSettings) -> Rules:
+        """The rules `[alerts]` configures."""
+        return cls(settings.repeat_interval, settings.pending_runs)
 
 
 @dataclass(frozen=True)

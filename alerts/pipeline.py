@@ -214,7 +214,7 @@ def _run(
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
 
-    rules = Rules(settings.alerts.repeat_interval, settings.alerts.pending_runs)
+    rules = Rules.of(settings.alerts)
     alerts = load_alerts(store, settings, source)
     silences = active_silences(store, settings, window.at)
     steps = [

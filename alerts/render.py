@@ -39,6 +39,7 @@ from jinja2 import (
 
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from checks.base import CheckResult, Comparison, Severity, Status, Window
+from checks.evidence import Evidence, FailureRun
 from checks.verdict import format_target, format_value
 from watchdog.core.durations import human_duration
 from watchdog.core.errors import ConfigError
@@ -128,31 +129,16 @@ _LABEL = {
 
 
 def _evidence(result: CheckResult) -> tuple[str, list[str], int, list[str]]:
-    """Opaque ids (kind, first five, how many more) and facts; never a payload value."""
-    evidence: Mapping[str, Any] = result.evidence
+    """The first id list (what the ids are, the first five, how many more) and the facts."""
+    shown = result.evidence.shown()
     kind, ids = "", []
-    for key in ("sessions", "events"):
-        found = evidence.get(key)
-        if isinstance(found, list) and found:
-            kind, ids = key, [_clip(str(i), MAX_ID) for i in found]
-            break
-    facts = []
-    kinds = evidence.get("kinds")
-    if isinstance(kinds, Mapping) and kinds:
-        facts.append(
-            "breach kinds: "
-            + ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in kinds.items())
-        )
-    if evidence.get("length"):
-        facts.append(
-            f"longest run: {evidence['length']} failures from {evidence.get('start')} to {evidence.get('end')}"
-        )
-    if evidence.get("newest") and result.status is Status.BREACHED:
-        facts.append(f"newest event: {evidence['newest']}")
+    if shown.ids:
+        kind, ids = shown.ids[0].noun, [_clip(i, MAX_ID) for i in shown.ids[0].ids]
     more = max(0, len(ids) - MAX_EVIDENCE)
     if kind == "sessions" and result.value is not None and result.unit == "count":
         more = max(more, int(result.value) - MAX_EVIDENCE)
-    return kind, ids[:MAX_EVIDENCE], more, [_clip(f, 200) for f in facts]
+    facts = [_clip(f"{fact.label}: {fact.text}", 200) for fact in shown.facts]
+    return kind, ids[:MAX_EVIDENCE], more, facts
 
 
 def alert_context(n: Notification) -> dict[str, Any]:
@@ -331,69 +317,65 @@ def templates(templates_dir: str | None = None) -> Templates:
     return Templates(templates_dir)
 
 
+def _sample_result(check_id: str, status: Status, **fields: Any) -> CheckResult:
+    """A result for the template sample: a critical count check unless `fields` say otherwise."""
+    base: dict[str, Any] = {
+        "value": 7.0,
+        "target": 0.0,
+        "severity": Severity.CRITICAL,
+        "sample_size": 412,
+        "summary": "7 of 412 sessions started without recall",
+        "evidence": Evidence(sessions=("s-1", "s-2", "s-3", "s-4", "s-5", "s-6", "s-7")),
+        "comparison": Comparison.GT,
+        "unit": "count",
+    }
+    base.update(fields)
+    return CheckResult(id=check_id, status=status, **base)
+
+
 def sample_notifications() -> list[Notification]:
     """A fire, an error, a repeat and a resolve: what checking a template renders."""
     at = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
     window = Window(at=at, length=timedelta(hours=4), lookback=timedelta(hours=24))
-
-    def result(check_id: str, status: Status, **fields: Any) -> CheckResult:
-        base: dict[str, Any] = {
-            "value": 7.0,
-            "target": 0.0,
-            "severity": Severity.CRITICAL,
-            "sample_size": 412,
-            "summary": "7 of 412 sessions started without recall",
-            "evidence": {"sessions": ["s-1", "s-2", "s-3", "s-4", "s-5", "s-6", "s-7"]},
-            "comparison": Comparison.GT,
-            "unit": "count",
-        }
-        base.update(fields)
-        return CheckResult(id=check_id, status=status, **base)
-
     source = "joelclaw.otel_events"
+    # Every kind of evidence fact at once, so a template's use of any of them is checked.
+    every_fact = Evidence(
+        events=("e1", "e2"),
+        failed=2,
+        kinds=(("extra_key", 2),),
+        run=FailureRun(at - timedelta(minutes=3), at - timedelta(minutes=1), 4),
+        newest=at - timedelta(seconds=2),
+    )
+    error = _sample_result(
+        "circuit_breaker",
+        Status.ERROR,
+        value=None,
+        evidence=Evidence(),
+        summary="could not evaluate: query timed out",
+    )
+    repeat = _sample_result(
+        "agent_deviation_contract", Status.BREACHED, value=2.0, evidence=every_fact
+    )
+    resolved = _sample_result(
+        "recall_latency_p95",
+        Status.OK,
+        value=1200.0,
+        target=3000.0,
+        unit="ms",
+        comparison=Comparison.GE,
+        severity=Severity.WARNING,
+        evidence=Evidence(),
+    )
+    fire = _sample_result("recall_coverage", Status.BREACHED)
     return [
-        Notification(
-            Kind.FIRE,
-            source,
-            "recall_coverage",
-            "breached",
-            result("recall_coverage", Status.BREACHED),
-            window,
-            at,
-        ),
-        Notification(
-            Kind.FIRE,
-            source,
-            "circuit_breaker",
-            "error",
-            result(
-                "circuit_breaker",
-                Status.ERROR,
-                value=None,
-                evidence={},
-                summary="could not evaluate: query timed out",
-            ),
-            window,
-            at,
-        ),
+        Notification(Kind.FIRE, source, fire.id, "breached", fire, window, at),
+        Notification(Kind.FIRE, source, error.id, "error", error, window, at),
         Notification(
             Kind.REPEAT,
             source,
-            "agent_deviation_contract",
+            repeat.id,
             "breached",
-            result(
-                "agent_deviation_contract",
-                Status.BREACHED,
-                value=2.0,
-                evidence={
-                    "events": ["e1", "e2"],
-                    "kinds": {"unknown_key": 2},
-                    "start": "x",
-                    "end": "y",
-                    "length": 4,
-                    "newest": "z",
-                },
-            ),
+            repeat,
             window,
             at - timedelta(days=1),
             after_silence=True,
@@ -401,18 +383,9 @@ def sample_notifications() -> list[Notification]:
         Notification(
             Kind.RESOLVE,
             source,
-            "recall_latency_p95",
+            resolved.id,
             "breached",
-            result(
-                "recall_latency_p95",
-                Status.OK,
-                value=1200.0,
-                target=3000.0,
-                unit="ms",
-                comparison=Comparison.GE,
-                severity=Severity.WARNING,
-                evidence={},
-            ),
+            resolved,
             window,
             at - timedelta(hours=8),
             fired_for=timedelta(hours=8),

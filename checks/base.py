@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from checks.breakdown import Triage
+from checks.evidence import Evidence
 from watchdog.core.times import rfc3339, to_ms
 
 
@@ -88,7 +90,7 @@ class CheckResult:
     severity: Severity
     sample_size: int
     summary: str
-    evidence: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
     comparison: Comparison = Comparison.GT
     unit: str = "count"  # count | ratio | ms | s
     description: str = ""
@@ -107,7 +109,7 @@ class CheckResult:
             "severity": self.severity.value,
             "sample_size": self.sample_size,
             "summary": self.summary,
-            "evidence": dict(self.evidence),
+            "evidence": self.evidence.to_json(),
             "comparison": self.comparison.value,
             "unit": self.unit,
         }
@@ -141,7 +143,7 @@ class Report:
     data_quality: Mapping[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     # Per breached check: its failing items grouped by the source's dimensions (checks.triage).
-    triage: Mapping[str, Any] = field(default_factory=dict)
+    triage: Mapping[str, Triage] = field(default_factory=dict)
 
     @property
     def status(self) -> Status:
@@ -170,5 +172,5 @@ class Report:
         if self.notes:
             document["notes"] = list(self.notes)
         if self.triage:
-            document["triage"] = dict(self.triage)
+            document["triage"] = {check_id: t.to_json() for check_id, t in self.triage.items()}
         return document

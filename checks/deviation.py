@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks.base import CheckResult, DeviationCount, Window
+from checks.evidence import Evidence
 from checks.kinds import CheckSpec, DeviationContract
 from checks.sessions import EVIDENCE
 from checks.sources import CompiledSource
@@ -116,7 +117,7 @@ FROM ({classified(source)})
     row = store.aggregate(sql, params)
     n, broken = int(row["n"]), int(row["broken"])
     kinds = {kind: int(row[kind]) for kind in KINDS if row[kind]}
-    evidence = {"events": [eid for _, eid in row["oldest"]], "kinds": kinds}
+    evidence = Evidence(events=tuple(eid for _, eid in row["oldest"]), kinds=tuple(kinds.items()))
     summary = f"{broken} of {n} deviation events break the payload contract"
     if kinds:
         summary += " (" + ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in kinds.items()) + ")"
@@ -159,14 +160,14 @@ FROM (
 """
     row = store.aggregate(sql, _params(source, window, p))
     n, value = int(row["n"]), int(row["citing_missing"])
-    oldest = list(dict.fromkeys(eid for _, eid in row["oldest"]))
+    oldest = tuple(dict.fromkeys(eid for _, eid in row["oldest"]))
     summary = f"{value} of {n} conforming deviation events cite evidence ids that do not exist"
     return judge(
         spec,
         float(value),
         n,
         summary,
-        {"events": oldest, "missing_ids": int(row["missing_ids"])},
+        Evidence(events=oldest, missing_ids=int(row["missing_ids"])),
         no_data=n == 0,
         no_data_summary="no conforming deviation event in the window",
     )

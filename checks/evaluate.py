@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from datetime import timedelta
 
 from checks import deviation, events, sessions
 from checks.base import CheckResult, DeviationCount, Report, Window
@@ -20,12 +18,6 @@ log = logging.getLogger(__name__)
 
 # Told the check ids one query judged and when it ran (epoch ns); the daemon's check spans.
 QueryTimer = Callable[[Sequence[str], int, int], None]
-
-
-def _window_for(spec: CheckSpec, window: Window) -> Window:
-    if spec.window_ms is None:
-        return window
-    return replace(window, length=timedelta(milliseconds=spec.window_ms))
 
 
 # Judges one group of checks over its window with one query: their results by id.
@@ -91,7 +83,7 @@ def evaluate(
     for group, judge in queries:
         started = time.time_ns()
         try:
-            results.update(judge(_window_for(group[0], window), group))
+            results.update(judge(group[0].window_for(window), group))
         except StoreError as exc:
             _log_error(group, exc)
             results.update({spec.id: errored(spec, exc.problem) for spec in group})

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.base import CheckResult, Window
+from checks.evidence import Evidence, FailureRun
 from checks.kinds import CheckSpec, Quantile, Share, Streak
 from checks.sessions import EVIDENCE
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms, rfc3339
+from watchdog.core.times import from_ms
 
 
 def window_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
@@ -27,10 +28,13 @@ def window_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
     return [s for s in specs if isinstance(s.params, Quantile | Streak | Share)]
 
 
-def _field(field: str, tag: str) -> str:
-    """A numeric normalized column, or `payload.<key>` read from the payload JSON."""
+def numeric_field(field: str, key_param: str) -> str:
+    """SQL: a numeric normalized column, or `payload.<key>` read from the payload JSON.
+
+    The key (`field` without `payload.`) is the bound parameter `key_param`.
+    """
     if field.startswith("payload."):
-        return f"toFloat64OrNull(JSONExtractRaw(payload, {{{tag}_key:String}}))"
+        return f"toFloat64OrNull(JSONExtractRaw(payload, {{{key_param}:String}}))"
     return f"toFloat64OrNull(toString({field}))"
 
 
@@ -58,7 +62,7 @@ class _Query:
 
     def quantile(self, tag: str, spec: CheckSpec, p: Quantile) -> None:
         named = self.member(tag, p.events)
-        self.per_event_value(tag, named, _field(p.field, tag))
+        self.per_event_value(tag, named, numeric_field(p.field, f"{tag}_key"))
         self.params.update(
             {
                 f"{tag}_key": p.field.removeprefix("payload."),
@@ -166,10 +170,10 @@ def _quantile(spec: CheckSpec, p: Quantile, row: dict[str, Any], tag: str) -> Ch
     what = "latency" if p.field == "latency_ms" else p.field
     shown = f"{value or 0:.0f} ms" if spec.unit == "ms" else f"{value or 0:g}"
     summary = f"{label} {what} {shown} over {n} {p.noun}"
-    evidence = {
-        "events": [eid for _, eid in row[f"{tag}_slow"]],
-        "at_or_above_target": int(row[f"{tag}_above"]),
-    }
+    evidence = Evidence(
+        events=tuple(eid for _, eid in row[f"{tag}_slow"]),
+        at_or_above_target=int(row[f"{tag}_above"]),
+    )
     return judge(
         spec,
         value,
@@ -185,14 +189,10 @@ def _streak(spec: CheckSpec, row: dict[str, Any], tag: str) -> CheckResult:
     """Longest run of consecutive bad events, ordered by (ts, event_id), and its earliest place."""
     n = int(row[f"{tag}_n"] or 0)
     longest = int(row[f"{tag}_longest"] or 0)
-    evidence: dict[str, Any] = {}
+    evidence = Evidence()
     if longest > 0:
         start, end = row[f"{tag}_earliest"]
-        evidence = {
-            "start": rfc3339(from_ms(start)),
-            "end": rfc3339(from_ms(end)),
-            "length": longest,
-        }
+        evidence = Evidence(run=FailureRun(from_ms(start), from_ms(end), longest))
     summary = f"longest run of {longest} consecutive failures among {n} outcomes"
     return judge(
         spec,
@@ -215,7 +215,7 @@ def _share(spec: CheckSpec, p: Share, row: dict[str, Any], tag: str) -> CheckRes
         value,
         n,
         summary,
-        {"events": [eid for _, eid in row[f"{tag}_matching"]], "matching": hits},
+        Evidence(events=tuple(eid for _, eid in row[f"{tag}_matching"]), matching=hits),
         no_data=n == 0,
         no_data_summary=f"no {', '.join(p.events)} in the window",
     )

@@ -8,11 +8,12 @@ in milliseconds, payload keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from enum import StrEnum
 from typing import Literal
 
-from checks.base import Comparison, Severity
+from checks.base import Comparison, Severity, Window
 
 
 class Anchor(StrEnum):
@@ -160,3 +161,9 @@ class CheckSpec:
     @property
     def kind(self) -> str:
         return type(self.params).__name__
+
+    def window_for(self, window: Window) -> Window:
+        """The window this check is judged over: its own length if it has one, else `window`."""
+        if self.window_ms is None:
+            return window
+        return replace(window, length=timedelta(milliseconds=self.window_ms))

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.base import CheckResult, Window
+from checks.evidence import Evidence
 from checks.kinds import Anchor, CheckSpec, Coverage, Freshness, Obligation, OutcomeRate
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
 from watchdog.core.durations import human_duration
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms, rfc3339
+from watchdog.core.times import from_ms
 
 EVIDENCE = 20
 
@@ -342,7 +343,6 @@ def _coverage(
     sample_alias, value_alias, evidence_alias, seen_alias = aliases
     sample, value = int(row[sample_alias]), int(row[value_alias])
     never_seen = seen_alias is not None and int(row[seen_alias]) == 0
-    sessions = [sid for _, sid in row[evidence_alias]]
     summary = f"{value} of {sample} {p.noun} {p.breach_phrase}"
     if never_seen:
         reason = (
@@ -355,7 +355,7 @@ def _coverage(
         float(value),
         sample,
         summary,
-        {"sessions": sessions},
+        Evidence(sessions=tuple(sid for _, sid in row[evidence_alias])),
         no_data=sample == 0 or never_seen,
         no_data_summary=reason,
     )
@@ -368,12 +368,12 @@ def _rate(
     denominator = completed + failed + lost
     value = (failed + lost) / denominator if denominator else None
     ids = sorted(list(row[aliases[3]]) + list(row[aliases[4]]))[:EVIDENCE]
-    evidence = {
-        "completed": completed,
-        "failed": failed,
-        "lost": lost,
-        "events": [event_id for _, event_id in ids],
-    }
+    evidence = Evidence(
+        completed=completed,
+        failed=failed,
+        lost=lost,
+        events=tuple(event_id for _, event_id in ids),
+    )
     summary = (
         f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
         f" ({failed} failed, {lost} lost)"
@@ -406,9 +406,9 @@ def _freshness(spec: CheckSpec, window: Window, newest: int | None) -> CheckResu
             None,
             0,
             "no event at all before the evaluation time: silence is not health",
-            {"newest": None},
+            Evidence(no_event=True),
         )
     age = (window.params()["at_ms"] - newest) / 1000
     summary = f"newest event {human_duration(age)} before the evaluation time"
     # The value comes from one event, the newest: a sample of one, whatever the duplicates.
-    return judge(spec, age, 1, summary, {"newest": rfc3339(from_ms(newest))})
+    return judge(spec, age, 1, summary, Evidence(newest=from_ms(newest)))

@@ -21,12 +21,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
 from typing import Any
 
 from checks.base import CheckResult, Report, Status, Window
+from checks.breakdown import Dimension, FailingSession, Group, Triage
 from checks.builtin import configured_checks
 from checks.deviation import classified
+from checks.events import numeric_field
 from checks.kinds import (
     Anchor,
     CheckSpec,
@@ -44,7 +45,7 @@ from checks.sources import CompiledSource, open_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms, rfc3339, to_ms
+from watchdog.core.times import from_ms, to_ms
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +90,6 @@ def _dims(source: CompiledSource, error_classes: bool) -> list[str]:
     return [name for name in source.dims if error_classes or name not in FREE_TEXT]
 
 
-def _window_for(spec: CheckSpec, window: Window) -> Window:
-    if spec.window_ms is None:
-        return window
-    return replace(window, length=timedelta(milliseconds=spec.window_ms))
-
-
 def _events_in_window(
     source: CompiledSource, dims: Sequence[str], condition: str, outcome: str = ""
 ) -> str:
@@ -132,13 +127,6 @@ ARRAY JOIN arrayFilter(
   starts) AS m"""
 
 
-def _quantity(field: str) -> str:
-    """A numeric normalized column, or `payload.<key>` read from the payload JSON."""
-    if field.startswith("payload."):
-        return "toFloat64OrNull(JSONExtractRaw(payload, {tr_field_key:String}))"
-    return f"toFloat64OrNull(toString({field}))"
-
-
 def _deviation_params(p: DeviationContract) -> dict[str, Any]:
     return {
         "dev_names": list(p.events),
@@ -168,9 +156,8 @@ def _event_items(
         )
         return f"{failed}\nUNION ALL\n{_lost(source, dims, p)}", params, ["outcome", *dims]
     if isinstance(p, Quantile):
-        condition = (
-            f"name IN {{tr_names:Array(String)}} AND {_quantity(p.field)} >= {{tr_target:Float64}}"
-        )
+        value = numeric_field(p.field, "tr_field_key")
+        condition = f"name IN {{tr_names:Array(String)}} AND {value} >= {{tr_target:Float64}}"
         params = {
             "tr_names": list(p.events),
             "tr_target": float(spec.target),
@@ -178,14 +165,10 @@ def _event_items(
         }
         return _events_in_window(source, _plain(dims), condition), params, _plain(dims)
     if isinstance(p, Streak):
-        evidence = result.evidence
-        if "start" not in evidence:
+        run = result.evidence.run
+        if run is None:
             return None
-        params = {
-            "tr_bad": list(p.bad),
-            "tr_from": to_ms(datetime.fromisoformat(str(evidence["start"]))),
-            "tr_to": to_ms(datetime.fromisoformat(str(evidence["end"]))),
-        }
+        params = {"tr_bad": list(p.bad), "tr_from": to_ms(run.start), "tr_to": to_ms(run.end)}
         condition = "name IN {tr_bad:Array(String)} AND t >= {tr_from:Int64} AND t <= {tr_to:Int64}"
         return _events_in_window(source, dims, condition), params, dims
     if isinstance(p, Share):
@@ -258,7 +241,7 @@ def _coverage(
     window: Window,
     p: Coverage,
     dims: list[str],
-) -> dict[str, Any]:
+) -> Triage:
     """The failing sessions of a coverage check: grouped by dimension, and the oldest 20."""
     plain = _plain(dims)
     b, failed, unmets = _coverage_query(source, plain, p)
@@ -278,32 +261,36 @@ def _coverage(
     row = store.query(
         f"SELECT sessions FROM ({b.sql(dimensioned)})", {**base_params, **_normalise_params()}
     ).first()
-    sessions = []
-    for first_seen, session_id, last_seen, n_events, raw in row.get("sessions") or []:
-        missed = []
-        for k, (ob, _, _) in enumerate(unmets):
-            count, ended = int(raw[2 * k]), int(raw[2 * k + 1])
-            if count:
-                label = _obligation_label(ob, silent=not ended)
-                missed.append(label if count == 1 else f"{label} x{count}")
-        sessions.append(
-            {
-                "session_id": str(session_id),
-                "first_seen": rfc3339(from_ms(int(first_seen))),
-                "last_seen": rfc3339(from_ms(int(last_seen))),
-                "events": int(n_events),
-                "missed": missed,
-            }
+    sessions = tuple(
+        FailingSession(
+            session_id=str(session_id),
+            first_seen=from_ms(int(first_seen)),
+            last_seen=from_ms(int(last_seen)),
+            events=int(n_events),
+            missed=_missed(unmets, raw),
         )
+        for first_seen, session_id, last_seen, n_events, raw in row.get("sessions") or []
+    )
     items = "".join(f", f.{i + 2} AS dim_{d}" for i, d in enumerate(plain))
     items_sql = f"SELECT f.1 AS item{items} FROM (SELECT arrayJoin(failing) AS f FROM ({b.sql(dimensioned)}))"
-    breakdown = _group(store, items_sql, plain, base_params)
-    return {**breakdown, "noun": "sessions", "sessions": sessions}
+    grouped = _group(store, items_sql, plain, base_params)
+    return replace(grouped, noun="sessions", sessions=sessions)
 
 
-def _group(
-    store: Store, items_sql: str, dims: Sequence[str], params: Mapping[str, Any]
-) -> dict[str, Any]:
+def _missed(
+    unmets: Sequence[tuple[Obligation, str, str | None]], flags: Sequence[int]
+) -> tuple[str, ...]:
+    """What one failing session missed, from its (unmet count, ended) flags per obligation."""
+    missed = []
+    for k, (ob, _, _) in enumerate(unmets):
+        count, ended = int(flags[2 * k]), int(flags[2 * k + 1])
+        if count:
+            label = _obligation_label(ob, silent=not ended)
+            missed.append(label if count == 1 else f"{label} x{count}")
+    return tuple(missed)
+
+
+def _group(store: Store, items_sql: str, dims: Sequence[str], params: Mapping[str, Any]) -> Triage:
     """Count the items, and the top groups of each dimension with their counts and shares."""
     pairs = ", ".join(
         ["('', '')"]
@@ -320,13 +307,13 @@ ORDER BY dimension, n DESC, value
 LIMIT {TOP} BY dimension"""
     rows = store.query(sql, {**params, **_normalise_params()}).rows
     total = next((int(n) for dim, _, n in rows if dim == ""), 0)
-    groups: dict[str, list[dict[str, Any]]] = {d: [] for d in dims}
+    groups: dict[str, list[Group]] = {d: [] for d in dims}
     for dim, value, n in rows:
         if dim:
-            groups[str(dim)].append(
-                {"value": str(value), "count": int(n), "share": int(n) / total if total else 0.0}
-            )
-    return {"items": total, "groups": {d: g for d, g in groups.items() if g}}
+            share = int(n) / total if total else 0.0
+            groups[str(dim)].append(Group(str(value), int(n), share))
+    dimensions = tuple(Dimension(d, tuple(g)) for d, g in groups.items() if g)
+    return Triage(items=total, noun="events", dimensions=dimensions)
 
 
 def breakdown(
@@ -337,18 +324,17 @@ def breakdown(
     result: CheckResult,
     *,
     error_classes: bool = True,
-) -> dict[str, Any] | None:
+) -> Triage | None:
     """The triage breakdown of one breached check, or None when it has no items to group."""
     dims = _dims(source, error_classes)
-    window = _window_for(spec, window)
+    window = spec.window_for(window)
     if isinstance(spec.params, Coverage):
         return _coverage(store, source, window, spec.params, dims)
     found = _event_items(source, dims, spec, result)
     if found is None:
         return None
     items_sql, params, used = found
-    grouped = _group(store, items_sql, used, {**source.params, **window.params(), **params})
-    return {**grouped, "noun": "events"}
+    return _group(store, items_sql, used, {**source.params, **window.params(), **params})
 
 
 def triage(
@@ -359,9 +345,9 @@ def triage(
     report: Report,
     *,
     error_classes: bool = True,
-) -> dict[str, Any]:
+) -> dict[str, Triage]:
     """The breakdown of every breached check of `report`; one that cannot run says so."""
-    out: dict[str, Any] = {}
+    out: dict[str, Triage] = {}
     for spec in specs:
         result = report.checks.get(spec.id)
         if result is None or result.status is not Status.BREACHED:
@@ -370,7 +356,7 @@ def triage(
             found = breakdown(store, source, window, spec, result, error_classes=error_classes)
         except StoreError as exc:
             log.warning("triage of %s could not run: %s", spec.id, exc.problem)
-            found = {"error": f"could not compute the breakdown: {exc.problem}"}
+            found = Triage.failed(exc.problem)
         if found is not None:
             out[spec.id] = found
     return out

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from checks.base import CheckResult, Status
+from checks.evidence import Evidence
 from checks.kinds import CheckSpec
 from watchdog.core.durations import human_duration
 
@@ -15,7 +13,7 @@ def judge(
     value: float | None,
     sample_size: int,
     summary: str,
-    evidence: Mapping[str, Any],
+    evidence: Evidence,
     *,
     no_data: bool = False,
     no_data_summary: str = "",
@@ -26,7 +24,7 @@ def judge(
     a zero sample size.
     """
     if no_data:
-        return _result(spec, Status.NO_DATA, None, 0, no_data_summary or summary, {})
+        return _result(spec, Status.NO_DATA, None, 0, no_data_summary or summary, Evidence())
     if sample_size < spec.min_samples:
         note = f"{summary} (fewer than min_samples {spec.min_samples})"
         return _result(spec, Status.INSUFFICIENT_DATA, value, sample_size, note, evidence)
@@ -41,7 +39,7 @@ def _result(
     value: float | None,
     sample_size: int,
     summary: str,
-    evidence: Mapping[str, Any],
+    evidence: Evidence,
 ) -> CheckResult:
     return CheckResult(
         id=spec.id,
@@ -60,12 +58,12 @@ def _result(
 
 def disabled(spec: CheckSpec) -> CheckResult:
     """The result of a check turned off in config."""
-    return _result(spec, Status.DISABLED, None, 0, "disabled in config", {})
+    return _result(spec, Status.DISABLED, None, 0, "disabled in config", Evidence())
 
 
 def errored(spec: CheckSpec, problem: str) -> CheckResult:
     """The result of a check that could not run: reported like a breach, never a crash."""
-    return _result(spec, Status.ERROR, None, 0, f"could not evaluate: {problem}", {})
+    return _result(spec, Status.ERROR, None, 0, f"could not evaluate: {problem}", Evidence())
 
 
 def percent(value: float) -> str:

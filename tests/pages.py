@@ -6,16 +6,18 @@ with html.parser, and `find` selects by tag, class and attributes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from html.parser import HTMLParser
 
 from checks.base import CheckResult, DeviationCount, Report, Status, Window
+from checks.breakdown import Dimension, FailingSession, Group, Triage
 from checks.builtin import configured_checks
+from checks.evidence import Evidence
 from tests.builder import T0, H
 from watchdog.core.settings import Settings
 from watchdog.report.charts import Point
-from watchdog.report.history import History, episodes
+from watchdog.report.history import History
 
 AT = T0 + 4 * H
 HOSTILE_SESSION = '<script>alert("session")</script>'
@@ -38,36 +40,33 @@ KNOWN: dict[str, tuple[Status, float | None, int]] = {
 }
 
 EVIDENCE = {
-    "recall_coverage": {"sessions": ["s-1", HOSTILE_SESSION, "s-3"]},
-    "observe_failure_rate": {"completed": 56, "failed": 5, "lost": 3, "events": ["ev-9", "ev-11"]},
+    "recall_coverage": Evidence(sessions=("s-1", HOSTILE_SESSION, "s-3")),
+    "observe_failure_rate": Evidence(completed=56, failed=5, lost=3, events=("ev-9", "ev-11")),
 }
 
 TRIAGE = {
-    "recall_coverage": {
-        "items": 3,
-        "noun": "sessions",
-        "groups": {"source": [{"value": "interactive", "count": 3, "share": 1.0}]},
-        "sessions": [
-            {
-                "session_id": HOSTILE_SESSION,
-                "first_seen": "2026-11-28T01:00:00Z",
-                "last_seen": "2026-11-28T01:30:00Z",
-                "events": 12,
-                "missed": ["start recall"],
-            }
-        ],
-    },
-    "observe_failure_rate": {
-        "items": 8,
-        "noun": "events",
-        "groups": {
-            "outcome": [
-                {"value": "failed", "count": 5, "share": 0.625},
-                {"value": "lost", "count": 3, "share": 0.375},
-            ],
-            "error": [{"value": "store timeout after <n> for id <n>", "count": 5, "share": 0.625}],
-        },
-    },
+    "recall_coverage": Triage(
+        items=3,
+        noun="sessions",
+        dimensions=(Dimension("source", (Group("interactive", 3, 1.0),)),),
+        sessions=(
+            FailingSession(
+                session_id=HOSTILE_SESSION,
+                first_seen=T0 + H,
+                last_seen=T0 + H + timedelta(minutes=30),
+                events=12,
+                missed=("start recall",),
+            ),
+        ),
+    ),
+    "observe_failure_rate": Triage(
+        items=8,
+        noun="events",
+        dimensions=(
+            Dimension("outcome", (Group("failed", 5, 0.625), Group("lost", 3, 0.375))),
+            Dimension("error", (Group("store timeout after <n> for id <n>", 5, 0.625),)),
+        ),
+    ),
 }
 
 
@@ -85,7 +84,7 @@ def known_report(settings: Settings | None = None) -> Report:
             severity=spec.severity,
             sample_size=n,
             summary=f"summary of {check_id} <i>not markup</i>",
-            evidence=EVIDENCE.get(check_id, {}),
+            evidence=EVIDENCE.get(check_id, Evidence()),
             comparison=spec.comparison,
             unit=spec.unit,
             description=spec.description,
@@ -112,8 +111,7 @@ def known_history(n: int = 6, check_id: str = "observe_failure_rate") -> History
         )
         for k in range(n)
     ]
-    history = History(points={check_id: points}, windows=max(n + 1, 42))
-    return replace(history, alerts=episodes(history.points))
+    return History(points={check_id: points}, windows=max(n + 1, 42))
 
 
 @dataclass

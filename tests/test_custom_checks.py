@@ -11,6 +11,7 @@ import pytest
 
 from checks.base import Status
 from checks.builtin import configured_checks
+from checks.evidence import Evidence
 from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
@@ -34,7 +35,7 @@ def test_coverage_from_session_start(store: Store) -> None:
     config = custom(kind="coverage", required=KR, grace="2m")
     result = evaluate(store, sc, AT, config).checks["mine"]
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 1, 2)
-    assert result.evidence == {"sessions": ["late"]}
+    assert result.evidence == Evidence(sessions=("late",))
 
 
 def test_coverage_after_each_trigger(store: Store) -> None:
@@ -46,7 +47,7 @@ def test_coverage_after_each_trigger(store: Store) -> None:
     sc.session("quiet").starts(T0 + H)  # no trigger: no obligation
     config = custom(kind="coverage", required=KR, trigger=["dispatch"], grace="1m")
     result = evaluate(store, sc, AT, config).checks["mine"]
-    assert (result.value, result.sample_size, result.evidence) == (1, 2, {"sessions": ["b"]})
+    assert (result.value, result.sample_size, result.evidence) == (1, 2, Evidence(sessions=("b",)))
 
 
 def test_coverage_deadline_at_window_end_waits(store: Store) -> None:
@@ -66,7 +67,7 @@ def test_coverage_with_its_own_session_filter(store: Store) -> None:
     sc.event("session.started", T0 + H, "worker", source="worker")
     config = custom(kind="coverage", required=KR, grace="2m", session_filter="source = 'worker'")
     report = evaluate(store, sc, AT, config)
-    assert report.checks["mine"].evidence == {"sessions": ["worker"]}
+    assert report.checks["mine"].evidence == Evidence(sessions=("worker",))
     assert report.checks["recall_coverage"].value == 2
 
 

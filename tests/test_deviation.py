@@ -19,7 +19,7 @@ def _contract(store: Store, payload: dict[str, Any] | str) -> tuple[Any, ...]:
     sc = Scenario()
     sc.session("s1").starts(T0 + H).deviates(T0 + H + M, payload)
     result = evaluate(store, sc, AT).checks["agent_deviation_contract"]
-    return result.status, result.value, result.evidence.get("kinds")
+    return result.status, result.value, dict(result.evidence.kinds or ())
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_contract_evidence_never_carries_payload_values(store: Store) -> None:
     report = evaluate(store, sc, AT)
     text = json.dumps(report.to_json())
     assert "Ana Souza" not in text and "CPF" not in text
-    assert report.checks["agent_deviation_contract"].evidence["events"] == [sc.events[-1].id]
+    assert report.checks["agent_deviation_contract"].evidence.events == (sc.events[-1].id,)
 
 
 def test_missing_evidence_ids_are_found(store: Store) -> None:
@@ -82,7 +82,7 @@ def test_missing_evidence_ids_are_found(store: Store) -> None:
     b.deviates(T0 + H + 3 * M, {**GOOD, "nota": "x", "evidenceEventIds": ["ghost-2"]})
     result = evaluate(store, sc, AT).checks["agent_deviation_evidence"]
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 1, 2)
-    assert result.evidence["events"] == [missing_id]
+    assert result.evidence.events == (missing_id,)
 
 
 def test_evidence_after_at_does_not_exist(store: Store) -> None:

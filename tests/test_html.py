@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from checks.base import Status
+from alerts import state
+from alerts.lifecycle import Rules
+from checks.base import Report, Status
 from tests.builder import H
 from tests.pages import (
     AT,
@@ -28,8 +30,8 @@ from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
 from watchdog.report.files import parse_stamp, prune, report_url, stamp, write_reports
-from watchdog.report.history import History, episodes, load_history
-from watchdog.report.page import breached_since, render_page, reproduce_command
+from watchdog.report.history import History, load_history, replay_alerts
+from watchdog.report.page import render_page, reproduce_command
 
 
 def page_of(history: History | None = None, settings: Settings | None = None) -> str:
@@ -98,7 +100,7 @@ def test_breached_check_lists_evidence_parameters_and_triage() -> None:
     )
     assert params["lost after"] == "15m without an outcome"
     assert params["min_samples"] == "20"
-    assert params["failed"] == "5" and params["lost"] == "3"
+    assert params["counts"] == "56 completed, 5 failed, 3 lost"
     table = detail.find("table", data_dimension="outcome")[0]
     rows = [
         [td.all_text().strip() for td in tr.find("td")] for tr in table.find("tbody")[0].find("tr")
@@ -272,8 +274,8 @@ def test_axis_units() -> None:
     assert axis_top(0.07, "ratio") == 0.1
 
 
-def test_alert_timeline_from_history() -> None:
-    """Episodes replay the lifecycle: breached fires, ok resolves, other statuses keep."""
+def test_alert_timeline_replays_the_lifecycle() -> None:
+    """Episodes are alerts.lifecycle.advance over the runs: breached fires, ok resolves, others keep."""
     t = [AT + k * timedelta(hours=4) for k in range(6)]
     statuses = [
         Status.OK,
@@ -283,12 +285,13 @@ def test_alert_timeline_from_history() -> None:
         Status.ERROR,
         Status.BREACHED,
     ]
-    found = episodes({"c": [Point(m, 1, s) for m, s in zip(t, statuses, strict=True)]})
-    assert found == [Episode("c", t[1], t[3]), Episode("c", t[4], None)]
-    pending = episodes(
-        {"c": [Point(m, 1, s) for m, s in zip(t, statuses, strict=True)]}, pending_runs=2
+    history = History(
+        points={"circuit_breaker": [Point(m, 1, s) for m, s in zip(t, statuses, strict=True)]}
     )
-    assert pending == [Episode("c", t[5], None)]
+    found = replay_alerts(history, known_report(), Rules())["circuit_breaker"].episodes
+    assert found == (Episode("circuit_breaker", t[1], t[3]), Episode("circuit_breaker", t[4], None))
+    pending = replay_alerts(history, known_report(), Rules(pending_runs=2))["circuit_breaker"]
+    assert pending.episodes == (Episode("circuit_breaker", t[5], None),)
     root = parse(str(timeline_chart(found, start=t[0], end=t[5], title="alerts")))
     assert [r.attrs["class"] for r in root.find("rect")] == ["span resolved", "span firing"]
 
@@ -366,10 +369,9 @@ def test_tile_says_since_when_a_breach_runs() -> None:
             "observe_failure_rate": [Point(m, 0.1, s) for m, s in zip(t, statuses, strict=True)]
         }
     )
-    assert breached_since(history.with_report(known_report()).points["observe_failure_rate"]) == (
-        t[1],
-        3,
-    )
+    merged = history.with_report(known_report())
+    replay = replay_alerts(merged, known_report(), Rules())["observe_failure_rate"]
+    assert (replay.breaching_since, replay.breaching) == (t[1], 3)
     tile = parse(page_of(history)).find("li", data_check="observe_failure_rate")[0]
     assert tile.find(cls="since")[0].all_text() == "since 11-27 12:00 UTC · 3 windows"
     assert tile.find("svg", cls="spark")[0].attrs["data-points"] == "5"
@@ -377,42 +379,89 @@ def test_tile_says_since_when_a_breach_runs() -> None:
     assert not ok_tile.find(cls="since")
 
 
-def test_history_comes_from_the_run_log(store: Store) -> None:
-    """load_history reads each check's points from the run log and adds this report last."""
-    from alerts import state
-
+def _run_log_settings(store: Store) -> Settings:
+    """Settings with a watchdog database of their own, its tables created."""
     settings = settings_from_mapping(
         {"store": {"database": f"wd_{uuid.uuid4().hex[:10]}"}, "source": {"table": "x.events"}},
         env={},
     )
     state.ensure_schema(store, settings)
+    return settings
+
+
+def _record(store: Store, settings: Settings, report: Report) -> None:
+    """Put `report` in the run log as the alert pipeline would."""
+    state.record_run(
+        store,
+        settings,
+        source=settings.source.display_name,
+        window=report.window,
+        now=report.window.at,
+        status=report.status.value,
+        checks=state.check_results_json(report),
+    )
+
+
+def _observe_failure_rate_at(k: int, value: float) -> Report:
+    """known_report moved k windows back, with observe_failure_rate at `value`."""
+    earlier = known_report()
+    window = replace(earlier.window, at=AT - k * timedelta(hours=4))
+    result = replace(
+        earlier.checks["observe_failure_rate"],
+        value=value,
+        status=Status.BREACHED if value >= 0.05 else Status.OK,
+    )
+    return replace(earlier, window=window, checks={**earlier.checks, result.id: result})
+
+
+def test_history_comes_from_the_run_log(store: Store) -> None:
+    """load_history reads each check's points from the run log and adds this report last."""
+    settings = _run_log_settings(store)
     values = [0.02, 0.09, 0.01]
     for k, value in enumerate(values):
-        earlier = known_report()
-        window = replace(earlier.window, at=AT - (3 - k) * timedelta(hours=4))
-        result = replace(
-            earlier.checks["observe_failure_rate"],
-            value=value,
-            status=Status.BREACHED if value >= 0.05 else Status.OK,
-        )
-        earlier = replace(earlier, window=window, checks={**earlier.checks, result.id: result})
-        state.record_run(
-            store,
-            settings,
-            source=settings.source.display_name,
-            window=window,
-            now=window.at,
-            status=earlier.status.value,
-            checks=state.check_results_json(earlier),
-        )
+        _record(store, settings, _observe_failure_rate_at(3 - k, value))
     history = load_history(store, settings, known_report())
     series = history.points["observe_failure_rate"]
     assert [p.value for p in series] == [*values, 0.125]
-    assert [p.window_end for p in series][-1] == AT
-    assert [e for e in history.alerts if e.check_id == "observe_failure_rate"] == [
+    assert [(p.window_end, p.recorded) for p in series][-1] == (AT, False)
+    replays = replay_alerts(history, known_report(), Rules.of(settings.alerts))
+    assert replays["observe_failure_rate"].episodes == (
         Episode("observe_failure_rate", AT - 8 * H, AT - 4 * H),
-        Episode("observe_failure_rate", AT, None),
-    ]
+    )
+
+
+def test_read_only_page_fires_no_alert_for_its_own_evaluation(store: Store) -> None:
+    """`check --format html` is not run through the alert pipeline: its breaches are not "still firing"."""
+    settings = _run_log_settings(store)
+    report = known_report()
+    root = parse(render_page(report, load_history(store, settings, report), settings=settings))
+    alerts = root.find("section", id="alerts")[0]
+    assert not alerts.find("table", cls="episodes")
+    assert "still firing" not in alerts.all_text()
+    assert "no alert in this period" in alerts.all_text()
+    assert "not in the run log" in alerts.find(cls="alerts-note")[0].all_text()
+    tile = root.find("li", data_check="observe_failure_rate")[0]
+    assert tile.find(cls="since")[0].all_text() == "new in this window"
+
+
+def test_recorded_run_fires_on_the_page_as_in_chat(store: Store) -> None:
+    """A window the alert pipeline recorded (the daemon's page) fires its breaches on the timeline."""
+    settings = _run_log_settings(store)
+    _record(store, settings, _observe_failure_rate_at(1, 0.01))
+    report = known_report()
+    _record(store, settings, report)
+    root = parse(render_page(report, load_history(store, settings, report), settings=settings))
+    table = root.find("table", cls="episodes")[0]
+    rows = [[td.all_text() for td in tr.find("td")] for tr in table.find("tbody")[0].find("tr")]
+    assert ["observe_failure_rate", "2026-11-28T04:00:00Z", "still firing"] in rows
+    assert not root.find(cls="alerts-note")
+
+
+def test_coverage_evidence_lists_its_sessions() -> None:
+    """A coverage breach's Evidence section lists its session ids, beside the triage's table."""
+    detail = parse(page_of()).find("article", id="check-recall_coverage")[0]
+    sessions = detail.find("ol", cls="evidence-sessions")[0].find("li")
+    assert [li.all_text() for li in sessions] == ["s-1", HOSTILE_SESSION, "s-3"]
 
 
 @pytest.mark.slow

@@ -64,7 +64,7 @@ def _tally(reports: list[Report]) -> dict[str, int]:
             evidence = report.checks[check_id].evidence
             for part in ("completed", "failed", "lost"):
                 key = f"{check_id}.{part}"
-                total[key] = total.get(key, 0) + int(evidence.get(part, 0))
+                total[key] = total.get(key, 0) + int(evidence.to_json().get(part, 0))
     return total
 
 

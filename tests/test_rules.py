@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from checks.base import Status
+from checks.evidence import Evidence, FailureRun
 from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.store import Store
 
@@ -34,7 +35,7 @@ def test_recall_just_after_grace_is_a_cold_start(store: Store) -> None:
     sc.session("s2").starts(T0 + H).recalls(T0 + H + M)
     result = check(evaluate(store, sc, AT), "recall_coverage")
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 1, 2)
-    assert result.evidence == {"sessions": ["s1"]}
+    assert result.evidence == Evidence(sessions=("s1",))
     assert result.summary == "1 of 2 sessions started without recall"
 
 
@@ -92,7 +93,7 @@ def test_end_observe_earlier_than_five_minutes_before_end_misses(store: Store) -
     )
     result = check(evaluate(store, sc, AT), "observe_coverage")
     assert (result.status, result.value) == (Status.BREACHED, 1)
-    assert result.evidence == {"sessions": ["s1"]}
+    assert result.evidence == Evidence(sessions=("s1",))
 
 
 def test_end_observe_after_grace_misses(store: Store) -> None:
@@ -101,7 +102,7 @@ def test_end_observe_after_grace_misses(store: Store) -> None:
     sc.session("s1").starts(T0 + H).ends(T0 + 2 * H).observes(T0 + 2 * H + 15 * M + S)
     sc.session("s2").starts(T0 + H).ends(T0 + 2 * H).observes(T0 + 2 * H + 15 * M)
     result = check(evaluate(store, sc, AT), "observe_coverage")
-    assert (result.value, result.sample_size, result.evidence) == (1, 2, {"sessions": ["s1"]})
+    assert (result.value, result.sample_size, result.evidence) == (1, 2, Evidence(sessions=("s1",)))
 
 
 def test_silent_end_exactly_at_idle_timeout_is_not_yet_due(store: Store) -> None:
@@ -122,7 +123,11 @@ def test_silent_end_past_idle_timeout_without_observe_breaches(store: Store) -> 
         "tool.call.completed", AT - 6 * H - MS
     )
     result = check(evaluate(store, sc, AT), "observe_coverage")
-    assert (result.value, result.sample_size, result.evidence) == (1, 2, {"sessions": ["crashed"]})
+    assert (result.value, result.sample_size, result.evidence) == (
+        1,
+        2,
+        Evidence(sessions=("crashed",)),
+    )
 
 
 def test_compaction_observe_within_window_counts(store: Store) -> None:
@@ -133,7 +138,7 @@ def test_compaction_observe_within_window_counts(store: Store) -> None:
     sc.session("never").starts(T0 + H).compacts(T0 + 2 * H)
     result = check(evaluate(store, sc, AT), "observe_coverage")
     assert (result.value, result.sample_size) == (2, 3)
-    assert result.evidence == {"sessions": ["late", "never"]}
+    assert result.evidence == Evidence(sessions=("late", "never"))
 
 
 def test_duplicate_compaction_rows_count_one_session(store: Store) -> None:
@@ -164,8 +169,8 @@ def test_observe_failure_rate_counts_failed_and_lost(store: Store) -> None:
     assert result.status is Status.BREACHED
     assert result.value == 2 / 20
     assert result.sample_size == 20
-    assert result.evidence["failed"] == 1 and result.evidence["lost"] == 1
-    assert len(result.evidence["events"]) == 2
+    assert result.evidence.failed == 1 and result.evidence.lost == 1
+    assert len(result.evidence.events or ()) == 2
 
 
 def test_outcome_within_grace_is_not_lost(store: Store) -> None:
@@ -186,7 +191,7 @@ def test_loss_is_judged_when_its_deadline_falls_in_the_window(store: Store) -> N
     _observes(sc, 20)
     sc.session("pending").starts(AT - 10 * M).emits("memory.observe.requested", AT - 10 * M)
     result = check(evaluate(store, sc, AT), "observe_failure_rate")
-    assert (result.value, result.evidence["lost"]) == (0, 0)
+    assert (result.value, result.evidence.lost) == (0, 0)
 
 
 def test_sessionless_outcomes_count_but_are_never_lost(store: Store) -> None:
@@ -286,7 +291,8 @@ def test_circuit_breaker_finds_the_earliest_longest_run(store: Store) -> None:
         sc.event(name, T0 + H + i * M, "s1")
     result = check(evaluate(store, sc, AT), "circuit_breaker")
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 4, 11)
-    assert result.evidence == {
+    assert result.evidence == Evidence(run=FailureRun(T0 + H, T0 + H + 3 * M, 4))
+    assert result.evidence.to_json() == {
         "start": "2026-11-28T01:00:00Z",
         "end": "2026-11-28T01:03:00Z",
         "length": 4,
@@ -304,11 +310,11 @@ def test_circuit_breaker_at_three_is_ok(store: Store) -> None:
 
 
 def test_circuit_breaker_value_zero_has_empty_evidence(store: Store) -> None:
-    """No failure at all: value 0 and evidence {}."""
+    """No failure at all: value 0 and empty evidence ({} in JSON)."""
     sc = Scenario()
     sc.event("memory.recall.completed", T0 + H, None)
     result = check(evaluate(store, sc, AT), "circuit_breaker")
-    assert (result.value, result.evidence) == (0, {})
+    assert (result.value, result.evidence.to_json()) == (0, {})
 
 
 # --- telemetry freshness ---------------------------------------------------
@@ -348,7 +354,7 @@ def test_recall_with_results_must_be_injected(store: Store) -> None:
     sc.session("empty").starts(T0 + H).recalls(T0 + H, result_count=0)
     result = check(evaluate(store, sc, AT), "recall_injection")
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 1, 2)
-    assert result.evidence == {"sessions": ["missed"]}
+    assert result.evidence == Evidence(sessions=("missed",))
 
 
 def test_recall_injection_is_no_data_without_any_injected_event(store: Store) -> None:
@@ -409,7 +415,7 @@ def test_ignore_list_is_configurable(store: Store) -> None:
     sc.event("session.started", T0 + H, None, session_column="interactive")
     config = {"source": {"ignore_sessions": [""]}}
     result = check(evaluate(store, sc, AT, config), "recall_coverage")
-    assert (result.value, result.evidence) == (1, {"sessions": ["interactive"]})
+    assert (result.value, result.evidence) == (1, Evidence(sessions=("interactive",)))
 
 
 def test_session_id_only_in_worker_metadata(store: Store) -> None:

@@ -485,7 +485,7 @@ def test_session_ids_cannot_mention_link_or_script_in_slack_or_the_page(
         env={},
     )
     report, page = evaluate_page(settings, AT, None)
-    assert report.checks["recall_coverage"].evidence["sessions"] == list(TRICKS)
+    assert report.checks["recall_coverage"].evidence.sessions == TRICKS
     notifier = SlackNotifier(webhook_url=slack.webhook_url, backoff_base=0.01, timeout_s=2)
     process(store, settings, report, now=AT, notifiers={"slack": notifier})
     (message,) = slack.delivered()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from checks.base import Report, Status
+from checks.breakdown import Dimension, FailingSession, Group, Triage
 from checks.triage import LOST_CLASS, error_class, triage, with_triage
 from tests.builder import (
     T0,
@@ -84,8 +86,8 @@ def failure_mix() -> Scenario:
 
 
 def groups(report: Report, check_id: str) -> dict[str, list[tuple[str, int, float]]]:
-    found = report.triage[check_id]["groups"]
-    return {d: [(g["value"], g["count"], g["share"]) for g in rows] for d, rows in found.items()}
+    found = report.triage[check_id].dimensions
+    return {d.name: [(g.value, g.count, g.share) for g in d.groups] for d in found}
 
 
 def test_failure_groups_counts_and_shares_are_exact(store: Store) -> None:
@@ -93,7 +95,7 @@ def test_failure_groups_counts_and_shares_are_exact(store: Store) -> None:
     report, _ = run(store, failure_mix(), RATES)
     result = report.checks["observe_failure_rate"]
     assert (result.status, result.value) == (Status.BREACHED, 8 / 12)
-    assert report.triage["observe_failure_rate"]["items"] == 8
+    assert report.triage["observe_failure_rate"].items == 8
     assert groups(report, "observe_failure_rate") == {
         "outcome": [("failed", 6, 6 / 8), ("lost", 2, 2 / 8)],
         "source": [("worker", 5, 5 / 8), ("interactive", 3, 3 / 8)],
@@ -177,10 +179,10 @@ def test_coverage_breaches_list_sessions_and_missed_obligations(store: Store) ->
     sc.session("cold").starts(T0 + 30 * M).emits("tool.call.completed", T0 + 40 * M)
     report, _ = run(store, sc)
     observe = report.triage["observe_coverage"]
-    assert observe["noun"] == "sessions" and observe["items"] == 3
+    assert observe.noun == "sessions" and observe.items == 3
     assert [
         (s["session_id"], s["first_seen"], s["last_seen"], s["events"], s["missed"])
-        for s in observe["sessions"]
+        for s in observe.to_json()["sessions"]
     ] == [
         (
             "crashed",
@@ -197,10 +199,8 @@ def test_coverage_breaches_list_sessions_and_missed_obligations(store: Store) ->
         ("interactive", 2, 2 / 3),
         ("gateway", 1, 1 / 3),
     ]
-    cold = report.triage["recall_coverage"]["sessions"]
-    assert [(s["session_id"], s["events"], s["missed"]) for s in cold] == [
-        ("cold", 2, ["start recall"])
-    ]
+    cold = report.triage["recall_coverage"].sessions or ()
+    assert [(s.session_id, s.events, s.missed) for s in cold] == [("cold", 2, ("start recall",))]
 
 
 def test_circuit_breaker_groups_the_streak_only(store: Store) -> None:
@@ -219,7 +219,7 @@ def test_circuit_breaker_groups_the_streak_only(store: Store) -> None:
         )
     report, _ = run(store, sc)
     assert report.checks["circuit_breaker"].status is Status.BREACHED
-    assert report.triage["circuit_breaker"]["items"] == 4
+    assert report.triage["circuit_breaker"].items == 4
     assert groups(report, "circuit_breaker")["error"] == [("qdrant <n> on shard <n>", 4, 1.0)]
     assert groups(report, "circuit_breaker")["component"] == [("recall", 4, 1.0)]
 
@@ -271,4 +271,36 @@ def test_a_failing_breakdown_is_reported_not_raised(store: Store) -> None:
     source = open_source(store, settings.source)
     broken = source.__class__(**{**source.__dict__, "dims_sql": "SELECT nonsense_column"})
     found = triage(store, broken, report.window, configured_checks(settings), report)
-    assert "could not compute the breakdown" in found["observe_failure_rate"]["error"]
+    assert "could not compute the breakdown" in found["observe_failure_rate"].error
+    assert found["observe_failure_rate"].to_json() == {"error": found["observe_failure_rate"].error}
+
+
+def test_triage_json_keeps_its_shape() -> None:
+    """A breakdown's JSON is items, groups by dimension, noun, then a coverage check's sessions."""
+    session = FailingSession("s1", T0 + H, T0 + H + 90 * MS, 4, ("start recall", "end observe x2"))
+    found = Triage(
+        items=1,
+        noun="sessions",
+        dimensions=(Dimension("source", (Group("worker", 1, 1.0),)),),
+        sessions=(session,),
+    )
+    assert found.to_json() == {
+        "items": 1,
+        "groups": {"source": [{"value": "worker", "count": 1, "share": 1.0}]},
+        "noun": "sessions",
+        "sessions": [
+            {
+                "session_id": "s1",
+                "first_seen": "2026-11-28T01:00:00Z",
+                "last_seen": "2026-11-28T01:00:00.090Z",
+                "events": 4,
+                "missed": ["start recall", "end observe x2"],
+            }
+        ],
+    }
+    assert list(found.to_json()) == ["items", "groups", "noun", "sessions"]
+    assert list(replace(found, sessions=None, noun="events").to_json()) == [
+        "items",
+        "groups",
+        "noun",
+    ]

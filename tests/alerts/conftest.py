@@ -12,6 +12,7 @@ import pytest
 from alerts.notifiers import SlackNotifier
 from alerts.testing import FakeTimer
 from checks.base import CheckResult, Comparison, Report, Severity, Status, Window
+from checks.evidence import Evidence
 from tests.alerts.slack_standin import TOKEN, SlackStandIn
 from watchdog.core.settings import Settings, settings_from_mapping
 
@@ -85,9 +86,8 @@ def result(check_id: str, status: Status, value: float | None = None, **fields: 
         Status.INSUFFICIENT_DATA: "too few samples",
         Status.DISABLED: "disabled in config",
     }
-    evidence = (
-        {"sessions": ["s-1", "s-2", "s-3"]} if status is Status.BREACHED and unit == "count" else {}
-    )
+    breached_count = status is Status.BREACHED and unit == "count"
+    evidence = Evidence(sessions=("s-1", "s-2", "s-3")) if breached_count else Evidence()
     base: dict[str, Any] = {
         "value": value if status not in (Status.ERROR, Status.NO_DATA, Status.DISABLED) else None,
         "target": target,

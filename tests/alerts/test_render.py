@@ -11,6 +11,7 @@ import pytest
 from alerts.lifecycle import Kind, Notification
 from alerts.render import Templates, escape_mrkdwn, templates
 from checks.base import Comparison, Severity, Status, Window
+from checks.evidence import Evidence
 from tests.alerts.conftest import SOURCE, T0, H, result
 from watchdog.core.errors import ConfigError
 
@@ -27,9 +28,9 @@ FIRE = Notification(
         Status.BREACHED,
         7.0,
         summary="7 of 412 sessions started without recall",
-        evidence={
-            "sessions": ["5b0e1f", "6c2a90", "7d3b11", "8e4c22", "9f5d33", "a06e44", "b17f55"]
-        },
+        evidence=Evidence(
+            sessions=("5b0e1f", "6c2a90", "7d3b11", "8e4c22", "9f5d33", "a06e44", "b17f55")
+        ),
         sample_size=412,
     ),
     WINDOW,
@@ -45,7 +46,7 @@ REPEAT = Notification(
         Status.BREACHED,
         2.0,
         summary="2 of 9 deviation events break the payload contract (unknown key: 2)",
-        evidence={"events": ["ev-000123", "ev-000456"], "kinds": {"unknown_key": 2}},
+        evidence=Evidence(events=("ev-000123", "ev-000456"), kinds=(("unknown_key", 2),)),
     ),
     WINDOW,
     T0 - 24 * H,
@@ -126,7 +127,7 @@ def test_data_is_escaped_for_mrkdwn_everywhere_in_slack() -> None:
             Status.BREACHED,
             4.0,
             summary="4 sessions <!channel> & <https://evil.example|click me>",
-            evidence={"sessions": HOSTILE},
+            evidence=Evidence(sessions=tuple(HOSTILE)),
         ),
         WINDOW,
         T0,
@@ -153,7 +154,7 @@ def test_quotes_and_newlines_in_data_keep_the_json_valid() -> None:
         SOURCE,
         "recall_coverage",
         "breached",
-        result("recall_coverage", Status.BREACHED, 1.0, evidence={"sessions": ['a"b\\c\nd']}),
+        result("recall_coverage", Status.BREACHED, 1.0, evidence=Evidence(sessions=('a"b\\c\nd',))),
         WINDOW,
         T0,
     )
@@ -168,24 +169,48 @@ def test_evidence_is_capped_at_five_with_a_count_of_the_rest() -> None:
     assert text.count("`") == 10 and text.endswith("and 2 more")
 
 
-def test_no_payload_values_reach_the_message() -> None:
-    """Only known evidence keys (ids, counts, kinds, times) are shown; anything else is ignored."""
+def test_the_message_shows_the_evidence_facts_and_nothing_else() -> None:
+    """The evidence context is the ids, then Evidence.shown()'s facts as "label: text": no other field."""
+    evidence = Evidence(events=("ev-1",), kinds=(("extra_key", 1),))
     note = Notification(
         Kind.FIRE,
         SOURCE,
         "agent_deviation_contract",
         "breached",
-        result(
-            "agent_deviation_contract",
-            Status.BREACHED,
-            1.0,
-            evidence={"events": ["ev-1"], "payload": {"agente": "Maria Silva, CPF 123"}},
-        ),
+        result("agent_deviation_contract", Status.BREACHED, 1.0, evidence=evidence),
         WINDOW,
         T0,
     )
+    context = [b for b in templates().message([note]).blocks if b["type"] == "context"][1]
+    assert [e["text"] for e in context["elements"]] == [
+        "events: `ev-1`",
+        "breach kinds: extra key 1",
+    ]
+
+
+def test_a_still_firing_alert_shows_its_newest_event_whatever_the_latest_status() -> None:
+    """The newest event time is shown wherever evidence is, as on the page: also after too few samples."""
+    newest = T0 - 5 * H
+    note = Notification(
+        Kind.REPEAT,
+        SOURCE,
+        "telemetry_freshness",
+        "breached",
+        result(
+            "telemetry_freshness",
+            Status.INSUFFICIENT_DATA,
+            18000.0,
+            unit="s",
+            target=14400.0,
+            evidence=Evidence(newest=newest),
+        ),
+        WINDOW,
+        T0 - 24 * H,
+    )
     message = templates().message([note])
-    assert "Maria" not in json.dumps(message.blocks) + message.text + message.plain
+    context = [b for b in message.blocks if b["type"] == "context"][1]
+    assert [e["text"] for e in context["elements"]] == ["newest event: 2026-11-27T23:00:00Z"]
+    assert "Newest event: 2026-11-27T23:00:00Z." in message.plain
 
 
 def write(directory: Path, name: str, text: str) -> None:

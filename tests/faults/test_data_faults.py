@@ -64,7 +64,7 @@ def test_otel_string_latencies_that_are_not_numbers_are_ignored_and_counted(stor
     assert (p95.value, p95.sample_size) == (100, 20)
     assert report.data_quality["latency_ignored"] == len(bad)
     # The events still count as completed recalls: only their latency is set aside.
-    assert report.checks["recall_failure_rate"].evidence["completed"] == 20 + len(bad) + 1
+    assert report.checks["recall_failure_rate"].evidence.completed == 20 + len(bad) + 1
 
 
 def test_raw_invalid_utf8_bytes_are_kept_counted_and_rendered(store: Store) -> None:
@@ -159,8 +159,8 @@ def test_events_stamped_ahead_of_the_evaluation_are_judged_once_later(store: Sto
     now = evaluate_table(store, table, AT, {})
     later = evaluate_table(store, table, AT + 4 * H, {})
     after = evaluate_table(store, table, AT + 8 * H, {})
-    cold = [r.checks["recall_coverage"].evidence.get("sessions") for r in (now, later, after)]
-    assert cold == [[], ["skewed"], None]  # the last window has nothing due: no_data
+    cold = [r.checks["recall_coverage"].evidence.sessions for r in (now, later, after)]
+    assert cold == [(), ("skewed",), None]  # the last window has nothing due: no_data
     # The future event cannot make the source look fresher than it is.
     assert now.checks["telemetry_freshness"].value == (AT - (T0 + 2 * H + M + S)).total_seconds()
 

@@ -31,11 +31,17 @@ BREACHING = (Status.BREACHED, Status.ERROR)
 
 @dataclass(frozen=True)
 class Point:
-    """One evaluation of a check: the end of its window, its value and status."""
+    """One evaluation of a check: the end of its window, its value and status.
+
+    `recorded`: the alert pipeline ran on it (the run log holds it), or a
+    replay treats it as such a run. A read-only evaluation (`check --format
+    html`) is a point on the charts but fires no alert.
+    """
 
     window_end: datetime
     value: float | None
     status: Status
+    recorded: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,153 @@ def _time_label(moment: datetime) -> str:
     return moment.strftime("%m-%d %H:%M")
 
 
+@dataclass(frozen=True)
+class _Scale:
+    """Where a window end and a value fall in a plot area (the y axis from 0 to `high`)."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+    high: float
+    first: datetime | None  # the first and last window ends
+    last: datetime | None
+
+    @classmethod
+    def of(
+        cls,
+        points: Sequence[Point],
+        target: float,
+        unit: str,
+        area: tuple[float, float, float, float],
+    ) -> _Scale:
+        """The scale of `points` and the target in `area` (left, top, width, height)."""
+        values = [p.value for p in points if p.value is not None]
+        high = axis_top(max([*values, target, 0.0]), unit)
+        times = [p.window_end for p in points]
+        first, last = (min(times), max(times)) if times else (None, None)
+        return cls(*area, high=high, first=first, last=last)
+
+    @property
+    def span(self) -> float:
+        """Seconds from the first window end to the last."""
+        return (self.last - self.first).total_seconds() if self.first and self.last else 0.0
+
+    def x(self, moment: datetime) -> float:
+        span = self.span
+        if not span or self.first is None:
+            return self.left + self.width / 2
+        return self.left + self.width * (moment - self.first).total_seconds() / span
+
+    def y(self, value: float) -> float:
+        return self.top + self.height * (1 - min(value, self.high) / self.high)
+
+
+def _runs(points: Sequence[Point], scale: _Scale) -> list[str]:
+    """The line as polylines, broken where a window had no value (a gap, not a zero)."""
+    runs: list[list[str]] = [[]]
+    for p in points:
+        if p.value is None:
+            runs.append([])
+        else:
+            runs[-1].append(f"{_fmt(scale.x(p.window_end))},{_fmt(scale.y(p.value))}")
+    return [f'<polyline class="line" points="{" ".join(run)}"/>' for run in runs if len(run) > 1]
+
+
+def _chart_desc(points: Sequence[Point], unit: str) -> str:
+    breached = sum(p.status in BREACHING for p in points)
+    desc = f"{len(points)} windows, {breached} breached"
+    if points:
+        latest = points[-1]
+        value_text = tick_label(latest.value, unit) if latest.value is not None else "no value"
+        desc += f"; latest {value_text} ({latest.status.value})"
+    return desc
+
+
+def _axes(scale: _Scale, unit: str) -> list[str]:
+    """Axes, gridlines, value and time tick labels, the unit and the caption."""
+    left, top, right, bottom = (
+        scale.left,
+        scale.top,
+        scale.left + scale.width,
+        scale.top + scale.height,
+    )
+    out = [
+        f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>'
+        f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>'
+    ]
+    for fraction in (0.5, 1.0):
+        tick = _fmt(scale.y(scale.high * fraction))
+        out.append(f'<line class="grid" x1="{left}" y1="{tick}" x2="{right}" y2="{tick}"/>')
+    for value in (0.0, scale.high / 2, scale.high):
+        out.append(
+            f'<text class="tick" x="{left - 4}" y="{_fmt(scale.y(value) + 3)}" text-anchor="end">'
+            f"{escape(tick_label(value, unit))}</text>"
+        )
+    out.append(
+        f'<text class="unit" x="{left - 4}" y="{top - 6}" text-anchor="end">'
+        f"{escape(UNIT_LABEL.get(unit, unit))}</text>"
+    )
+    if scale.first is not None and scale.last is not None:
+        out.append(
+            f'<text class="tick" x="{left}" y="{bottom + 13}" text-anchor="start">'
+            f"{escape(_time_label(scale.first))}</text>"
+        )
+        if scale.span:
+            out.append(
+                f'<text class="tick" x="{right}" y="{bottom + 13}"'
+                f' text-anchor="end">{escape(_time_label(scale.last))}</text>'
+            )
+    out.append(
+        f'<text class="caption" x="{left + scale.width / 2}" y="{HEIGHT - 4}" text-anchor="middle">'
+        "window end (UTC)</text>"
+    )
+    return out
+
+
+def _markers(points: Sequence[Point], scale: _Scale, unit: str) -> list[str]:
+    """A triangle for a breached window, a dot otherwise, hollow without a verdict.
+
+    Above MARKERS points there are no per-point markers: breached windows get
+    a tick under the axis instead.
+    """
+    out = []
+    if len(points) > MARKERS:
+        base = scale.top + scale.height
+        for p in points:
+            if p.status in BREACHING:
+                cx = scale.x(p.window_end)
+                out.append(
+                    f'<path class="mark breach tick-mark" d="M{_fmt(cx)},{base + 1}'
+                    f' L{_fmt(cx + 2.5)},{base + 6} L{_fmt(cx - 2.5)},{base + 6} Z"/>'
+                )
+        return out
+    radius = 3.0 if len(points) <= 50 else 2.0
+    for p in points:
+        if p.value is None:
+            continue
+        cx, cy = scale.x(p.window_end), scale.y(p.value)
+        label = f"{rfc3339(p.window_end)}: {tick_label(p.value, unit)} ({p.status.value})"
+        attrs = (
+            f' data-window-end="{escape(rfc3339(p.window_end))}"'
+            f' data-value="{escape(repr(float(p.value)))}" data-status="{escape(p.status.value)}"'
+        )
+        if p.status in BREACHING:
+            r = radius + 1.5
+            shape = (
+                f'<path class="mark breach"{attrs} d="M{_fmt(cx)},{_fmt(cy - r)}'
+                f' L{_fmt(cx + r)},{_fmt(cy + r)} L{_fmt(cx - r)},{_fmt(cy + r)} Z">'
+            )
+            out.append(f"{shape}<title>{escape(label)}</title></path>")
+        else:
+            kind = "ok" if p.status is Status.OK else "other"
+            out.append(
+                f'<circle class="mark {kind}"{attrs} cx="{_fmt(cx)}" cy="{_fmt(cy)}"'
+                f' r="{radius}"><title>{escape(label)}</title></circle>'
+            )
+    return out
+
+
 def value_chart(
     points: Sequence[Point],
     *,
@@ -103,126 +256,30 @@ def value_chart(
 ) -> Markup:
     """A line chart of `points` (oldest first) with the target and breached windows marked."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    values = [p.value for p in points if p.value is not None]
-    high = axis_top(max([*values, target, 0.0]), unit)
-
-    def y(value: float) -> float:
-        return TOP + plot_h * (1 - min(value, high) / high)
-
-    times = [p.window_end for p in points]
-    first, last = (min(times), max(times)) if times else (None, None)
-    span = (last - first).total_seconds() if first and last else 0.0
-
-    def x(moment: datetime) -> float:
-        if not span or first is None:
-            return LEFT + plot_w / 2
-        return LEFT + plot_w * (moment - first).total_seconds() / span
-
+    scale = _Scale.of(points, target, unit, (LEFT, TOP, plot_w, plot_h))
     band = max(2.0, plot_w / max(len(points), 1) * 0.9)
-    breached = sum(p.status in BREACHING for p in points)
-    latest = points[-1] if points else None
-    desc = f"{len(points)} windows, {breached} breached"
-    if latest is not None:
-        value_text = tick_label(latest.value, unit) if latest.value is not None else "no value"
-        desc += f"; latest {value_text} ({latest.status.value})"
     out: list[str] = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img"'
         f' data-points="{len(points)}">',
-        f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
+        f"<title>{escape(title)}</title><desc>{escape(_chart_desc(points, unit))}</desc>",
     ]
     # Breached windows: a shaded band behind the plot.
-    for p in points:
-        if p.status in BREACHING:
-            out.append(
-                f'<rect class="band" x="{_fmt(x(p.window_end) - band / 2)}" y="{TOP}"'
-                f' width="{_fmt(band)}" height="{plot_h}"/>'
-            )
-    # Axes, gridlines and tick labels.
+    out += [
+        f'<rect class="band" x="{_fmt(scale.x(p.window_end) - band / 2)}" y="{TOP}"'
+        f' width="{_fmt(band)}" height="{plot_h}"/>'
+        for p in points
+        if p.status in BREACHING
+    ]
+    out += _axes(scale, unit)
+    target_y = scale.y(target)
     out.append(
-        f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>'
-        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}"/>'
-    )
-    for fraction in (0.5, 1.0):
-        tick = high * fraction
-        out.append(
-            f'<line class="grid" x1="{LEFT}" y1="{_fmt(y(tick))}" x2="{LEFT + plot_w}"'
-            f' y2="{_fmt(y(tick))}"/>'
-        )
-    for tick in (0.0, high / 2, high):
-        out.append(
-            f'<text class="tick" x="{LEFT - 4}" y="{_fmt(y(tick) + 3)}" text-anchor="end">'
-            f"{escape(tick_label(tick, unit))}</text>"
-        )
-    out.append(
-        f'<text class="unit" x="{LEFT - 4}" y="{TOP - 6}" text-anchor="end">'
-        f"{escape(UNIT_LABEL.get(unit, unit))}</text>"
-    )
-    if first is not None and last is not None:
-        out.append(
-            f'<text class="tick" x="{LEFT}" y="{TOP + plot_h + 13}" text-anchor="start">'
-            f"{escape(_time_label(first))}</text>"
-        )
-        if span:
-            out.append(
-                f'<text class="tick" x="{LEFT + plot_w}" y="{TOP + plot_h + 13}"'
-                f' text-anchor="end">{escape(_time_label(last))}</text>'
-            )
-    out.append(
-        f'<text class="caption" x="{LEFT + plot_w / 2}" y="{HEIGHT - 4}" text-anchor="middle">'
-        "window end (UTC)</text>"
-    )
-    # The target.
-    out.append(
-        f'<line class="target" x1="{LEFT}" y1="{_fmt(y(target))}" x2="{LEFT + plot_w}"'
-        f' y2="{_fmt(y(target))}" data-target="{escape(repr(float(target)))}"/>'
-        f'<text class="target-label" x="{LEFT + plot_w}" y="{_fmt(y(target) - 3)}"'
+        f'<line class="target" x1="{LEFT}" y1="{_fmt(target_y)}" x2="{LEFT + plot_w}"'
+        f' y2="{_fmt(target_y)}" data-target="{escape(repr(float(target)))}"/>'
+        f'<text class="target-label" x="{LEFT + plot_w}" y="{_fmt(target_y - 3)}"'
         f' text-anchor="end">target {escape(tick_label(target, unit))}</text>'
     )
-    # The line, broken where a window had no value.
-    runs: list[list[str]] = [[]]
-    for p in points:
-        if p.value is None:
-            runs.append([])
-        else:
-            runs[-1].append(f"{_fmt(x(p.window_end))},{_fmt(y(p.value))}")
-    for run in runs:
-        if len(run) > 1:
-            out.append(f'<polyline class="line" points="{" ".join(run)}"/>')
-    # Markers: a triangle for a breached window, a dot otherwise, hollow without a verdict.
-    if len(points) <= MARKERS:
-        radius = 3.0 if len(points) <= 50 else 2.0
-        for p in points:
-            if p.value is None:
-                continue
-            cx, cy = x(p.window_end), y(p.value)
-            label = f"{rfc3339(p.window_end)}: {tick_label(p.value, unit)} ({p.status.value})"
-            attrs = (
-                f' data-window-end="{escape(rfc3339(p.window_end))}"'
-                f' data-value="{escape(repr(float(p.value)))}" data-status="{escape(p.status.value)}"'
-            )
-            if p.status in BREACHING:
-                r = radius + 1.5
-                shape = (
-                    f'<path class="mark breach"{attrs} d="M{_fmt(cx)},{_fmt(cy - r)}'
-                    f' L{_fmt(cx + r)},{_fmt(cy + r)} L{_fmt(cx - r)},{_fmt(cy + r)} Z">'
-                )
-                out.append(f"{shape}<title>{escape(label)}</title></path>")
-            else:
-                kind = "ok" if p.status is Status.OK else "other"
-                out.append(
-                    f'<circle class="mark {kind}"{attrs} cx="{_fmt(cx)}" cy="{_fmt(cy)}"'
-                    f' r="{radius}"><title>{escape(label)}</title></circle>'
-                )
-    else:
-        # Too many points for markers: breached windows get a tick under the axis.
-        for p in points:
-            if p.status in BREACHING:
-                cx = x(p.window_end)
-                base = TOP + plot_h
-                out.append(
-                    f'<path class="mark breach tick-mark" d="M{_fmt(cx)},{base + 1}'
-                    f' L{_fmt(cx + 2.5)},{base + 6} L{_fmt(cx - 2.5)},{base + 6} Z"/>'
-                )
+    out += _runs(points, scale)
+    out += _markers(points, scale, unit)
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -301,48 +358,28 @@ def window_span(points: Sequence[Point], fallback_end: datetime, length: timedel
 def sparkline(points: Sequence[Point], *, target: float, unit: str, title: str) -> Markup:
     """A tile's tiny chart: the value over the recent windows, the target, breaches marked."""
     width, height, pad = 132, 28, 3
-    values = [p.value for p in points if p.value is not None]
-    high = axis_top(max([*values, target, 0.0]), unit)
-    times = [p.window_end for p in points]
-    first, last = (min(times), max(times)) if times else (None, None)
-    span = (last - first).total_seconds() if first and last else 0.0
-
-    def x(moment: datetime) -> float:
-        if not span or first is None:
-            return width / 2
-        return pad + (width - 2 * pad) * (moment - first).total_seconds() / span
-
-    def y(value: float) -> float:
-        return pad + (height - 2 * pad) * (1 - min(value, high) / high)
-
+    scale = _Scale.of(points, target, unit, (pad, pad, width - 2 * pad, height - 2 * pad))
     breached = sum(p.status in BREACHING for p in points)
     out = [
         f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}"'
         f' role="img" data-points="{len(points)}">',
         f"<title>{escape(title)}: {len(points)} windows, {breached} breached</title>",
-        f'<line class="target" x1="0" y1="{_fmt(y(target))}" x2="{width}" y2="{_fmt(y(target))}"/>',
+        f'<line class="target" x1="0" y1="{_fmt(scale.y(target))}" x2="{width}"'
+        f' y2="{_fmt(scale.y(target))}"/>',
     ]
-    run: list[str] = []
-    runs = [run]
-    for p in points:
-        if p.value is None:
-            run = []
-            runs.append(run)
-        else:
-            run.append(f"{_fmt(x(p.window_end))},{_fmt(y(p.value))}")
-    out += [f'<polyline class="line" points="{" ".join(r)}"/>' for r in runs if len(r) > 1]
+    out += _runs(points, scale)
     for p in points:
         if p.status in BREACHING:
-            cx = x(p.window_end)
-            cy = y(p.value) if p.value is not None else height - pad
+            cx = scale.x(p.window_end)
+            cy = scale.y(p.value) if p.value is not None else height - pad
             out.append(
                 f'<path class="mark breach" d="M{_fmt(cx)},{_fmt(cy - 3)} L{_fmt(cx + 3)},'
                 f'{_fmt(cy + 2.5)} L{_fmt(cx - 3)},{_fmt(cy + 2.5)} Z"/>'
             )
     if points and points[-1].value is not None and points[-1].status not in BREACHING:
         out.append(
-            f'<circle class="mark ok" cx="{_fmt(x(points[-1].window_end))}"'
-            f' cy="{_fmt(y(points[-1].value))}" r="2"/>'
+            f'<circle class="mark ok" cx="{_fmt(scale.x(points[-1].window_end))}"'
+            f' cy="{_fmt(scale.y(points[-1].value))}" r="2"/>'
         )
     out.append("</svg>")
     return Markup("".join(out))

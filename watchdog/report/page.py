@@ -19,7 +19,9 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from alerts.lifecycle import Rules
 from checks.base import CheckResult, Report, Status
+from checks.breakdown import Triage
 from checks.builtin import configured_checks
 from checks.kinds import (
     Anchor,
@@ -33,13 +35,20 @@ from checks.kinds import (
     Streak,
 )
 from checks.triage import with_triage
-from checks.verdict import format_target, format_value
+from checks.verdict import format_target, format_value, percent
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339
-from watchdog.report.charts import BREACHING, Point, sparkline, timeline_chart, value_chart
-from watchdog.report.history import History, load_history
+from watchdog.report.charts import (
+    BREACHING,
+    Point,
+    sparkline,
+    timeline_chart,
+    value_chart,
+    window_span,
+)
+from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
 from watchdog.runner.once import run_once, window_at
 
 ICON = {
@@ -65,12 +74,14 @@ WORD = {
 
 @functools.cache
 def _environment() -> Environment:
-    return Environment(
+    environment = Environment(
         loader=PackageLoader("watchdog.report", "templates"),
         autoescape=select_autoescape(["html", "j2"], default=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    environment.filters["rfc3339"] = rfc3339
+    return environment
 
 
 def _duration_ms(ms: int) -> str:
@@ -112,59 +123,19 @@ def defining_parameters(spec: CheckSpec) -> list[tuple[str, str]]:
     return out
 
 
-def _evidence(result: CheckResult) -> dict[str, Any]:
-    """The evidence in lists and facts the template shows (ids, counts, times; no payload)."""
-    evidence = dict(result.evidence)
-    facts: list[tuple[str, str]] = []
-    if "length" in evidence:
-        facts.append(
-            (
-                "failure streak",
-                f"{evidence['length']} from {evidence['start']} to {evidence['end']}",
-            )
-        )
-    for key in ("completed", "failed", "lost", "matching", "at_or_above_target", "missing_ids"):
-        if key in evidence:
-            facts.append((key.replace("_", " "), str(evidence[key])))
-    if evidence.get("newest"):
-        facts.append(("newest event", str(evidence["newest"])))
-    kinds = evidence.get("kinds") or {}
+def _since(result: CheckResult, replay: AlertReplay, length: timedelta) -> str:
+    """A breaching tile's current breach: "new in this window" or "since <start> · N windows"."""
+    if result.status not in BREACHING or replay.breaching_since is None:
+        return ""
+    if replay.breaching == 1:
+        return "new in this window"
+    start = (replay.breaching_since - length).strftime("%m-%d %H:%M")
+    return f"since {start} UTC · {replay.breaching} windows"
+
+
+def _tile(result: CheckResult, series: Sequence[Point] = (), since: str = "") -> dict[str, Any]:
     return {
-        "sessions": [str(s) for s in evidence.get("sessions") or []],
-        "events": [str(e) for e in evidence.get("events") or []],
-        "facts": facts,
-        "kinds": [(str(k).replace("_", " "), int(v)) for k, v in dict(kinds).items()],
-    }
-
-
-def breached_since(series: Sequence[Point]) -> tuple[datetime, int] | None:
-    """The end of the first window of the current breach, and how many windows it spans.
-
-    Windows without a verdict (insufficient or no data) neither end nor count
-    towards a breach, as for alerts; None when the newest window did not breach.
-    """
-    first, count = None, 0
-    for p in reversed(series):
-        if p.status in BREACHING:
-            first, count = p.window_end, count + 1
-        elif p.status is Status.OK:
-            break
-    if not series or series[-1].status not in BREACHING or first is None:
-        return None
-    return first, count
-
-
-def _tile(
-    result: CheckResult, series: Sequence[Point] = (), length: timedelta | None = None
-) -> dict[str, Any]:
-    since = breached_since(series) if length is not None else None
-    since_text = ""
-    if since is not None and length is not None:
-        first, count = since
-        start = (first - length).strftime("%m-%d %H:%M")
-        since_text = "new in this window" if count == 1 else f"since {start} UTC · {count} windows"
-    return {
-        "since": since_text,
+        "since": since,
         "spark": sparkline(
             series, target=result.target, unit=result.unit, title=f"{result.id} history"
         )
@@ -180,7 +151,7 @@ def _tile(
         "sample_size": result.sample_size,
         "summary": result.summary,
         "description": result.description,
-        "breaching": result.status in (Status.BREACHED, Status.ERROR),
+        "breaching": result.status in BREACHING,
     }
 
 
@@ -201,31 +172,31 @@ def _deviation_table(report: Report, tipos: Sequence[str]) -> dict[str, Any]:
     return {"columns": columns, "rows": rows, "totals": totals, "total": sum(totals)}
 
 
-def _triage(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _triage(found: Triage | None) -> dict[str, Any] | None:
     """The triage breakdown of one check, shares as percentages for the page."""
-    if not found:
+    if found is None:
         return None
     groups = [
         (
-            dimension,
+            dimension.name,
             [
                 {
-                    "value": g["value"] or "(empty)",
-                    "count": g["count"],
-                    "share": f"{g['share'] * 100:.1f}%",
-                    "width": round(g["share"] * 100, 1),
+                    "value": g.value or "(empty)",
+                    "count": g.count,
+                    "share": percent(g.share),
+                    "width": round(g.share * 100, 1),
                 }
-                for g in rows
+                for g in dimension.groups
             ],
         )
-        for dimension, rows in dict(found.get("groups") or {}).items()
+        for dimension in found.dimensions
     ]
     return {
-        "total": found.get("items", 0),
-        "noun": found.get("noun", "items"),
+        "total": found.items,
+        "noun": found.noun,
         "groups": groups,
-        "sessions": list(found.get("sessions") or []),
-        "error": found.get("error"),
+        "sessions": found.sessions or (),
+        "error": found.error,
     }
 
 
@@ -235,6 +206,69 @@ def reproduce_command(report: Report) -> str:
         f"memory-watchdog check --at {rfc3339(report.window.at)}"
         f" --window {format_duration(report.window.length)}"
     )
+
+
+def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
+    """What broke: each breached or errored check's parameters, evidence and triage."""
+    specs = {spec.id: spec for spec in configured_checks(settings)}
+    return [
+        {
+            "tile": _tile(r),
+            "parameters": defining_parameters(specs[r.id]) if r.id in specs else [],
+            "evidence": r.evidence.shown(),
+            "triage": _triage(report.triage.get(r.id)),
+        }
+        for r in report.ordered()
+        if r.status in BREACHING
+    ]
+
+
+def _charts(report: Report, history: History) -> list[dict[str, Any]]:
+    """Each enabled check's value over its recent windows."""
+    charts = []
+    for r in report.ordered():
+        if r.status is Status.DISABLED:
+            continue
+        points = history.points.get(r.id, ())
+        title = f"{r.id} over the last {len(points)} windows"
+        charts.append(
+            {
+                "id": r.id,
+                "status": r.status.value,
+                "icon": ICON[r.status],
+                "word": WORD[r.status],
+                "svg": value_chart(points, target=r.target, unit=r.unit, title=title),
+                "unit": r.unit,
+            }
+        )
+    return charts
+
+
+def _alerts(report: Report, history: History, replays: Mapping[str, AlertReplay]) -> dict[str, Any]:
+    """The alert timeline: the episodes the lifecycle fired over the recorded runs."""
+    found = episodes(replays)
+    all_points = [p for series in history.points.values() for p in series]
+    start = window_span(all_points, report.window.end, report.window.length)
+    note = (
+        ""
+        if history.holds_run(report)
+        else "This evaluation is not in the run log (no alert pipeline ran on it):"
+        " it is charted, but fires no alert here."
+    )
+    return {
+        "timeline": timeline_chart(
+            found, start=start, end=report.window.end, title="Alert timeline"
+        ),
+        "episodes": [
+            {
+                "check": e.check_id,
+                "fired_at": rfc3339(e.fired_at),
+                "resolved_at": rfc3339(e.resolved_at) if e.resolved_at else None,
+            }
+            for e in found
+        ],
+        "alerts_note": note,
+    }
 
 
 def render_page(
@@ -247,44 +281,9 @@ def render_page(
     """The report as one self-contained HTML document."""
     settings = settings or Settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
-    specs = {spec.id: spec for spec in configured_checks(settings)}
+    replays = replay_alerts(history, report, Rules.of(settings.alerts))
     ordered = report.ordered()
-    details = [
-        {
-            "tile": _tile(r),
-            "parameters": defining_parameters(specs[r.id]) if r.id in specs else [],
-            "evidence": _evidence(r),
-            "triage": _triage(report.triage.get(r.id)),
-        }
-        for r in ordered
-        if r.status in (Status.BREACHED, Status.ERROR)
-    ]
-    charts = [
-        {
-            "id": r.id,
-            "status": r.status.value,
-            "icon": ICON[r.status],
-            "word": WORD[r.status],
-            "svg": value_chart(
-                history.points.get(r.id, ()),
-                target=r.target,
-                unit=r.unit,
-                title=f"{r.id} over the last {len(history.points.get(r.id, ()))} windows",
-            ),
-            "unit": r.unit,
-        }
-        for r in ordered
-        if r.status is not Status.DISABLED
-    ]
-    all_points = [p for series in history.points.values() for p in series]
-    start = (
-        min(p.window_end for p in all_points) - report.window.length
-        if all_points
-        else report.window.start
-    )
-    timeline = timeline_chart(
-        history.alerts, start=start, end=report.window.end, title="Alert timeline"
-    )
+    length = report.window.length
     context = {
         "report": report,
         "status": report.status.value,
@@ -292,7 +291,7 @@ def render_page(
         "status_word": WORD[report.status],
         "window_start": rfc3339(report.window.start),
         "window_end": rfc3339(report.window.end),
-        "window_length": format_duration(report.window.length),
+        "window_length": format_duration(length),
         "lookback": format_duration(report.window.lookback),
         "evaluated_at": rfc3339(report.window.at),
         "generated_at": rfc3339(generated_at) if generated_at else None,
@@ -302,21 +301,16 @@ def render_page(
             for s in Status
             if any(r.status is s for r in ordered)
         },
-        "tiles": [_tile(r, history.points.get(r.id, ()), report.window.length) for r in ordered],
-        "details": details,
+        "tiles": [
+            _tile(r, history.points.get(r.id, ()), _since(r, replays[r.id], length))
+            for r in ordered
+        ],
+        "details": _details(report, settings),
         "deviations": _deviation_table(report, settings.deviation.tipos),
         "reproduce": reproduce_command(report),
-        "charts": charts,
+        "charts": _charts(report, history),
         "history": history,
-        "timeline": timeline,
-        "episodes": [
-            {
-                "check": e.check_id,
-                "fired_at": rfc3339(e.fired_at),
-                "resolved_at": rfc3339(e.resolved_at) if e.resolved_at else None,
-            }
-            for e in history.alerts
-        ],
+        **_alerts(report, history, replays),
         "error_classes": settings.report.error_classes,
         "notes": list(report.notes),
         "data_quality": dict(report.data_quality),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from checks.base import CheckResult, Report, Status
 from checks.verdict import format_target, format_value
@@ -38,27 +37,15 @@ def _paint(text: str, status: Status, color: bool) -> str:
 
 
 def _evidence_lines(result: CheckResult) -> list[str]:
-    evidence: dict[str, Any] = dict(result.evidence)
+    """The result's evidence facts, ids capped at TEXT_EVIDENCE per list."""
+    shown = result.evidence.shown()
     lines = []
-    for key in ("sessions", "events"):
-        items = evidence.get(key)
-        if items:
-            shown = ", ".join(str(i) for i in items[:TEXT_EVIDENCE])
-            more = (
-                f" (+{len(items) - TEXT_EVIDENCE} more in --format json)"
-                if len(items) > TEXT_EVIDENCE
-                else ""
-            )
-            lines.append(f"    {key}: {shown}{more}")
-    if evidence.get("kinds"):
-        kinds = ", ".join(f"{k} {v}" for k, v in evidence["kinds"].items())
-        lines.append(f"    breach kinds: {kinds}")
-    if "length" in evidence:
-        lines.append(
-            f"    longest run: {evidence['length']} failures from {evidence['start']} to {evidence['end']}"
-        )
-    if evidence.get("newest") and result.status is Status.BREACHED:
-        lines.append(f"    newest event: {evidence['newest']}")
+    for found in shown.ids:
+        listed = ", ".join(found.ids[:TEXT_EVIDENCE])
+        rest = len(found.ids) - TEXT_EVIDENCE
+        more = f" (+{rest} more in --format json)" if rest > 0 else ""
+        lines.append(f"    {found.noun}: {listed}{more}")
+    lines += [f"    {fact.label}: {fact.text}" for fact in shown.facts]
     return lines
 
 

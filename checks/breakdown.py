@@ -1,0 +1,84 @@
+"""The triage breakdown of one breached check, as a value (computed by `checks.triage`).
+
+Its failing items (events or sessions) counted, the top groups of each
+dimension the source offers with their counts and shares, and for a
+coverage check its failing sessions with what they missed; or, when the
+breakdown could not run, one line saying why. `to_json` gives the report's
+`triage` entry (SPEC section 6); the page renders the value itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from watchdog.core.times import rfc3339
+
+
+@dataclass(frozen=True)
+class Group:
+    """One value of a dimension: how many failing items have it, and their share of all."""
+
+    value: str
+    count: int
+    share: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "count": self.count, "share": self.share}
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A dimension of the source (`component`, `ServiceName`) and its top groups, biggest first."""
+
+    name: str
+    groups: tuple[Group, ...]
+
+
+@dataclass(frozen=True)
+class FailingSession:
+    """A session that missed an obligation: when it was seen, how many events, what it missed."""
+
+    session_id: str
+    first_seen: datetime
+    last_seen: datetime
+    events: int
+    missed: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "first_seen": rfc3339(self.first_seen),
+            "last_seen": rfc3339(self.last_seen),
+            "events": self.events,
+            "missed": list(self.missed),
+        }
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The breakdown of one breached check's failing items, or why there is none."""
+
+    items: int = 0
+    noun: str = "events"  # what the items are: events or sessions
+    dimensions: tuple[Dimension, ...] = ()
+    sessions: tuple[FailingSession, ...] | None = None  # coverage checks: the oldest 20
+    error: str = ""  # the breakdown could not run: why
+
+    @classmethod
+    def failed(cls, problem: str) -> Triage:
+        """The entry of a breakdown whose query failed."""
+        return cls(error=f"could not compute the breakdown: {problem}")
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error:
+            return {"error": self.error}
+        out: dict[str, Any] = {
+            "items": self.items,
+            "groups": {d.name: [g.to_json() for g in d.groups] for d in self.dimensions},
+            "noun": self.noun,
+        }
+        if self.sessions is not None:
+            out["sessions"] = [s.to_json() for s in self.sessions]
+        return out
