@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from checks.base import CheckResult, Status
 from checks.evidence import Evidence
 from checks.kinds import CheckSpec
@@ -67,8 +69,10 @@ def errored(spec: CheckSpec, problem: str) -> CheckResult:
 
 
 def percent(value: float) -> str:
-    """A ratio as a percentage with one decimal: 0.0734 -> 7.3%."""
-    return f"{value * 100:.1f}%"
+    """A ratio as a percentage with one decimal: 0.0734 -> 7.3% (any finite value, never inf)."""
+    if abs(value) < 1e12:
+        return f"{value * 100:.1f}%"
+    return f"{Decimal(repr(value)) * 100:.3g}%"
 
 
 def format_value(result: CheckResult, value: float | None) -> str:
@@ -78,8 +82,10 @@ def format_value(result: CheckResult, value: float | None) -> str:
     if result.unit == "ratio":
         return percent(value)
     if result.unit == "ms":
-        return f"{value:.0f} ms"
+        return f"{value:.0f} ms" if abs(value) < 1e15 else f"{value:.3g} ms"
     if result.unit == "s":
+        if value < 0 or value >= 1e12:  # not an age a clock gives: say the number
+            return f"{value:.3g} s"
         return human_duration(value)
     return f"{value:g}"
 

@@ -11,9 +11,11 @@ Every data-derived text is escaped.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from markupsafe import Markup, escape
 
@@ -56,25 +58,39 @@ class Episode:
 UNIT_LABEL = {"ratio": "%", "ms": "ms", "s": "seconds", "count": "count"}
 
 
-def tick_label(value: float, unit: str) -> str:
-    """An axis value in its unit: 5%, 3000 ms, 4h, 7."""
+def tick_label(value: float, unit: str, *, seconds: bool | None = None) -> str:
+    """An axis value in its unit: 5%, 3000 ms, 4h, 7; any finite value, never inf.
+
+    `seconds` writes milliseconds as seconds; an axis passes the same choice for
+    all its ticks (by its top), so one axis never mixes `5000 ms` and `10 s`.
+    """
     if unit == "ratio":
-        return f"{value * 100:.3g}%"
+        return f"{Decimal(repr(value)) * 100:.3g}%"
     if unit == "ms":
-        return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.3g} s"
+        if seconds if seconds is not None else abs(value) >= 10_000:
+            return f"{value / 1000:.3g} s"
+        return f"{value:.0f} ms" if abs(value) < 1e15 else f"{value:.3g} ms"
     if unit == "s":
-        return human_duration(value) if value else "0s"
+        if abs(value) >= 10 * DAY_S * 36500:  # beyond a thousand years: a number of days
+            return f"{value / DAY_S:.3g}d"
+        return human_duration(value) if value >= 0 else "-" + human_duration(-value)
     return f"{value:.4g}"
 
 
+DAY_S = 86400
+
+
 def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 x 10^k that is at least `value` (value > 0)."""
+    """The smallest of 1, 2, 2.5, 5 x 10^k that is at least `value` (value > 0).
+
+    Near the largest float there is no rounder number above it: `value` itself.
+    """
     exponent = math.floor(math.log10(value))
     for step in (1, 2, 2.5, 5, 10):
-        candidate = step * 10.0**exponent
+        candidate = step * 10.0**exponent if exponent < 308 or step == 1 else math.inf
         if candidate >= value * (1 - 1e-12):
-            return candidate
-    return 10.0 ** (exponent + 1)
+            return candidate if math.isfinite(candidate) else value
+    return value
 
 
 # Round tops for a time axis, in seconds: 1m .. 4w.
@@ -82,14 +98,16 @@ TIME_STEPS = (60, 300, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400, 172800
 
 
 def axis_top(value: float, unit: str) -> float:
-    """A round top for the y axis that leaves room above `value`."""
+    """A round top for the y axis that leaves room above `value` (any finite value)."""
     if value <= 0:
         return 1.0 if unit != "s" else 60.0
+    value = max(value, 1e-300)  # a round number below this would underflow to zero
+    room = value * 1.1 if value < sys.float_info.max / 1.1 else value
     if unit == "s":
-        return next((float(s) for s in TIME_STEPS if s >= value * 1.1), nice_ceiling(value * 1.1))
+        return next((float(s) for s in TIME_STEPS if s >= room), nice_ceiling(room))
     if unit == "ratio" and value <= 1:
-        return min(nice_ceiling(value * 1.1), 1.0)
-    return nice_ceiling(value * 1.1)
+        return min(nice_ceiling(room), 1.0)
+    return nice_ceiling(room)
 
 
 def _fmt(number: float) -> str:
@@ -111,6 +129,7 @@ class _Scale:
     high: float
     first: datetime | None  # the first and last window ends
     last: datetime | None
+    low: float = 0.0  # below 0 only when a value is negative
 
     @classmethod
     def of(
@@ -121,11 +140,18 @@ class _Scale:
         area: tuple[float, float, float, float],
     ) -> _Scale:
         """The scale of `points` and the target in `area` (left, top, width, height)."""
-        values = [p.value for p in points if p.value is not None]
+        values = [v for v in (p.value for p in points) if v is not None and math.isfinite(v)]
         high = axis_top(max([*values, target, 0.0]), unit)
+        lowest = min([*values, target, 0.0])
+        low = -axis_top(-lowest, unit) if lowest < 0 else 0.0
         times = [p.window_end for p in points]
         first, last = (min(times), max(times)) if times else (None, None)
-        return cls(*area, high=high, first=first, last=last)
+        return cls(*area, high=high, first=first, last=last, low=low)
+
+    @property
+    def seconds(self) -> bool:
+        """Whether a millisecond axis is labelled in seconds (its top is 10 s or more)."""
+        return max(self.high, -self.low) >= 10_000
 
     @property
     def span(self) -> float:
@@ -139,7 +165,14 @@ class _Scale:
         return self.left + self.width * (moment - self.first).total_seconds() / span
 
     def y(self, value: float) -> float:
-        return self.top + self.height * (1 - min(value, self.high) / self.high)
+        """Where `value` falls, clamped to the axis; halves keep even the largest floats finite."""
+        clamped = min(max(value, self.low), self.high)
+        span = self.high - self.low
+        if math.isinf(span):  # from minus to plus the largest float
+            fraction = (clamped / 2 - self.low / 2) / (self.high / 2 - self.low / 2)
+        else:
+            fraction = (clamped - self.low) / span if span > 0 else 0.5
+        return self.top + self.height * (1 - fraction)
 
 
 def _runs(points: Sequence[Point], scale: _Scale) -> list[str]:
@@ -178,10 +211,11 @@ def _axes(scale: _Scale, unit: str) -> list[str]:
     for fraction in (0.5, 1.0):
         tick = _fmt(scale.y(scale.high * fraction))
         out.append(f'<line class="grid" x1="{left}" y1="{tick}" x2="{right}" y2="{tick}"/>')
-    for value in (0.0, scale.high / 2, scale.high):
+    ticks = (0.0, scale.high / 2, scale.high) + ((scale.low,) if scale.low < 0 else ())
+    for value in ticks:
         out.append(
             f'<text class="tick" x="{left - 4}" y="{_fmt(scale.y(value) + 3)}" text-anchor="end">'
-            f"{escape(tick_label(value, unit))}</text>"
+            f"{escape(tick_label(value, unit, seconds=scale.seconds))}</text>"
         )
     out.append(
         f'<text class="unit" x="{left - 4}" y="{top - 6}" text-anchor="end">'
