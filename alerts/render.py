@@ -43,6 +43,7 @@ from checks.evidence import Evidence, FailureRun
 from checks.verdict import format_target, format_value
 from watchdog.core.durations import human_duration
 from watchdog.core.errors import ConfigError
+from watchdog.core.text import printable
 from watchdog.core.times import rfc3339
 
 BUILTIN_DIR = Path(__file__).parent / "templates"
@@ -64,7 +65,8 @@ def escape_mrkdwn(text: str) -> str:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else str(value)
+    """Every value a template shows: controls escaped, so no output carries an ESC or a CR."""
+    return printable(value, limit=None)
 
 
 def _finalize_blocks(value: Any) -> str:
@@ -87,8 +89,7 @@ def format_window(window: Window) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return printable(" ".join(text.split()), limit)
 
 
 def _duration(delta: timedelta | None) -> str:
@@ -258,7 +259,7 @@ class Templates:
 
         self._blocks = env(_finalize_blocks)
         self._mrkdwn = env(_finalize_mrkdwn)
-        self._plain = env(None)
+        self._plain = env(_text)
         self._verify()
 
     def _fail(self, name: str, exc: BaseException) -> ConfigError:

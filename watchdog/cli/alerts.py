@@ -18,6 +18,7 @@ from alerts.render import templates
 from watchdog.cli.args import Subparsers, common_arguments, load, require_secrets
 from watchdog.core.errors import ConfigError
 from watchdog.core.store import open_configured
+from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
 
 
@@ -129,8 +130,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                 state += " (error)"
             rows.append(
                 (
-                    a.source,
-                    a.check_id,
+                    printable(a.source),
+                    printable(a.check_id),
                     state,
                     _when(a.fired_at if a.firing else a.since),
                     _when(a.last_notified_at),

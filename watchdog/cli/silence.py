@@ -10,6 +10,7 @@ from alerts.silences import ALL, add_silence, list_silences, remove_silence
 from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
+from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
 
 
@@ -81,7 +82,7 @@ def cmd_silence_add(args: argparse.Namespace) -> int:
         )
     print(
         f"silence {silence.id}: {silence.check_id} silenced until {rfc3339(silence.ends_at)}"
-        f" by {silence.created_by}: {silence.reason}"
+        f" by {printable(silence.created_by, 64)}: {printable(silence.reason, 300)}"
     )
     return 0
 
@@ -106,9 +107,9 @@ def cmd_silence_list(args: argparse.Namespace) -> int:
                 s.check_id,
                 rfc3339(s.starts_at),
                 rfc3339(s.ends_at),
-                s.created_by,
+                printable(s.created_by, 64),
                 state,
-                s.reason,
+                printable(s.reason, 300),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

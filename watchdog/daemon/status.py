@@ -15,6 +15,7 @@ from alerts.state import schema_exists, table
 from watchdog.core.durations import human_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.text import printable
 from watchdog.core.times import from_ms, rfc3339
 from watchdog.core.urls import mask_url
 from watchdog.daemon.schedule import Schedule
@@ -158,7 +159,9 @@ def ago(delta: timedelta) -> str:
 
 def render_text(status: DaemonStatus) -> str:
     """The status for people."""
-    lines = [f"memory-watchdog status: source {status.source}, store {status.store}"]
+    lines = [
+        f"memory-watchdog status: source {printable(status.source)}, store {printable(status.store)}"
+    ]
     lines.append(
         f"Schedule: {status.schedule}; next run {rfc3339(status.next_run)}"
         f" (in {human_duration((status.next_run - status.now).total_seconds())})"
@@ -183,7 +186,7 @@ def render_text(status: DaemonStatus) -> str:
         detail = run.problem or ", ".join(breached_checks(run))
         lines.append(
             f"  [{rfc3339(run.window_start)}, {rfc3339(run.window_end)})  {run.status:<9}"
-            f" {duration:>7}  {detail}".rstrip()
+            f" {duration:>7}  {printable(detail, 300)}".rstrip()
         )
     firing = status.firing()
     lines.append("")
@@ -191,7 +194,10 @@ def render_text(status: DaemonStatus) -> str:
     for record in firing:
         a = record.alert
         since = f" since {rfc3339(a.fired_at)}" if a.fired_at else ""
-        lines.append(f"  {a.check_id} ({a.severity}) on {a.source}{since}: {a.summary}")
+        lines.append(
+            f"  {a.check_id} ({a.severity}) on {printable(a.source)}{since}:"
+            f" {printable(a.summary, 300)}"
+        )
     lines.append("")
     if not status.backlog:
         lines.append("Outbox: empty")

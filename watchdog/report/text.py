@@ -6,9 +6,12 @@ import json
 
 from checks.base import CheckResult, Report, Status
 from checks.verdict import format_target, format_value
+from watchdog.core.text import printable
 from watchdog.core.times import rfc3339
 
 TEXT_EVIDENCE = 5  # items per check in the text report; the JSON report has up to 20
+ID_CHARS = 100  # an id longer than this is cut in the text report (JSON keeps it whole)
+SUMMARY_CHARS = 500
 
 _MARK = {
     Status.OK: "✓",
@@ -41,11 +44,11 @@ def _evidence_lines(result: CheckResult) -> list[str]:
     shown = result.evidence.shown()
     lines = []
     for found in shown.ids:
-        listed = ", ".join(found.ids[:TEXT_EVIDENCE])
+        listed = ", ".join(printable(i, ID_CHARS) for i in found.ids[:TEXT_EVIDENCE])
         rest = len(found.ids) - TEXT_EVIDENCE
         more = f" (+{rest} more in --format json)" if rest > 0 else ""
         lines.append(f"    {found.noun}: {listed}{more}")
-    lines += [f"    {fact.label}: {fact.text}" for fact in shown.facts]
+    lines += [f"    {fact.label}: {printable(fact.text)}" for fact in shown.facts]
     return lines
 
 
@@ -54,7 +57,7 @@ def render_text(report: Report, *, color: bool = False) -> str:
     status = report.status
     out = [
         _paint(f"memory-watchdog: {status.value.upper()}", status, color)
-        + f"  source {report.source}",
+        + f"  source {printable(report.source)}",
         f"window {rfc3339(report.window.start)} .. {rfc3339(report.window.end)}"
         f" (evaluated at {rfc3339(report.window.at)})",
         "",
@@ -64,7 +67,8 @@ def render_text(report: Report, *, color: bool = False) -> str:
         mark = _paint(f"{_MARK[result.status]} {result.status.value:<17}", result.status, color)
         value = format_value(result, result.value)
         target = format_target(result)
-        out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {result.summary}")
+        summary = printable(result.summary, SUMMARY_CHARS)
+        out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {summary}")
     breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
     evidence = [(r, _evidence_lines(r)) for r in breached]
     evidence = [(r, lines) for r, lines in evidence if lines]
@@ -75,7 +79,10 @@ def render_text(report: Report, *, color: bool = False) -> str:
             out += lines
     if report.deviations:
         out += ["", "Deviations by agente x tipo (conforming events in the window):"]
-        out += [f"  {d.agente:<16} {d.tipo:<28} {d.count}" for d in report.deviations]
+        out += [
+            f"  {printable(d.agente, 64):<16} {printable(d.tipo, 64):<28} {d.count}"
+            for d in report.deviations
+        ]
     for note in report.notes:
-        out.append(f"note: {note}")
+        out.append(f"note: {printable(note, SUMMARY_CHARS)}")
     return "\n".join(out) + "\n"

@@ -36,6 +36,7 @@ from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings, load_settings
 from watchdog.core.store import Store
+from watchdog.core.text import printable
 from watchdog.core.times import parse_time
 from watchdog.runner.once import run_once, window_at
 
@@ -293,7 +294,7 @@ def format_outcomes(path: str, outcomes: list[Outcome]) -> str:
     lines = [f"test-checks {path}"]
     for o in outcomes:
         mark = "PASS" if o.passed else "FAIL"
-        lines.append(f"  {mark}  {o.case}: {o.check}: {o.detail}")
+        lines.append(f"  {mark}  {printable(o.case)}: {o.check}: {printable(o.detail, 500)}")
     failed = sum(not o.passed for o in outcomes)
     lines.append(f"result: {len(outcomes) - failed} of {len(outcomes)} expectations met")
     return "\n".join(lines) + "\n"
