@@ -208,6 +208,7 @@ def _deviation_contract_params(s: Settings) -> DeviationContract:
         allowed_keys=s.deviation.allowed_keys + s.deviation.envelope_keys,
         tipos=s.deviation.tipos,
         max_evidence=s.deviation.max_evidence,
+        agents=s.deviation.agents,
     )
 
 

@@ -42,8 +42,9 @@ SELECT
     if(NOT is_object, 'payload_not_object', ''),
     if(is_object AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
         JSONExtractKeys(payload)), 'extra_key', ''),
-    if(is_object AND NOT (JSONType(payload, 'agente') = 'String' AND agente != ''),
-        'agente_invalid', ''),
+    if(is_object AND NOT (JSONType(payload, 'agente') = 'String'
+        AND if(empty({{dev_agents:Array(String)}}), match(agente, {{dev_agent_name:String}}),
+               has({{dev_agents:Array(String)}}, agente))), 'agente_invalid', ''),
     if(is_object AND NOT (JSONType(payload, 'tipo') = 'String'
         AND has({{dev_tipos:Array(String)}}, tipo)), 'tipo_invalid', ''),
     if(is_object AND NOT ids_ok, 'evidence_not_array', ''),
@@ -74,15 +75,24 @@ FROM (
 )"""
 
 
-def _params(source: CompiledSource, window: Window, p: DeviationContract) -> dict[str, Any]:
+# What an `agente` must be when no agent list is configured (docs/spec.md section 5).
+AGENT_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"
+
+
+def contract_params(p: DeviationContract) -> dict[str, Any]:
+    """The contract's bound parameters (`classified` uses them)."""
     return {
-        **source.params,
-        **window.params(),
         "dev_names": list(p.events),
         "dev_allowed": list(p.allowed_keys),
         "dev_tipos": list(p.tipos),
         "dev_max": p.max_evidence,
+        "dev_agents": list(p.agents),
+        "dev_agent_name": AGENT_NAME,
     }
+
+
+def _params(source: CompiledSource, window: Window, p: DeviationContract) -> dict[str, Any]:
+    return {**source.params, **window.params(), **contract_params(p)}
 
 
 @dataclass(frozen=True)

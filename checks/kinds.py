@@ -120,6 +120,7 @@ class DeviationContract:
     allowed_keys: tuple[str, ...]
     tipos: tuple[str, ...]
     max_evidence: int
+    agents: tuple[str, ...] = ()  # the agent names allowed; empty: any name of AGENT_NAME
 
 
 @dataclass(frozen=True)

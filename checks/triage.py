@@ -26,7 +26,7 @@ from typing import Any
 from checks.base import CheckResult, Report, Status, Window
 from checks.breakdown import Dimension, FailingSession, Group, Triage
 from checks.builtin import configured_checks
-from checks.deviation import classified
+from checks.deviation import classified, contract_params
 from checks.events import numeric_field
 from checks.kinds import (
     Anchor,
@@ -127,15 +127,6 @@ ARRAY JOIN arrayFilter(
   starts) AS m"""
 
 
-def _deviation_params(p: DeviationContract) -> dict[str, Any]:
-    return {
-        "dev_names": list(p.events),
-        "dev_allowed": list(p.allowed_keys),
-        "dev_tipos": list(p.tipos),
-        "dev_max": p.max_evidence,
-    }
-
-
 def _event_items(
     source: CompiledSource,
     dims: list[str],
@@ -183,7 +174,7 @@ def _event_items(
         condition = f"name IN {{dev_names:Array(String)}} AND event_id IN ({broken})"
         return (
             _events_in_window(source, _plain(dims), condition),
-            _deviation_params(p),
+            contract_params(p),
             _plain(dims),
         )
     if isinstance(p, DeviationEvidence):
@@ -197,7 +188,7 @@ SELECT event_id FROM cited WHERE cited_id NOT IN (
         condition = f"name IN {{dev_names:Array(String)}} AND event_id IN ({citing})"
         return (
             _events_in_window(source, _plain(dims), condition),
-            _deviation_params(p.contract),
+            contract_params(p.contract),
             _plain(dims),
         )
     return None

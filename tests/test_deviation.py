@@ -9,6 +9,7 @@ import pytest
 
 from checks.base import Status
 from tests.builder import T0, H, M, Scenario, evaluate
+from watchdog.report.text import render_json, render_text
 from watchdog.core.store import Store
 
 AT = T0 + 4 * H
@@ -29,6 +30,10 @@ def _contract(store: Store, payload: dict[str, Any] | str) -> tuple[Any, ...]:
         ({"tipo": "laco", "evidenceEventIds": []}, "agente_invalid"),
         ({**GOOD, "agente": ""}, "agente_invalid"),
         ({**GOOD, "agente": 7}, "agente_invalid"),
+        ({**GOOD, "agente": "bob.agente@example.com <script>x</script>"}, "agente_invalid"),
+        ({**GOOD, "agente": "ana maria"}, "agente_invalid"),
+        ({**GOOD, "agente": "a" * 65}, "agente_invalid"),
+        ({**GOOD, "agente": "po\u00e9"}, "agente_invalid"),
         ({**GOOD, "tipo": "desvio"}, "tipo_invalid"),
         ({"agente": "po", "evidenceEventIds": []}, "tipo_invalid"),
         ({**GOOD, "evidenceEventIds": "not a list"}, "evidence_not_array"),
@@ -109,3 +114,31 @@ def test_deviations_are_aggregated_by_agente_and_tipo(store: Store) -> None:
         {"agente": "arquiteto", "tipo": "laco", "count": 1},
         {"agente": "po", "tipo": "reparo_pelo_usuario", "count": 1},
     ]
+
+
+def test_an_invalid_agente_is_never_aggregated_or_shown(store: Store) -> None:
+    """A payload value that is no agent name stays out of the aggregation, text and JSON."""
+    hostile = "bob.agente@example.com <script>x</script>"
+    sc = Scenario()
+    b = sc.session("s1").starts(T0 + H)
+    b.deviates(T0 + 2 * H, GOOD)
+    b.deviates(T0 + 2 * H, {**GOOD, "agente": hostile})
+    report = evaluate(store, sc, AT)
+    assert report.to_json()["deviations"]["by_agent_and_type"] == [
+        {"agente": "po", "tipo": "laco", "count": 1}
+    ]
+    shown = render_text(report) + render_json(report)
+    assert "bob.agente" not in shown and "<script>" not in shown
+    assert report.checks["agent_deviation_contract"].value == 1
+
+
+def test_a_configured_agent_list_is_the_vocabulary(store: Store) -> None:
+    """With deviation.agents set, only those names conform."""
+    sc = Scenario()
+    b = sc.session("s1").starts(T0 + H)
+    b.deviates(T0 + 2 * H, GOOD)
+    b.deviates(T0 + 2 * H, {**GOOD, "agente": "dev"})
+    report = evaluate(store, sc, AT, {"deviation": {"agents": ["po", "arquiteto"]}})
+    contract = report.checks["agent_deviation_contract"]
+    assert (contract.value, dict(contract.evidence.kinds or ())) == (1, {"agente_invalid": 1})
+    assert [d.agente for d in report.deviations] == ["po"]

@@ -198,6 +198,8 @@ class DeviationSettings(_Settings):
     )
     tipos: tuple[str, ...] = ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")
     max_evidence: int = Field(default=20, ge=0)
+    # The agent names an `agente` may take; empty: any name of 1-64 of A-Z a-z 0-9 _ . -
+    agents: tuple[str, ...] = ()
 
 
 Severity = Literal["critical", "warning", "info"]
