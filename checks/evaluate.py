@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from checks import deviation, events, sessions
 from checks.base import CheckResult, DeviationCount, Report, Window
@@ -97,6 +97,19 @@ def evaluate(
         checks=ordered,
         deviations=tuple(deviations),
         data_quality=data_quality,
+        notes=_notes(source, data_quality),
+    )
+
+
+def _notes(source: CompiledSource, data_quality: Mapping[str, int]) -> tuple[str, ...]:
+    """What the checks did with rows they could not fully read, said where people look."""
+    unreadable = data_quality.get("payload_not_json_object", 0)
+    if not (source.session_in_payload and unreadable):
+        return ()
+    return (
+        f"{unreadable} events carry metadata that is not a JSON object: no session id can be"
+        " read from it, so the session checks count those events for no session"
+        " (data_quality.payload_not_json_object)",
     )
 
 

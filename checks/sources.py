@@ -63,6 +63,9 @@ class Preset:
     # An expression equal to event_id wherever it is not empty, cheaper to read (the
     # evidence lookup filters on it before computing event_id); "" when there is none.
     event_id_hint: Expr = _NO_ID_HINT
+    # The session id is read from inside the payload (joelclaw's metadata): a payload that
+    # is no JSON object leaves its event without a session, which the report says.
+    session_in_payload: bool = False
 
     def resolve(self, present: set[str]) -> dict[str, Expr]:
         """The column expressions for a table with the `present` raw columns."""
@@ -75,10 +78,25 @@ class Preset:
         return columns
 
 
+def _readable(extract: str) -> str:
+    """`extract` (a SQL template on `{m}`) of joelclaw's metadata, read as ClickHouse can read it.
+
+    The JSON functions refuse a whole document with one invalid UTF-8 byte in
+    it (a query cut mid-character): such metadata is read again with the bad
+    bytes replaced by U+FFFD. The `if` evaluates its branches lazily, so valid
+    metadata (nearly all of it) is parsed once, as before.
+    """
+    return (
+        f"if(isValidUTF8(metadata_json), {extract.format(m='metadata_json')},"
+        f" {extract.format(m='toValidUTF8(metadata_json)')})"
+    )
+
+
 # joelclaw's session id keys in metadata. The session id and the payload test share
 # these very expressions, so ClickHouse parses the metadata once for both.
-_META_SESSION_ID = "JSONExtractString(metadata_json, 'session_id')"
-_META_SESSION_ID_WORKERS = "JSONExtractString(metadata_json, 'sessionId')"
+_META_SESSION_ID = _readable("JSONExtractString({m}, 'session_id')")
+_META_SESSION_ID_WORKERS = _readable("JSONExtractString({m}, 'sessionId')")
+_META_LATENCY = _readable("JSONExtract({m}, 'latency_ms', 'Nullable(Float64)')")
 
 _JOELCLAW = Preset(
     name="joelclaw",
@@ -94,25 +112,27 @@ _JOELCLAW = Preset(
         ),
         "name": Expr("action", ("action",)),
         "latency_ms": Expr(
-            "coalesce(JSONExtract(metadata_json, 'latency_ms', 'Nullable(Float64)'),"
-            " toFloat64(duration_ms))",
-            ("metadata_json", "duration_ms"),
+            f"coalesce({_META_LATENCY}, toFloat64(duration_ms))", ("metadata_json", "duration_ms")
         ),
-        "trigger": Expr("JSONExtractString(metadata_json, 'trigger')", ("metadata_json",)),
+        "trigger": Expr(_readable("JSONExtractString({m}, 'trigger')"), ("metadata_json",)),
         "result_count": Expr(
-            "JSONExtract(metadata_json, 'result_count', 'Nullable(Int64)')", ("metadata_json",)
+            _readable("JSONExtract({m}, 'result_count', 'Nullable(Int64)')"), ("metadata_json",)
         ),
-        "payload": Expr("metadata_json", ("metadata_json",)),
+        # Read as the session id is: invalid bytes replaced (only where a check reads it).
+        "payload": Expr(_readable("{m}"), ("metadata_json",)),
     },
     ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
-    latency_raw=Expr("JSONExtractRaw(metadata_json, 'latency_ms')", ("metadata_json",)),
+    latency_raw=Expr(_readable("JSONExtractRaw({m}, 'latency_ms')"), ("metadata_json",)),
     # Metadata a session id was read from parsed as an object: the session id's own
     # parse answers for most rows, and only the others are parsed again.
     payload_object=Expr(
         f"({_META_SESSION_ID} != '' OR {_META_SESSION_ID_WORKERS} != ''"
-        " OR JSONType(metadata_json) = 'Object')",
+        f" OR {_readable('JSONType({m})')} = 'Object')",
         ("metadata_json",),
     ),
+    # The bytes as written (the payload column above is already repaired).
+    payload_utf8=Expr("isValidUTF8(metadata_json)", ("metadata_json",)),
+    session_in_payload=True,
     dimensions={
         "source": Expr("source", ("source",)),
         "component": Expr("component", ("component",)),
@@ -246,6 +266,7 @@ class CompiledSource:
     params: Mapping[str, Any]
     columns: Mapping[str, str]  # normalized column -> expression, for benchmarks and docs
     typed: Mapping[str, str] = field(default_factory=dict)  # the same, converted (typed_columns)
+    session_in_payload: bool = False  # Preset.session_in_payload
     dims: Mapping[str, str] = field(default_factory=dict)  # triage dimension -> expression
     dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
 
@@ -401,6 +422,7 @@ def compile_source(
         },
         columns={key: expr.sql for key, expr in columns.items()},
         typed=typed_columns(columns),
+        session_in_payload=preset.session_in_payload and "session_id" not in settings.columns,
         dims=dims,
         dims_sql=dims_sql,
     )

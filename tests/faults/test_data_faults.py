@@ -67,32 +67,134 @@ def test_otel_string_latencies_that_are_not_numbers_are_ignored_and_counted(stor
     assert report.checks["recall_failure_rate"].evidence.completed == 20 + len(bad) + 1
 
 
+def _insert_raw(store: Store, table: str, rows: list[tuple[str, str, str, str]]) -> None:
+    """Rows whose action and metadata are SQL expressions (raw bytes through unhex)."""
+    selects = [
+        f"SELECT '{event_id}', toDateTime64('{ts}', 3, 'UTC'), NULL, {action}, {metadata}, now64(3)"
+        for event_id, ts, action, metadata in rows
+    ]
+    store.command(
+        f"INSERT INTO {table} (id, timestamp, sessionId, action, metadata_json, received_at) "
+        + " UNION ALL ".join(selects)
+    )
+
+
 def test_raw_invalid_utf8_bytes_are_kept_counted_and_rendered(store: Store) -> None:
     """Raw invalid UTF-8 in a name or in metadata is counted, and the reports still render.
 
-    Metadata with invalid bytes is no JSON either: the session id inside it cannot be
-    read, so that event defines no session (and is counted as such), while the other
-    sessions keep their verdicts.
+    The fields are read from such metadata as ClickHouse can read them: the
+    session `s\\xff\\xfe` exists (its bad bytes shown as U+FFFD) and started without recall.
     """
     sc = healthy(Scenario())
     table = unique_table()
     sc.write(store, table)
     # \xff\xfe is never valid UTF-8; written as bytes, the way a broken agent would.
-    store.command(
-        f"INSERT INTO {table} (id, timestamp, sessionId, action, metadata_json, received_at)"
-        " SELECT 'bad-1', toDateTime64('2026-11-28 01:00:00', 3, 'UTC'), NULL,"
-        " 'session.started', concat('{\"session_id\": \"s', unhex('FFFE'), '\"}'), now64(3)"
-        " UNION ALL SELECT 'bad-2', toDateTime64('2026-11-28 01:00:01', 3, 'UTC'), NULL,"
-        " concat('memory.recall.', unhex('C3')), '{\"session_id\": \"ok1\"}', now64(3)"
+    _insert_raw(
+        store,
+        table,
+        [
+            (
+                "bad-1",
+                "2026-11-28 01:00:00",
+                "'session.started'",
+                "concat('{\"session_id\": \"s', unhex('FFFE'), '\"}')",
+            ),
+            (
+                "bad-2",
+                "2026-11-28 01:00:01",
+                "concat('memory.recall.', unhex('C3'))",
+                '\'{"session_id": "ok1"}\'',
+            ),
+        ],
     )
     settings = settings_for(table)
     report = run_once(store, settings, window_at(settings, AT))
     assert report.data_quality["invalid_utf8"] == 2
-    assert report.data_quality["payload_not_json_object"] == 1
+    assert report.data_quality["payload_not_json_object"] == 0
     coverage = report.checks["recall_coverage"]
-    assert (coverage.status, coverage.value, coverage.sample_size) == (Status.OK, 0, 20)
+    assert (coverage.status, coverage.value, coverage.sample_size) == (Status.BREACHED, 1, 21)
+    assert coverage.evidence.sessions == ("s\ufffd",)  # the bad bytes as one U+FFFD
     json.dumps(report.to_json())
     render_text(report, color=False)
+
+
+def test_a_recall_whose_query_was_cut_mid_character_still_counts(store: Store) -> None:
+    """Metadata with a query cut inside a UTF-8 character keeps its session id: no false cold start."""
+    sc = healthy(Scenario())
+    sc.session("cut").starts(T0 + H)
+    table = unique_table()
+    sc.write(store, table)
+    _insert_raw(
+        store,
+        table,
+        [
+            (
+                "cut-recall",
+                "2026-11-28 01:00:02",
+                "'memory.recall.started'",
+                'concat(\'{"session_id": "cut", "query": "caf\', unhex(\'C3\'),'
+                ' \'", "latency_ms": 12}\')',
+            ),
+        ],
+    )
+    settings = settings_for(table)
+    report = run_once(store, settings, window_at(settings, AT))
+    coverage = report.checks["recall_coverage"]
+    assert (coverage.status, coverage.value, coverage.sample_size) == (Status.OK, 0, 21)
+
+
+def test_a_session_without_recall_and_a_bad_byte_elsewhere_is_still_a_cold_start(
+    store: Store,
+) -> None:
+    """A bad byte in an unrelated field never hides the session from the coverage checks."""
+    sc = healthy(Scenario())
+    table = unique_table()
+    sc.write(store, table)
+    _insert_raw(
+        store,
+        table,
+        [
+            (
+                "cold-start",
+                "2026-11-28 01:00:00",
+                "'session.started'",
+                'concat(\'{"session_id": "cold", "cwd": "/home/\', unhex(\'FF\'), \'"}\')',
+            ),
+            (
+                "cold-end",
+                "2026-11-28 01:30:00",
+                "'session.ended'",
+                'concat(\'{"session_id": "cold", "note": "\', unhex(\'FE\'), \'"}\')',
+            ),
+        ],
+    )
+    settings = settings_for(table)
+    report = run_once(store, settings, window_at(settings, AT))
+    recall = report.checks["recall_coverage"]
+    observe = report.checks["observe_coverage"]
+    assert (recall.value, recall.evidence.sessions) == (1, ("cold",))
+    assert (observe.value, observe.evidence.sessions) == (1, ("cold",))
+
+
+def test_metadata_that_cannot_be_read_at_all_is_said_in_the_report(store: Store) -> None:
+    """Metadata that is no JSON object loses its session id: the report says how many and where."""
+    sc = healthy(Scenario())
+    table = unique_table()
+    sc.write(store, table)
+    _insert_raw(
+        store,
+        table,
+        [
+            ("trunc-1", "2026-11-28 01:00:00", "'session.started'", '\'{"session_id": "trun\''),
+            ("trunc-2", "2026-11-28 01:00:05", "'memory.recall.started'", "'not json'"),
+        ],
+    )
+    settings = settings_for(table)
+    report = run_once(store, settings, window_at(settings, AT))
+    assert report.data_quality["payload_not_json_object"] == 2
+    (note,) = [n for n in report.notes if "session id" in n]
+    assert note.startswith("2 events carry metadata that is not a JSON object")
+    assert "payload_not_json_object" in note
 
 
 def test_otel_attributes_with_invalid_utf8_count_as_the_parsed_payload_would(store: Store) -> None:
