@@ -15,13 +15,13 @@ What the commands and the page read back from these tables is in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from alerts.lifecycle import Alert, AlertState
 from checks.base import Report, Window
+from watchdog.core import jsontext
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import from_ms
@@ -253,7 +253,7 @@ def record_run(
                 status,
                 duration_s,
                 problem,
-                json.dumps(checks, ensure_ascii=False, sort_keys=True),
+                jsontext.dumps(checks, ensure_ascii=False, sort_keys=True),
                 notifications,
                 int(now.timestamp() * 1_000_000),
             ]

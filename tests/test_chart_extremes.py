@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import replace
@@ -16,6 +17,7 @@ from tests.pages import AT, known_report
 from watchdog.report.charts import Point, sparkline, tick_label, value_chart
 from watchdog.report.history import History
 from watchdog.report.page import render_page
+from watchdog.report.text import render_json
 
 EXTREMES = [
     0.0,
@@ -123,3 +125,19 @@ def test_a_millisecond_axis_keeps_one_unit_for_all_its_ticks() -> None:
     ]
     units = {label.split()[-1] for label in ticks if label.endswith(("ms", " s"))}
     assert units == {"s"}, ticks
+
+
+def test_json_never_carries_nan_or_infinity() -> None:
+    """A non-finite value anywhere leaves as null: every JSON output parses strictly."""
+    report = known_report()
+    checks = dict(report.checks)
+    checks["recall_latency_p95"] = replace(checks["recall_latency_p95"], value=float("nan"))
+    checks["circuit_breaker"] = replace(checks["circuit_breaker"], value=float("inf"))
+    text = render_json(replace(report, checks=checks))
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the JSON")
+
+    document = json.loads(text, parse_constant=refuse)
+    assert document["checks"]["recall_latency_p95"]["value"] is None
+    assert document["checks"]["circuit_breaker"]["value"] is None

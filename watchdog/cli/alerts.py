@@ -7,7 +7,6 @@ masked everywhere (notifiers describe themselves masked, SecretStr hides the res
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime
 
@@ -16,6 +15,7 @@ from alerts.notifiers import build_notifiers
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
 from watchdog.cli.args import Subparsers, common_arguments, load, require_secrets
+from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
@@ -117,7 +117,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                 for b in backlog
             ],
         }
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(jsontext.dumps(document, indent=2) + "\n")
         return 0
     if not records:
         print("No alert state yet: run `memory-watchdog check --notify` (or the daemon) first.")

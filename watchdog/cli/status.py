@@ -15,11 +15,11 @@ It only reads: no table is created.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import timedelta
 
 from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load
+from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
@@ -50,7 +50,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     with open_configured(settings.store) as store:
         status = read_status(store, settings, now, args.runs)
     if args.format == "json":
-        sys.stdout.write(json.dumps(status.to_json(), indent=2) + "\n")
+        sys.stdout.write(jsontext.dumps(status.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(render_text(status))
     if max_age is not None and status.stale(max_age):

@@ -16,7 +16,6 @@ the age of the last run. It binds loopback unless told otherwise.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
@@ -30,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 from markupsafe import escape
 
+from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.report.files import ARCHIVE, LATEST, STAMP, parse_stamp
 
@@ -146,7 +146,7 @@ def make_handler(
             self._send(200, "text/html; charset=utf-8", body, head)
 
         def _json(self, code: int, body: Mapping[str, Any], head: bool) -> None:
-            text = json.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n"
+            text = jsontext.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n"
             self._send(code, "application/json", text.encode(), head)
 
         def _text(self, code: int, text: str, head: bool) -> None:

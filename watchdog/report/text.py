@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from checks.base import CheckResult, Report, Status
 from checks.verdict import format_target, format_value
+from watchdog.core import jsontext
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339
 
@@ -32,7 +31,7 @@ _COLOR = {
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+    return jsontext.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
 
 
 def _paint(text: str, status: Status, color: bool) -> str:
