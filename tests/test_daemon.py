@@ -502,15 +502,8 @@ def hold_first_answer(slack: SlackStandIn) -> tuple[threading.Event, threading.E
     return received, release
 
 
-@pytest.mark.slow
-def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
-    tmp_path: Path, slack: SlackStandIn
-) -> None:
-    """Every 2s on an embedded store: SIGTERM while Slack holds the first message; the run
-    completes and is recorded, no new one starts, exit 0; `status --max-age 1h` reads it."""
-    env = clean_env(tmp_path / "xdg")
-    store = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
+def smoke_config(tmp_path: Path, slack: SlackStandIn) -> Path:
+    """Every 2s, no delay, freshness breached so the first window alerts; Slack waits long."""
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
@@ -530,6 +523,25 @@ timeout = "60s"
 """,
         encoding="utf-8",
     )
+    return config
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN), *args], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+
+
+@pytest.mark.slow
+def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
+    tmp_path: Path, slack: SlackStandIn
+) -> None:
+    """Every 2s on an embedded store: SIGTERM while Slack holds the first message; the run
+    completes and is recorded, no new one starts, exit 0; `status --max-age 1h` reads it."""
+    env = clean_env(tmp_path / "xdg")
+    store = f"chdb://{tmp_path / 'store'}"
+    subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
+    config = smoke_config(tmp_path, slack)
     received, release = hold_first_answer(slack)
     daemon = Process(
         subprocess.Popen(
@@ -542,7 +554,9 @@ timeout = "60s"
         )
     )
     try:
-        wait_until(lambda: received.is_set() or daemon.proc.poll() is not None, "a message")
+        wait_until(
+            lambda: received.is_set() or daemon.proc.poll() is not None, "a message", seconds=300
+        )
         assert received.is_set(), daemon.log()
         daemon.proc.send_signal(signal.SIGTERM)
         wait_until(lambda: "SIGTERM: finishing the run in progress" in daemon.log(), "SIGTERM")
@@ -562,24 +576,17 @@ timeout = "60s"
     assert "1 message(s) delivered" in log
     assert len(slack.delivered()) == 1 and "telemetry_freshness" in slack.delivered()[0].raw
 
-    status = subprocess.run(
-        [
-            str(BIN),
-            "status",
-            "--config",
-            str(config),
-            "--store",
-            store,
-            "--format",
-            "json",
-            "--max-age",
-            "1h",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
+    status = run_cli(
+        env,
+        "status",
+        "--config",
+        str(config),
+        "--store",
+        store,
+        "--format",
+        "json",
+        "--max-age",
+        "1h",
     )
     assert status.returncode == 0, status.stderr
     recorded = json.loads(status.stdout)["runs"]
