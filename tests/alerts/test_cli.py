@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -53,13 +52,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def write_config(tmp_path: Path, slack: SlackStandIn) -> str:
-    """Alert state in a database of the test's own; Slack at the stand-in."""
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
-[store]
-database = "wd_{uuid.uuid4().hex[:10]}"
-
 [alerts]
 repeat_interval = "1h"
 delivery_timeout = "1s"
@@ -73,18 +68,12 @@ timeout = "2s"
     return str(config)
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A store holding a cold session named `<!channel>` (written once for the module)."""
-    url = f"chdb://{tmp_path_factory.mktemp('alerts-cli') / 'store'}"
-    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=ROOT)
-    return url
-
-
 @pytest.fixture
-def setup(source: str, tmp_path: Path, slack: SlackStandIn) -> tuple[str, str]:
-    """The shared store, and a config with state of the test's own pointing at the stand-in."""
-    return source, write_config(tmp_path, slack)
+def setup(tmp_path: Path, slack: SlackStandIn) -> tuple[str, str]:
+    """A store holding a cold session named `<!channel>`, and a config pointing at the stand-in."""
+    url = f"chdb://{tmp_path / 'store'}"
+    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=ROOT)
+    return url, write_config(tmp_path, slack)
 
 
 def test_check_notify_from_outside(setup: tuple[str, str], slack: SlackStandIn) -> None:
