@@ -536,8 +536,8 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
     tmp_path: Path, slack: SlackStandIn
 ) -> None:
-    """Every 2s on an embedded store: SIGTERM while Slack holds the first message; the run
-    completes and is recorded, no new one starts, exit 0; `status --max-age 1h` reads it."""
+    """SIGTERM while the first run waits on Slack: it completes and is recorded, none follows, exit 0."""
+    # The real process on a 2s schedule and an embedded store; `status --max-age 1h` reads it back.
     env = clean_env(tmp_path / "xdg")
     store = f"chdb://{tmp_path / 'store'}"
     subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
