@@ -7,12 +7,8 @@ in-memory span exporter and metric reader, and a store opener.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +22,8 @@ from opentelemetry.trace import StatusCode
 
 from alerts.testing import FakeTimer, RecordingNotifier
 from tests.builder import T0, H, M, S, Scenario, unique_table
+from tests.fakes import LOCKED, MovableClock, StoreOpener
 from tests.otlp_standin import OTLPCollector
-from watchdog.core.errors import StoreLockedError
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.schedule import Schedule
@@ -39,16 +35,6 @@ SECRET = "s3cr3t-webhook-part"
 
 
 @dataclass
-class MovableClock:
-    """A clock the test sets."""
-
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@dataclass
 class Rig:
     """A daemon wired to in-memory telemetry, and what it is wired to."""
 
@@ -56,6 +42,7 @@ class Rig:
     spans: InMemorySpanExporter
     metrics: InMemoryMetricReader
     clock: MovableClock
+    opener: StoreOpener
     notifier: RecordingNotifier
     spool: Spool
     settings: Settings
@@ -90,24 +77,7 @@ def write_breached_scenario(store: Store) -> str:
     return table
 
 
-def opener(store: Store, broken: threading.Event) -> Any:
-    """Open the shared test store (never closing it), or fail as a locked store when `broken`."""
-
-    @contextlib.contextmanager
-    def open_store(settings: Settings) -> Iterator[Store]:
-        if broken.is_set():
-            raise StoreLockedError("chdb:///store", "the embedded store is held by process 4242")
-        yield store
-
-    return open_store
-
-
-@pytest.fixture
-def broken() -> threading.Event:
-    return threading.Event()
-
-
-def make_rig(store: Store, tmp_path: Path, broken: threading.Event, **config: Any) -> Rig:
+def make_rig(store: Store, tmp_path: Path, **config: Any) -> Rig:
     table = write_breached_scenario(store)
     settings = settings_from_mapping(
         {
@@ -124,6 +94,7 @@ def make_rig(store: Store, tmp_path: Path, broken: threading.Event, **config: An
     telemetry = Telemetry(tracer_provider, MeterProvider(metric_readers=[metrics]), source=table)
     clock = MovableClock(T0 + 4 * H + M)
     notifier = RecordingNotifier()
+    opener = StoreOpener(store)
     spool = Spool(tmp_path / "spool.json")
     daemon = Daemon(
         settings,
@@ -133,15 +104,15 @@ def make_rig(store: Store, tmp_path: Path, broken: threading.Event, **config: An
         clock=clock,
         notifiers={"recording": notifier},
         timer=FakeTimer(),
-        open_store_fn=opener(store, broken),
+        open_store_fn=opener,
         pages=False,
     )
-    return Rig(daemon, spans, metrics, clock, notifier, spool, settings)
+    return Rig(daemon, spans, metrics, clock, opener, notifier, spool, settings)
 
 
 @pytest.fixture
-def rig(store: Store, tmp_path: Path, broken: threading.Event) -> Rig:
-    return make_rig(store, tmp_path, broken)
+def rig(store: Store, tmp_path: Path) -> Rig:
+    return make_rig(store, tmp_path)
 
 
 def test_a_run_is_one_span_with_a_child_span_per_check(rig: Rig) -> None:
@@ -185,11 +156,9 @@ def test_a_run_records_check_values_runs_notifications_backlog_and_duration(rig:
     assert len(rig.notifier.sent) == 1
 
 
-def test_catch_up_runs_are_marked_and_skipped_windows_counted(
-    store: Store, tmp_path: Path, broken: threading.Event
-) -> None:
+def test_catch_up_runs_are_marked_and_skipped_windows_counted(store: Store, tmp_path: Path) -> None:
     """Down from 04:00 to 16:00 with max_catchup 1: 12:00 caught up, 16:00 judged, 08:00 counted."""
-    rig = make_rig(store, tmp_path, broken, max_catchup=1)
+    rig = make_rig(store, tmp_path, max_catchup=1)
     rig.daemon.tick()
     rig.spans.clear()
     rig.clock.now = T0 + 16 * H + M
@@ -205,11 +174,11 @@ def test_catch_up_runs_are_marked_and_skipped_windows_counted(
 
 
 def test_store_down_run_counts_as_store_error_and_alerts_once_directly(
-    rig: Rig, broken: threading.Event
+    rig: Rig,
 ) -> None:
     """The store cannot be opened: store_error run, spooled, the alert sent directly, once."""
     rig.daemon.tick()  # 04:00 judged, the breach announced
-    broken.set()
+    rig.opener.fail_with(LOCKED)
     rig.clock.now = T0 + 8 * H + M
     rig.daemon.tick()
     rig.clock.now = T0 + 12 * H + M
@@ -225,7 +194,7 @@ def test_store_down_run_counts_as_store_error_and_alerts_once_directly(
     assert len(store_messages) == 1
     assert [r.at for r in rig.spool.runs] == [T0 + 8 * H, T0 + 12 * H]
 
-    broken.clear()
+    rig.opener.recover()
     rig.clock.now = T0 + 12 * H + 2 * M
     rig.daemon.tick()  # flush the spool, judge 08:00 and 12:00
     assert not rig.spool.runs and not (rig.spool.path.exists())

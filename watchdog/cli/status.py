@@ -23,7 +23,7 @@ from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
-from watchdog.daemon.status import ago, read_status, render_text
+from watchdog.daemon.status import read_status, render_text
 
 FORMATS = ("text", "json")
 
@@ -53,9 +53,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.write(jsontext.dumps(status.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(render_text(status))
-    if max_age is not None and status.stale(max_age):
-        age = "no completed run" if status.age is None else f"last completed {ago(status.age)}"
-        print(f"{PROG}: stale: {age} (--max-age {args.max_age})", file=sys.stderr)
+    problem = status.staleness(max_age) if max_age is not None else None
+    if problem is not None:
+        print(f"{PROG}: stale: {problem} (--max-age {args.max_age})", file=sys.stderr)
         return 1
     return 0
 

@@ -89,6 +89,12 @@ class ChildTicks:
             self._child = None
         return result
 
+    @property
+    def running(self) -> bool:
+        """Whether a tick's process is alive."""
+        child = self._child
+        return child is not None and bool(child.is_alive())
+
     def kill(self) -> None:
         """Kill the tick in progress, if any (the stop timeout has passed)."""
         child = self._child

@@ -49,6 +49,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
@@ -345,8 +346,11 @@ class Daemon:
 
     # -- serving --------------------------------------------------------------
 
-    def _serve_http(self) -> Any:
-        """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for."""
+    def serve_http(self) -> ThreadingHTTPServer | None:
+        """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for.
+
+        `serve` calls it; stop the server it returns with `shutdown()` then `server_close()`.
+        """
         if self._http is None:
             return None
         handler = web.make_handler(
@@ -420,7 +424,7 @@ class Daemon:
             self.source,
             rfc3339(self.schedule.next_run(self.clock())),
         )
-        server = self._serve_http()
+        server = self.serve_http()
         try:
             if not self._stop.is_set():
                 scheduler.start()
@@ -430,6 +434,13 @@ class Daemon:
             if server is not None:
                 server.shutdown()
                 server.server_close()
+        return self.finish(stop_timeout)
+
+    def finish(self, stop_timeout: timedelta) -> int:
+        """After `stop`: let the run in progress end within `stop_timeout`, else kill it.
+
+        Then flush the telemetry; 0 when the run finished (or none was going), 1 when killed.
+        """
         finished = self.wait_idle(stop_timeout.total_seconds())
         if not finished:
             log.error(

@@ -61,6 +61,12 @@ class DaemonStatus:
         """Whether the dead man's switch trips: no completed run, or one older than max_age."""
         return self.age is None or self.age > max_age
 
+    def staleness(self, max_age: timedelta) -> str | None:
+        """Why the dead man's switch trips (`last completed 5h ago`), None when it does not."""
+        if not self.stale(max_age):
+            return None
+        return "no completed run" if self.age is None else f"last completed {ago(self.age)}"
+
     def firing(self) -> list[AlertRecord]:
         return [r for r in self.alerts if r.alert.firing]
 
