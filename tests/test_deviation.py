@@ -9,8 +9,8 @@ import pytest
 
 from checks.base import Status
 from tests.builder import T0, H, M, Scenario, evaluate
-from watchdog.report.text import render_json, render_text
 from watchdog.core.store import Store
+from watchdog.report.text import render_json, render_text
 
 AT = T0 + 4 * H
 GOOD = {"agente": "po", "tipo": "laco", "evidenceEventIds": []}
