@@ -27,8 +27,9 @@ Besides the report's checks, every run judges the pseudo check `store`:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,7 @@ from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
 from alerts.render import templates
 from alerts.silences import active_silences, silenced_until
 from alerts.state import (
+    LIVE,
     check_results_json,
     ensure_schema,
     load_alerts,
@@ -48,6 +50,9 @@ from alerts.state import (
 from checks.base import CheckResult, Report, Severity, Status, Window
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import CLOCK_SKEW
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,19 @@ def source_unreadable(problem: str) -> CheckResult:
     return _store_check(Status.ERROR, f"could not read the source: {problem}")
 
 
+def _heal(alert: Alert, now: datetime) -> Alert:
+    """An alert last judged at a time in the future (a replay at a future `--at`, which
+    older versions accepted) would make every live evaluation stale: judged anew."""
+    if alert.last_at is not None and alert.last_at > now + CLOCK_SKEW:
+        log.warning(
+            "alert %s was last judged at %s, in the future: judging it anew",
+            alert.check_id,
+            alert.last_at.isoformat(),
+        )
+        return replace(alert, last_at=None)
+    return alert
+
+
 def process(
     store: Store,
     settings: Settings,
@@ -131,6 +149,7 @@ def process(
     run_status: str | None = None,
     duration_s: float | None = None,
     timer: Timer | None = None,
+    kind: str = LIVE,
 ) -> ProcessOutcome:
     """Record the run, advance the alerts, enqueue and deliver; see the module docstring.
 
@@ -156,6 +175,7 @@ def process(
         duration_s=duration_s,
         problem="",
         timer=timer,
+        kind=kind,
     )
 
 
@@ -169,6 +189,7 @@ def process_store_error(
     notifiers: Mapping[str, Notifier] | None = None,
     duration_s: float | None = None,
     timer: Timer | None = None,
+    kind: str = LIVE,
 ) -> ProcessOutcome:
     """Record a run that could not read the source, and fire the `store` alert for it.
 
@@ -192,6 +213,7 @@ def process_store_error(
         duration_s=duration_s,
         problem=problem,
         timer=timer,
+        kind=kind,
     )
 
 
@@ -209,13 +231,14 @@ def _run(
     duration_s: float | None,
     problem: str,
     timer: Timer | None,
+    kind: str,
 ) -> ProcessOutcome:
     chosen = build_notifiers(settings) if notifiers is None else notifiers
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
 
     rules = Rules.of(settings.alerts)
-    alerts = load_alerts(store, settings, source)
+    alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, source).items()}
     silences = active_silences(store, settings, window.at)
     steps = [
         advance(
@@ -243,6 +266,7 @@ def _run(
         duration_s=duration_s,
         problem=problem,
         notifications=len(notifications),
+        kind=kind,
     )
     delivery = deliver_pending(store, settings, chosen, now=now, timer=timer)
 

@@ -28,6 +28,8 @@ from watchdog.core.times import from_ms
 
 TS = "DateTime64(3, 'UTC')"
 
+LIVE, REPLAY = "live", "replay"  # the kinds of run (`runs.kind`)
+
 # name -> ClickHouse type; the DDL, the inserts and the reads all come from these.
 ALERT_STATE: dict[str, str] = {
     "source": "String",
@@ -81,6 +83,7 @@ RUNS: dict[str, str] = {
     "problem": "String",  # why the source could not be read ('' when it was)
     "checks": "String",  # JSON: check id -> {status, value, target, severity, sample_size, ...}
     "notifications": "UInt32",  # announcements this run enqueued
+    "kind": "LowCardinality(String)",  # live | replay ('' in rows written before it existed)
     "version": "UInt64",
 }
 
@@ -125,10 +128,22 @@ def create_table_sql(settings: Settings, name: str) -> str:
 
 
 def ensure_schema(store: Store, settings: Settings) -> None:
-    """Create the database and the four tables when they do not exist yet."""
+    """Create the database and the four tables when they do not exist yet, then add any
+    column a newer version defines to tables an older version created."""
     store.command(f"CREATE DATABASE IF NOT EXISTS `{settings.store.database}`")
     for name in TABLES:
         store.command(create_table_sql(settings, name))
+    present = store.query(
+        "SELECT table, name FROM system.columns WHERE database = {db:String}",
+        {"db": settings.store.database},
+    ).rows
+    have = {(str(t), str(c)) for t, c in present}
+    for name, (columns, _) in TABLES.items():
+        for column, kind in columns.items():
+            if (name, column) not in have:
+                store.command(
+                    f"ALTER TABLE {table(settings, name)} ADD COLUMN IF NOT EXISTS {column} {kind}"
+                )
 
 
 def schema_exists(store: Store, settings: Settings) -> bool:
@@ -239,8 +254,13 @@ def record_run(
     duration_s: float | None = None,
     problem: str = "",
     notifications: int = 0,
+    kind: str = LIVE,
 ) -> None:
-    """Append one evaluation to the run log (the same source and `at` replace the earlier row)."""
+    """Append one evaluation to the run log (the same source and `at` replace the earlier row).
+
+    `kind` is `live` for the daemon's runs and `check --notify` at the current time,
+    `replay` for `check --notify --at`: a replay never moves what live runs resume from.
+    """
     store.insert(
         table(settings, "runs"),
         [
@@ -255,6 +275,7 @@ def record_run(
                 problem,
                 jsontext.dumps(checks, ensure_ascii=False, sort_keys=True),
                 notifications,
+                kind,
                 int(now.timestamp() * 1_000_000),
             ]
         ],

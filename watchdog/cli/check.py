@@ -15,12 +15,13 @@ from pathlib import Path
 
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import process, process_store_error
+from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
 from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
 from watchdog.core.errors import StoreError, UsageError, WatchdogError
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
-from watchdog.core.times import system_clock
+from watchdog.core.times import CLOCK_SKEW, system_clock
 from watchdog.report.page import evaluate_page
 from watchdog.report.text import render_json, render_text
 from watchdog.runner.once import evaluate_once, window_at
@@ -42,7 +43,13 @@ def add_check(sub: Subparsers) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json, html)")
-    at = time_flag("--at", args.at) if args.at else system_clock()
+    now = system_clock()
+    at = time_flag("--at", args.at) if args.at else now
+    if args.notify and at > now + CLOCK_SKEW:
+        raise UsageError(
+            f"--at: {args.at} is in the future: --notify judges only what has happened"
+            " (a replay of the past is fine; a check without --notify may look ahead)"
+        )
     length = duration_flag("--window", args.window) if args.window else None
     settings = load(args)
     started = time.monotonic()
@@ -54,13 +61,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             report = evaluate_once(settings, at, length, triage=args.format == "json")
     except StoreError as exc:
         if args.notify:  # fire the `store` alert, then exit 3 as usual
-            notify_store_error(settings, at, length, exc)
+            notify_store_error(settings, at, length, exc, kind=REPLAY if args.at else LIVE)
         raise
     duration_s = time.monotonic() - started
     color = not args.output and sys.stdout.isatty()
     _emit(page or render(report, args.format, color=color), args.output)
     if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
-        notify_after_check(settings, report, duration_s=duration_s)
+        notify_after_check(
+            settings, report, duration_s=duration_s, kind=REPLAY if args.at else LIVE
+        )
     return exit_code(report)
 
 
@@ -90,7 +99,7 @@ def _err(line: str) -> None:
 
 
 def notify_after_check(
-    settings: Settings, report: Report, *, duration_s: float | None = None
+    settings: Settings, report: Report, *, duration_s: float | None = None, kind: str = LIVE
 ) -> None:
     """Run the alert pipeline after `check`; report on stderr; never raise a chat problem.
 
@@ -106,6 +115,7 @@ def notify_after_check(
                 now=system_clock(),
                 duration_s=duration_s,
                 notifiers=build_notifiers(settings, text_stream=sys.stderr),
+                kind=kind,
             )
     except StoreError as exc:
         _err(f"alerts: could not keep alert state: {exc}")
@@ -116,7 +126,12 @@ def notify_after_check(
 
 
 def notify_store_error(
-    settings: Settings, at: datetime, length: timedelta | None, problem: StoreError
+    settings: Settings,
+    at: datetime,
+    length: timedelta | None,
+    problem: StoreError,
+    *,
+    kind: str = LIVE,
 ) -> None:
     """After `check --notify` could not read the source: fire the `store` alert, if we can."""
     window = window_at(settings, at, length)
@@ -129,6 +144,7 @@ def notify_store_error(
                 problem.problem,
                 now=system_clock(),
                 notifiers=build_notifiers(settings, text_stream=sys.stderr),
+                kind=kind,
             )
     except WatchdogError as exc:
         _err(f"alerts: could not record the store error either: {exc}")

@@ -12,6 +12,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # (ClickHouse's DateTime64 spans 1900-2299; nanosecond columns end in April 2262).
 EARLIEST = datetime(1971, 1, 1, tzinfo=UTC)
 LATEST = datetime(2262, 1, 1, tzinfo=UTC)
+# How far ahead of this host's clock another host's may run: beyond it, a time is "the future".
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 def system_clock() -> datetime:

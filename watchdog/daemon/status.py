@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.records import AlertRecord, Backlog, RunRecord, alert_states, last_runs, outbox_backlog
-from alerts.state import schema_exists, table
+from alerts.state import REPLAY, schema_exists, table
 from watchdog.core.durations import human_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.text import printable
-from watchdog.core.times import from_ms, rfc3339
+from watchdog.core.times import CLOCK_SKEW, from_ms, rfc3339
 from watchdog.core.urls import mask_url
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool
@@ -24,15 +24,21 @@ from watchdog.daemon.spool import Spool
 _NOT_JUDGED = ("breached", "error")
 
 
-def last_completed_at(store: Store, settings: Settings) -> datetime | None:
-    """The end of the newest window whose run read the source (the run log's `problem` is '')."""
+def last_completed_at(store: Store, settings: Settings, now: datetime) -> datetime | None:
+    """The end of the newest window a live run judged (it read the source) by `now`.
+
+    Replays (`check --notify --at`) never count, nor does a run recorded for a
+    time in the future (older versions accepted `--at 2099-...`): what live runs
+    resume from and what the dead man's switch measures is what live runs did.
+    """
     if not schema_exists(store, settings):
         return None
     row = store.query(
         "SELECT count() AS n, toUnixTimestamp64Milli(max(at)) AS at_ms"
         f" FROM {table(settings, 'runs')} FINAL"
-        " WHERE source = {source:String} AND problem = ''",
-        {"source": settings.source.display_name},
+        " WHERE source = {source:String} AND problem = '' AND kind != {replay:String}"
+        " AND at <= {latest:DateTime64(3, 'UTC')}",
+        {"source": settings.source.display_name, "replay": REPLAY, "latest": now + CLOCK_SKEW},
     ).first()
     return from_ms(int(row["at_ms"])) if row and int(row["n"]) else None
 
@@ -146,7 +152,7 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
         store=mask_url(settings.store.url),
         schedule=schedule.describe(),
         next_run=schedule.next_run(now),
-        last_completed=last_completed_at(store, settings),
+        last_completed=last_completed_at(store, settings, now),
         runs=last_runs(store, settings, runs),
         alerts=alert_states(store, settings),
         backlog=outbox_backlog(store, settings, now=now),

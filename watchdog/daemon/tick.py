@@ -146,7 +146,7 @@ def run_tick(
                     )
                 result.flushed = len(request.spooled)
             if not result.log_read:
-                result.last_judged = last_completed_at(store, settings)
+                result.last_judged = last_completed_at(store, settings, request.now)
                 result.log_read = True
             plan = catch_up(
                 schedule, result.last_judged, request.now, settings.schedule.max_catchup

@@ -31,6 +31,7 @@ from markupsafe import escape
 
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
+from watchdog.core.times import CLOCK_SKEW
 from watchdog.report.files import ARCHIVE, LATEST, STAMP, parse_stamp
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,12 @@ def health(age: timedelta | None, period: timedelta) -> tuple[int, dict[str, Any
     }
     if age is None:
         return 503, {"status": "no_run", **body, "problem": "no run recorded yet"}
+    if age < -CLOCK_SKEW:
+        return 503, {
+            "status": "clock",
+            **body,
+            "problem": "the last run ends in the future: this host's clock is behind",
+        }
     if age >= limit:
         return 503, {"status": "stale", **body, "problem": "the last run is older than 2 periods"}
     return 200, {"status": "ok", **body}
