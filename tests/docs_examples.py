@@ -16,9 +16,9 @@ set and the repository as the working directory. They run in the order of
 did (`check --notify` before `alerts`). The markers:
 
 - `example: CMD`: the block is what CMD prints on stdout. `CMD 2>&1` shows
-  stdout then stderr, `CMD 2>&1 >/dev/null` stderr only; `| head -n N` keeps
-  the first lines and `| jq FILTER` a part of a JSON document (FILTER is
-  `.`, `.key.key`, or `{key, key}`). When the block starts with `$ `, its
+  stdout then stderr, `CMD 2>&1 >/dev/null` stderr only; `| head -n N` and
+  `| tail -n N` keep the first or last lines, `| jq FILTER` a part of a JSON
+  document (FILTER is `.`, `.key.key`, or `{key, key}`). When the block starts with `$ `, its
   first line shows the command.
 - `run: CMD`: a step whose output is not shown (no block).
 - `file: /tmp/demo/NAME`: the block is written to that file, for the
@@ -78,7 +78,7 @@ VOLATILE = (
     (re.compile(r'"duration_s": [0-9.e-]+'), '"duration_s": <seconds>'),
 )
 
-_MARKER = re.compile(r"^<!-- (example|run|file|include): (.+?) -->\s*$")
+MARKER = re.compile(r"^<!-- (example|run|file|include): (.+?) -->\s*$")
 _FENCE = re.compile(r"^(`{3,}|~{3,})")
 _BLOCK_KINDS = ("example", "file", "include")
 
@@ -104,16 +104,23 @@ class Block:
 
 
 def parse(doc: str, text: str) -> list[Block]:
-    """The markers of one document, with their blocks."""
+    """The markers of one document, with their blocks (a marker inside a fenced block is text)."""
     lines = text.split("\n")
     blocks: list[Block] = []
-    for i, line in enumerate(lines):
-        match = _MARKER.match(line)
+    i = 0
+    while i < len(lines):
+        opener = _FENCE.match(lines[i])
+        if opener:  # a fenced block without a marker: skip it whole
+            i = _closing(lines, i, opener.group(1), doc) + 1
+            continue
+        match = MARKER.match(lines[i])
         if not match:
+            i += 1
             continue
         kind, argument = match.group(1), match.group(2).strip()
         if kind not in _BLOCK_KINDS:
             blocks.append(Block(doc, i + 1, kind, argument))
+            i += 1
             continue
         j = i + 1
         while j < len(lines) and not lines[j].strip():
@@ -121,15 +128,21 @@ def parse(doc: str, text: str) -> list[Block]:
         opener = _FENCE.match(lines[j]) if j < len(lines) else None
         if opener is None:
             raise DocsError(f"{doc}:{i + 1}: {kind} marker without a fenced block after it")
-        fence = opener.group(1)
-        k = j + 1
-        while k < len(lines) and lines[k].strip() != fence:
-            k += 1
-        if k == len(lines):
-            raise DocsError(f"{doc}:{j + 1}: fenced block never closed")
+        k = _closing(lines, j, opener.group(1), doc)
         content = "".join(f"{line}\n" for line in lines[j + 1 : k])
         blocks.append(Block(doc, i + 1, kind, argument, j + 1, k, content))
+        i = k + 1
     return blocks
+
+
+def _closing(lines: Sequence[str], opening: int, fence: str, doc: str) -> int:
+    """The index of the line closing the fenced block opened at `opening`."""
+    k = opening + 1
+    while k < len(lines) and lines[k].strip() != fence:
+        k += 1
+    if k == len(lines):
+        raise DocsError(f"{doc}:{opening + 1}: fenced block never closed")
+    return k
 
 
 def collect(root: Path = REPO) -> list[Block]:
@@ -201,9 +214,10 @@ def apply_filter(text: str, words: Sequence[str]) -> str:
         return text
     if words[0] == "jq" and len(words) == 2:
         return jq(text, words[1])
-    if words[0] == "head" and len(words) == 3 and words[1] == "-n":
-        return "".join(text.splitlines(keepends=True)[: int(words[2])])
-    raise DocsError(f"unsupported filter {' '.join(words)!r} (jq FILTER, head -n N)")
+    if words[0] in ("head", "tail") and len(words) == 3 and words[1] == "-n":
+        lines, n = text.splitlines(keepends=True), int(words[2])
+        return "".join(lines[:n] if words[0] == "head" else lines[-n:])
+    raise DocsError(f"unsupported filter {' '.join(words)!r} (jq FILTER, head -n N, tail -n N)")
 
 
 class Scratch:
@@ -257,22 +271,33 @@ class Scratch:
         target.write_text(text, encoding="utf-8")
 
 
+# Words of a command line that change what later commands print (alert state, silences,
+# the demo's data). Between two of them, the same read-only command prints the same.
+_WRITES = ("--notify", "add", "remove", "--yes", "demo")
+
+
 def produce(blocks: Sequence[Block], scratch: Scratch, root: Path = REPO) -> dict[Block, str]:
     """Run every marker in order: what each example and include block should hold."""
     produced: dict[Block, str] = {}
-    demo_output = scratch.run(DEMO_COMMAND)
+    printed = {DEMO_COMMAND: scratch.run(DEMO_COMMAND)}
     for block in blocks:
         if block.kind == "file":
             scratch.write(block.argument, block.text)
-        elif block.kind == "run":
-            scratch.run(block.argument)
+            printed = {DEMO_COMMAND: printed[DEMO_COMMAND]}
         elif block.kind == "include":
             produced[block] = (root / block.argument).read_text(encoding="utf-8")
         else:
-            output = demo_output if block.argument == DEMO_COMMAND else scratch.run(block.argument)
-            if block.text.startswith("$ "):
-                output = f"$ {block.argument}\n{output}"
-            produced[block] = output
+            output = printed.get(block.argument)
+            if output is None:
+                output = scratch.run(block.argument)
+                if any(word in _WRITES for word in shlex.split(block.argument)):
+                    printed = {DEMO_COMMAND: printed[DEMO_COMMAND]}
+                else:
+                    printed[block.argument] = output
+            if block.kind == "example":
+                produced[block] = (
+                    f"$ {block.argument}\n{output}" if block.text.startswith("$ ") else output
+                )
     return produced
 
 
