@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -382,3 +385,34 @@ def test_write_demo_fills_an_embedded_store(store: Store) -> None:
     assert first >= AT - LOOKBACK and last < AT
     assert stats["nulls"] > 0, "worker events leave the column empty"
     assert recalls > 0
+
+
+AT_OLD = "2020-01-01T04:00:00Z"  # far beyond the joelclaw table's 180-day TTL
+
+
+@pytest.mark.slow
+def test_a_demo_long_in_the_past_keeps_its_data(tmp_path: Path) -> None:
+    """`demo --at` older than the source table's retention TTL still judges its faults."""
+    store = f"chdb://{tmp_path / 'store'}"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "watchdog",
+            "demo",
+            "--sessions",
+            "100",
+            "--at",
+            AT_OLD,
+            "--store",
+            store,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    lines = [line.split() for line in done.stdout.splitlines()]
+    verdicts = {words[2]: words[1] for words in lines if words and words[0] in "✓✗?~!"}
+    assert verdicts["telemetry_freshness"] == "ok"
+    assert verdicts["recall_coverage"] == "breached"
