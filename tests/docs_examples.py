@@ -17,7 +17,8 @@ did (`check --notify` before `alerts`). The markers:
 
 - `example: CMD`: the block is what CMD prints on stdout. `CMD 2>&1` shows
   stdout then stderr, `CMD 2>&1 >/dev/null` stderr only; `| head -n N` and
-  `| tail -n N` keep the first or last lines, `| jq FILTER` a part of a JSON
+  `| tail -n N` keep the first or last lines, `| sed -n '/TEXT/,$p'` the
+  lines from the first one containing TEXT (no regex characters), `| jq FILTER` a part of a JSON
   document (FILTER is `.`, `.key.key`, or `{key, key}`). When the block starts with `$ `, its
   first line shows the command.
 - `run: CMD`: a step whose output is not shown (no block).
@@ -217,7 +218,18 @@ def apply_filter(text: str, words: Sequence[str]) -> str:
     if words[0] in ("head", "tail") and len(words) == 3 and words[1] == "-n":
         lines, n = text.splitlines(keepends=True), int(words[2])
         return "".join(lines[:n] if words[0] == "head" else lines[-n:])
-    raise DocsError(f"unsupported filter {' '.join(words)!r} (jq FILTER, head -n N, tail -n N)")
+    if words[0] == "sed" and len(words) == 3 and words[1] == "-n":
+        match = re.fullmatch(r"/(.+)/,\$p", words[2])
+        if match:  # from the first line containing the text (no regex characters) to the end
+            lines = text.splitlines(keepends=True)
+            found = [i for i, line in enumerate(lines) if match.group(1) in line]
+            if not found:
+                raise DocsError(f"{' '.join(words)!r}: no line contains {match.group(1)!r}")
+            return "".join(lines[found[0] :])
+    raise DocsError(
+        f"unsupported filter {' '.join(words)!r}"
+        " (jq FILTER, head -n N, tail -n N, sed -n '/TEXT/,$p')"
+    )
 
 
 class Scratch:
