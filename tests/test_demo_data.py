@@ -1,6 +1,6 @@
 """The demo generator: deterministic, inside its 24 hours, and faulty exactly as its plan says.
 
-A small reference evaluator of SPEC sections 3-5 (joelclaw preset, default
+A small reference evaluator of docs/spec.md sections 3-5 (joelclaw preset, default
 settings) reads the rows back, so the plan is checked against what the rows
 actually contain rather than against the generator's own bookkeeping.
 """
@@ -51,7 +51,7 @@ DEVIATION_TYPES = {"laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario"}
 
 @dataclass(frozen=True)
 class Event:
-    """A normalized event (SPEC section 2) of the joelclaw preset."""
+    """A normalized event (docs/spec.md section 2) of the joelclaw preset."""
 
     id: str
     ts: datetime
@@ -92,7 +92,7 @@ def normalize(rows: Iterable[list[Any]]) -> list[Event]:
 
 @dataclass
 class Verdict:
-    """What the checks of SPEC section 5 would find in one window."""
+    """What the checks of docs/spec.md section 5 would find in one window."""
 
     recall_unmet: set[str] = field(default_factory=set)
     observe_unmet: set[str] = field(default_factory=set)

@@ -43,7 +43,7 @@ class History:
 
 
 def episodes(points: Mapping[str, Sequence[Point]], pending_runs: int = 1) -> list[Episode]:
-    """Alert spans replayed from the run log with the lifecycle's rules (SPEC section 8).
+    """Alert spans replayed from the run log with the lifecycle's rules (docs/spec.md section 8).
 
     `breached` or `error` for `pending_runs` consecutive evaluations fires;
     `ok` resolves; the other statuses keep the state.
