@@ -1,10 +1,10 @@
-# The two commands of the README: `make demo` and `make test`.
+# The two commands of the README: `make demo` and `make test` (the rest: docs/development.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser
+.PHONY: demo test lint typecheck pytest bench clean browser docs docs-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 
 test: lint typecheck pytest
+
+# The example outputs in README.md and docs/ are produced by the program (tests/docs_examples.py):
+# `docs` rewrites those that changed, `docs-check` fails naming them (tests/test_docs.py does too).
+docs: $(STAMP)
+	$(BIN)/python -m tests.docs_examples --write
+
+docs-check: $(STAMP)
+	$(BIN)/python -m tests.docs_examples
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

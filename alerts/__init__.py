@@ -1,4 +1,4 @@
-"""Alerts in chat (SPEC section 8): state machine, outbox, Slack, silences.
+"""Alerts in chat (docs/spec.md section 8): state machine, outbox, Slack, silences.
 
 The entry point is `alerts.pipeline.process`; the read helpers for status
 pages are in `alerts.state`. Modules: `base` (Message, Notifier, Deadline),

@@ -1,4 +1,4 @@
-"""The alert state machine (SPEC section 8): pure, judged at the evaluation time.
+"""The alert state machine (docs/spec.md section 8): pure, judged at the evaluation time.
 
 An alert is one check on one source, in state `ok` or `firing`:
 

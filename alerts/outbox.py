@@ -1,6 +1,6 @@
 """The outbox: every notification is written down before it is sent, marked after.
 
-Guarantees (SPEC section 8):
+Guarantees (docs/spec.md section 8):
 
 - never lost: a message is a `pending` row before any request goes out, and
   stays pending until Slack (or the stream) accepted it; a run that cannot

@@ -5,7 +5,7 @@ Event `e` (0 <= e < N) belongs to session `e // 100` and sits at slot
 is reproducible and generating 20M rows takes seconds, not minutes. A
 session lasts 100 steps of 20-80 s and lies wholly inside the lookback
 `[at - span, at)`. The slots give a realistic name mix: about one event in
-five is a memory event of SPEC section 3 (recalls at start and mid-session,
+five is a memory event of docs/spec.md section 3 (recalls at start and mid-session,
 observes on compaction and at the end, write-gate decisions, a deviation in
 one session of twenty); the rest are tool calls, model requests, messages
 and sessionless gateway heartbeats. Faults are injected in small, fixed

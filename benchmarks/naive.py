@@ -2,7 +2,7 @@
 
 It reads the lookback's raw rows of the source table, parses each event's
 attributes in Python, counts every event id once, and computes six of the
-eleven checks with the rules of SPEC sections 4-5: recall_coverage, the two
+eleven checks with the rules of docs/spec.md sections 4-5: recall_coverage, the two
 failure rates, the recall p95, write_gate_drift and telemetry_freshness.
 The benchmark compares its values with the suite's, so the speed-up it
 reports is between two programs that agree.

@@ -81,7 +81,7 @@ class Window:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict of one check over one window (SPEC section 5)."""
+    """The verdict of one check over one window (docs/spec.md section 5)."""
 
     id: str
     status: Status
@@ -134,7 +134,7 @@ class DeviationCount:
 
 @dataclass(frozen=True)
 class Report:
-    """One evaluation: every check's result over one window (SPEC section 6)."""
+    """One evaluation: every check's result over one window (docs/spec.md section 6)."""
 
     window: Window
     source: str

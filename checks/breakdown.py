@@ -4,7 +4,7 @@ Its failing items (events or sessions) counted, the top groups of each
 dimension the source offers with their counts and shares, and for a
 coverage check its failing sessions with what they missed; or, when the
 breakdown could not run, one line saying why. `to_json` gives the report's
-`triage` entry (SPEC section 6); the page renders the value itself.
+`triage` entry (docs/spec.md section 6); the page renders the value itself.
 """
 
 from __future__ import annotations

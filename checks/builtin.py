@@ -1,4 +1,4 @@
-"""The eleven built-in checks of SPEC section 5, as instances of the check kinds."""
+"""The eleven built-in checks of docs/spec.md section 5, as instances of the check kinds."""
 
 from __future__ import annotations
 
@@ -254,7 +254,7 @@ BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
 
 
 def configured_checks(settings: Settings) -> list[CheckSpec]:
-    """Every built-in check with its `[checks.<id>]` overrides, in SPEC order, then the custom ones.
+    """Built-in checks (docs/spec.md section 5, in order) with `[checks.<id>]`, then custom ones.
 
     The settings were validated when they loaded (ids known and unique, custom
     windows within the lookback), so this cannot fail.

@@ -1,7 +1,7 @@
 """What a check's verdict rests on: opaque ids, named counts, breach kinds, times.
 
 Every check builds one `Evidence` value. `to_json` gives the report's
-`evidence` object (SPEC section 6, the keys a check of that kind has always
+`evidence` object (docs/spec.md section 6, the keys a check of that kind has always
 had); `shown` gives the display facts that the text report, the page and
 chat render, so no output decodes evidence on its own. Evidence holds ids,
 counts and times only: never an event payload value.

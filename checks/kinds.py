@@ -1,6 +1,6 @@
 """Check kinds: the parameterised shapes every check is an instance of.
 
-The eleven built-in checks of SPEC section 5 are declared in
+The eleven built-in checks of docs/spec.md section 5 are declared in
 `checks.builtin` as instances of these kinds; custom checks from config are
 instances too. A kind's parameters are plain values: event names, durations
 in milliseconds, payload keys.
@@ -26,7 +26,7 @@ class Anchor(StrEnum):
 
 @dataclass(frozen=True)
 class Obligation:
-    """A rule with a deadline (SPEC section 4).
+    """A rule with a deadline (docs/spec.md section 4).
 
     Met when one of `required` happens in [anchor - lead, anchor + grace];
     due at anchor + grace (a silent end: at last_seen + idle, met in

@@ -3,7 +3,7 @@
 Without `--materialize` it applies the watchdog's state tables (alert states,
 outbox, run log, silences) in `store.database`. With `--materialize` it also
 builds, for large deployments, a narrow table `<store.database>.memory_events`
-holding just the normalized event (SPEC section 2), fed by a materialized
+holding just the normalized event (docs/spec.md section 2), fed by a materialized
 view on the source table and filled once by a backfill `INSERT ... SELECT`.
 A config with `source.preset = "normalized"` then reads that table directly:
 one small row per event instead of a wide, JSON-laden one.
@@ -47,7 +47,7 @@ NARROW_COLUMNS = ("event_id", "ts", "session_id", "name", "latency_ms", "trigger
 VIEW = "memory_events_mv"
 LOCAL_SUFFIX = "_local"
 
-# The narrow table's columns: the normalized event of SPEC section 2.
+# The narrow table's columns: the normalized event of docs/spec.md section 2.
 COLUMNS: dict[str, str] = {
     "event_id": "String",
     "ts": "DateTime64(3, 'UTC')",

@@ -1,7 +1,7 @@
 """The shared per-session aggregation: obligations, outcome counts, freshness.
 
 One query reads the normalized events of `[at - lookback, at)` once, groups
-them by session, and judges every obligation (SPEC section 4) of every
+them by session, and judges every obligation (docs/spec.md section 4) of every
 coverage and outcome-rate check over the same per-session arrays. Python gets
 one row back: per check, the counts and at most 20 evidence items.
 

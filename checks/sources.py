@@ -1,6 +1,6 @@
 """Sources: each preset compiles to one SQL subquery yielding the normalized event.
 
-The normalized event (SPEC section 2) has the columns `event_id, ts,
+The normalized event (docs/spec.md section 2) has the columns `event_id, ts,
 session_id, name, latency_ms, trigger, result_count, payload`; the compiled
 subquery adds `t` (ts in epoch milliseconds, what the checks compare) and
 `in_scope` (whether the event may define a session, from `session_filter`).

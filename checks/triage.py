@@ -200,7 +200,7 @@ def _plain(dims: Sequence[str]) -> list[str]:
 
 
 def _obligation_label(ob: Obligation, silent: bool = False) -> str:
-    """An obligation in the words of SPEC section 4."""
+    """An obligation in the words of docs/spec.md section 4."""
     if ob.anchor is Anchor.START:
         return "start recall"
     if ob.anchor is Anchor.END:

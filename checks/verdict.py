@@ -20,7 +20,7 @@ def judge(
     no_data: bool = False,
     no_data_summary: str = "",
 ) -> CheckResult:
-    """Apply SPEC section 5's status rules: no_data, insufficient_data, breached, ok.
+    """Apply the status rules of docs/spec.md section 5: no_data, insufficient_data, breached, ok.
 
     A check never reports `ok` on nothing: no_data carries a null value and
     a zero sample size.

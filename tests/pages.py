@@ -24,7 +24,7 @@ HOSTILE_SESSION = '<script>alert("session")</script>'
 HOSTILE_SOURCE = '"><img src=x onerror=alert(1)>'
 HOSTILE_AGENTE = "<b>po</b>"
 
-# (status, value, sample size) per check; every check id of SPEC section 5.
+# (status, value, sample size) per check; every check id of docs/spec.md section 5.
 KNOWN: dict[str, tuple[Status, float | None, int]] = {
     "recall_coverage": (Status.BREACHED, 3, 40),
     "observe_coverage": (Status.OK, 0, 38),

@@ -1,4 +1,4 @@
-"""The console script from outside: exit codes and one-line errors (SPEC section 7)."""
+"""The console script from outside: exit codes and one-line errors (docs/spec.md section 7)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_healthy_store_exits_0(healthy: str) -> None:
 
 
 def test_breach_exits_1_with_json_report(breached: str) -> None:
-    """A breach exits 1; --format json follows SPEC section 6."""
+    """A breach exits 1; --format json follows docs/spec.md section 6."""
     result = run("check", "--store", breached, "--at", AT, "--format", "json")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)

@@ -1,6 +1,6 @@
 """The demo generator: deterministic, inside its 24 hours, and faulty exactly as its plan says.
 
-A small reference evaluator of SPEC sections 3-5 (joelclaw preset, default
+A small reference evaluator of docs/spec.md sections 3-5 (joelclaw preset, default
 settings) reads the rows back, so the plan is checked against what the rows
 actually contain rather than against the generator's own bookkeeping.
 """
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,7 +51,7 @@ DEVIATION_TYPES = {"laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario"}
 
 @dataclass(frozen=True)
 class Event:
-    """A normalized event (SPEC section 2) of the joelclaw preset."""
+    """A normalized event (docs/spec.md section 2) of the joelclaw preset."""
 
     id: str
     ts: datetime
@@ -89,7 +92,7 @@ def normalize(rows: Iterable[list[Any]]) -> list[Event]:
 
 @dataclass
 class Verdict:
-    """What the checks of SPEC section 5 would find in one window."""
+    """What the checks of docs/spec.md section 5 would find in one window."""
 
     recall_unmet: set[str] = field(default_factory=set)
     observe_unmet: set[str] = field(default_factory=set)
@@ -382,3 +385,34 @@ def test_write_demo_fills_an_embedded_store(store: Store) -> None:
     assert first >= AT - LOOKBACK and last < AT
     assert stats["nulls"] > 0, "worker events leave the column empty"
     assert recalls > 0
+
+
+AT_OLD = "2020-01-01T04:00:00Z"  # far beyond the joelclaw table's 180-day TTL
+
+
+@pytest.mark.slow
+def test_a_demo_long_in_the_past_keeps_its_data(tmp_path: Path) -> None:
+    """`demo --at` older than the source table's retention TTL still judges its faults."""
+    store = f"chdb://{tmp_path / 'store'}"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "watchdog",
+            "demo",
+            "--sessions",
+            "100",
+            "--at",
+            AT_OLD,
+            "--store",
+            store,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    lines = [line.split() for line in done.stdout.splitlines()]
+    verdicts = {words[2]: words[1] for words in lines if words and words[0] in "✓✗?~!"}
+    assert verdicts["telemetry_freshness"] == "ok"
+    assert verdicts["recall_coverage"] == "breached"

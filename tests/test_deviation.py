@@ -1,4 +1,4 @@
-"""The agent deviation contract and its evidence ids (SPEC section 5)."""
+"""The agent deviation contract and its evidence ids (docs/spec.md section 5)."""
 
 from __future__ import annotations
 

@@ -244,7 +244,8 @@ def test_an_unrelated_session_changes_no_other_sessions_verdict(
     grown = evaluate(store, [sc.events])
     before, after = membership(base, ids), membership(grown, ids)
     if not emits_injection:
-        # SPEC: recall_injection is no_data while the source emits no recall_injected event
-        # at all; a newcomer that emits one makes the source judgeable, by design.
+        # docs/spec.md section 5: recall_injection is no_data while the source emits no
+        # recall_injected event at all; a newcomer that emits one makes the source judgeable,
+        # by design.
         del before["recall_injection"], after["recall_injection"]
     assert after == before, json.dumps(newcomer)

@@ -1,4 +1,4 @@
-"""One test per rule of SPEC sections 4 and 5, at the edges, on the embedded engine."""
+"""One test per rule of docs/spec.md sections 4 and 5, at the edges, on the embedded engine."""
 
 from __future__ import annotations
 

@@ -13,11 +13,11 @@
 - Slack mention and link syntax and HTML in session ids reach neither chat
   nor the page unescaped.
 - The statements the watchdog sends to a server need no more than the
-  README's GRANT statements.
+  GRANT statements of docs/operations.md.
 
 Config SQL (column expressions, session filters, custom check predicates) is
 SQL by design and trusted like a datasource query in Grafana: no test here
-feeds hostile SQL through it; the README's Guarantees say so.
+feeds hostile SQL through it; docs/guarantees.md says so.
 """
 
 from __future__ import annotations
@@ -602,11 +602,13 @@ def test_the_statements_sent_need_only_the_documented_grants(
     # Nothing but the source table, the watchdog's own database and the system tables.
     assert {name.split(".")[0] for _, name in needed} <= {source_db, database, "system"}
     assert {p for p, name in needed if name.split(".")[0] == source_db} == {"SELECT"}
-    # The README's statements cover every need (reading the system tables included: the
+    # The documented statements cover every need (reading the system tables included: the
     # optional block for servers with select_from_system_db_requires_grant)...
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    readme = readme.replace("joelclaw.otel_events", table).replace(" watchdog.*", f" {database}.*")
-    grants = granted(readme)
+    documented = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    documented = documented.replace("joelclaw.otel_events", table).replace(
+        " watchdog.*", f" {database}.*"
+    )
+    grants = granted(documented)
     assert {n for n in needed if not covered(n, grants)} == set()
     # ... and grant nothing more: least privilege.
     unused = {g for g in grants if not any(covered(n, {g}) for n in needed)}

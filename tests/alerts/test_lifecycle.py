@@ -1,4 +1,4 @@
-"""The alert state machine on its own: pure, judged at the evaluation time (SPEC section 8)."""
+"""The alert state machine alone: pure, judged at the evaluation time (docs/spec.md section 8)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ lands between "Slack accepted the message" and "the outbox row is marked
 delivered", or in the middle of judging a window.
 
 The disk-full case mounts a small tmpfs (root only; skipped elsewhere, and
-the README's Guarantees say what then holds).
+docs/guarantees.md says what then holds).
 """
 
 from __future__ import annotations

@@ -107,7 +107,9 @@ def test_a_renamed_table_fires_the_store_alert_and_recovers(
     assert gone.returncode == 3
     assert f"table {demo_table} not found" in gone.stderr.splitlines()[-1]
     assert "fired store" in gone.stderr
-    assert "ERROR store [critical]" in gone.stderr  # the stdout notifier writes to stderr under check
+    assert (
+        "ERROR store [critical]" in gone.stderr
+    )  # the stdout notifier writes to stderr under check
     back = check(AT + 8 * H)
     assert back.returncode == 1, back.stderr
     assert "resolved store" in back.stderr

@@ -1,6 +1,6 @@
 """Error runs the store could not take: a small local file, flushed at the next good run.
 
-The run log and alert state live in the store (SPEC section 8). When the
+The run log and alert state live in the store (docs/spec.md section 8). When the
 store itself cannot be opened (unreachable, or the embedded directory held
 by another process), a run that fails cannot be recorded there. The daemon
 keeps such runs here instead, under the data directory, one JSON file per

@@ -30,7 +30,7 @@ SECOND = 1_000
 MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
 
-# The watchdog's defaults (SPEC section 4): faults are placed against them.
+# The watchdog's defaults (docs/spec.md section 4): faults are placed against them.
 WINDOW_MS = 4 * HOUR
 LOOKBACK_MS = 24 * HOUR
 RECALL_GRACE_MS = 5 * MINUTE
@@ -108,7 +108,7 @@ class DemoPlan:
 
     `events` counts distinct event ids; the table holds `events + duplicates`
     rows. `lost_observes` counts requested-role events left without an
-    outcome (SPEC's "lost"): each lost worker run leaves two, its
+    outcome ("lost" in docs/spec.md section 4): each lost worker run leaves two, its
     `memory.observe.requested` and its `observe.started`.
     """
 

@@ -47,7 +47,8 @@ def fresh_demo_table(store: Store) -> None:
         )
     store.command(f"DROP TABLE IF EXISTS {DEMO_TABLE}")
     store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
-    store.command(create_table_sql("joelclaw", DEMO_TABLE))
+    # No retention TTL: a replayed `--at` older than it would be deleted as it is written.
+    store.command(create_table_sql("joelclaw", DEMO_TABLE, ttl=False))
     store.command(f"ALTER TABLE {DEMO_TABLE} MODIFY COMMENT '{DEMO_MARK}'")
 
 

@@ -73,7 +73,7 @@ class AlertReplay:
 def _replay(
     series: Sequence[Point], result: CheckResult, window: Window, rules: Rules
 ) -> AlertReplay:
-    """Advance one check's alert over its points, oldest first (SPEC section 8).
+    """Advance one check's alert over its points, oldest first (docs/spec.md section 8).
 
     Each point is applied as `result` with the point's status and value, at
     the point's window end. Two states advance side by side: the alert,

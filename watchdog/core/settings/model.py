@@ -37,7 +37,7 @@ from watchdog.core.settings.values import (
     secret_value,
 )
 
-# The built-in checks of SPEC section 5, in report order (checks.builtin builds each).
+# The built-in checks of docs/spec.md section 5, in report order (checks.builtin builds each).
 BUILTIN_CHECK_IDS = (
     "recall_coverage",
     "observe_coverage",
@@ -158,7 +158,7 @@ class WindowSettings(_Settings):
 
 
 class EventSettings(_Settings):
-    """Event names per role (SPEC section 3)."""
+    """Event names per role (docs/spec.md section 3)."""
 
     session_end: tuple[str, ...] = ("session.ended", "session.shutdown")
     compaction: tuple[str, ...] = ("session.compacted", "compaction.before")
@@ -186,7 +186,7 @@ class EventSettings(_Settings):
 
 
 class DeviationSettings(_Settings):
-    """The agent deviation contract (SPEC section 5)."""
+    """The agent deviation contract (docs/spec.md section 5)."""
 
     allowed_keys: tuple[str, ...] = ("agente", "tipo", "evidenceEventIds")
     envelope_keys: tuple[str, ...] = (
@@ -307,7 +307,7 @@ class StdoutSettings(_Quiet):
 
 
 class AlertSettings(_Settings):
-    """`[alerts]`: the alert lifecycle (SPEC section 8) and its delivery."""
+    """`[alerts]`: the alert lifecycle (docs/spec.md section 8) and its delivery."""
 
     repeat_interval: Duration = timedelta(hours=24)
     pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
