@@ -13,6 +13,7 @@ from alerts.records import alert_states
 from alerts.state import REPLAY, ensure_schema, record_run
 from checks.base import Status, Window
 from tests.alerts.conftest import T0, H, report
+from watchdog.cli.check import kind_of_run
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.daemon.status import last_completed_at
@@ -91,3 +92,11 @@ def test_health_never_reports_a_negative_age_as_fine() -> None:
     code, body = health(-timedelta(days=1), timedelta(hours=4))
     assert (code, body["status"]) == (503, "clock")
     assert health(-timedelta(minutes=1), timedelta(hours=4))[0] == 200  # within the clock skew
+
+
+def test_cron_aligned_at_is_live_and_an_older_window_is_a_replay() -> None:
+    """`--at` of the window that just ended (cron's) is live; one ended longer ago is a replay."""
+    now = T0 + 4 * H + timedelta(minutes=2)
+    assert kind_of_run(T0 + 4 * H, now, 4 * H) == "live"
+    assert kind_of_run(now, now, 4 * H) == "live"
+    assert kind_of_run(T0 - 72 * H, now, 4 * H) == "replay"

@@ -52,6 +52,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     length = duration_flag("--window", args.window) if args.window else None
     settings = load(args)
+    run_kind = kind_of_run(at, now, length or settings.window.length)
     started = time.monotonic()
     page = ""
     try:
@@ -61,16 +62,22 @@ def cmd_check(args: argparse.Namespace) -> int:
             report = evaluate_once(settings, at, length, triage=args.format == "json")
     except StoreError as exc:
         if args.notify:  # fire the `store` alert, then exit 3 as usual
-            notify_store_error(settings, at, length, exc, kind=REPLAY if args.at else LIVE)
+            notify_store_error(settings, at, length, exc, kind=run_kind)
         raise
     duration_s = time.monotonic() - started
     color = not args.output and sys.stdout.isatty()
     _emit(page or render(report, args.format, color=color), args.output)
     if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
         notify_after_check(
-            settings, report, duration_s=duration_s, kind=REPLAY if args.at else LIVE
+            settings, report, duration_s=duration_s, kind=run_kind
         )
     return exit_code(report)
+
+
+def kind_of_run(at: datetime, now: datetime, length: timedelta) -> str:
+    """`live` when the window judged is the one that just ended (cron's `--at` of the hour
+    included), `replay` when it ended longer ago: a replay never moves the live watermark."""
+    return LIVE if now - at <= length + CLOCK_SKEW else REPLAY
 
 
 def render(report: Report, fmt: str, *, color: bool) -> str:
