@@ -10,17 +10,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from alerts.notifiers import build_notifiers
-from alerts.pipeline import process, process_store_error
+from alerts.pipeline import ProcessOutcome, process, process_store_error
 from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
 from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
-from watchdog.core.errors import StoreError, UsageError, WatchdogError
+from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import Settings
-from watchdog.core.store import open_configured
+from watchdog.core.store import Store, open_configured
 from watchdog.core.times import CLOCK_SKEW, system_clock
 from watchdog.report.page import evaluate_page
 from watchdog.report.text import render_json, render_text
@@ -68,9 +69,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     color = not args.output and sys.stdout.isatty()
     _emit(page or render(report, args.format, color=color), args.output)
     if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
-        notify_after_check(
-            settings, report, duration_s=duration_s, kind=run_kind
-        )
+        notify_after_check(settings, report, duration_s=duration_s, kind=run_kind)
     return exit_code(report)
 
 
@@ -113,23 +112,20 @@ def notify_after_check(
     A broken custom template is a ConfigError and does raise (exit 2); the
     watchdog's own tables failing is printed, and `check` keeps its exit code.
     """
-    try:
-        with open_configured(settings.store) as store:
-            outcome = process(
-                store,
-                settings,
-                report,
-                now=system_clock(),
-                duration_s=duration_s,
-                notifiers=build_notifiers(settings, text_stream=sys.stderr),
-                kind=kind,
-            )
-    except StoreError as exc:
-        _err(f"alerts: could not keep alert state: {exc}")
-        return
-    _err(outcome.summary())
-    for line in outcome.errors:
-        _err(line)
+
+    def run(store: Store) -> ProcessOutcome:
+        notifiers = build_notifiers(settings, text_stream=sys.stderr)
+        return process(
+            store,
+            settings,
+            report,
+            now=system_clock(),
+            duration_s=duration_s,
+            notifiers=notifiers,
+            kind=kind,
+        )
+
+    _alert(settings, run, failure="could not keep alert state")
 
 
 def notify_store_error(
@@ -142,19 +138,24 @@ def notify_store_error(
 ) -> None:
     """After `check --notify` could not read the source: fire the `store` alert, if we can."""
     window = window_at(settings, at, length)
+
+    def run(store: Store) -> ProcessOutcome:
+        notifiers = build_notifiers(settings, text_stream=sys.stderr)
+        now = system_clock()
+        return process_store_error(
+            store, settings, window, problem.problem, now=now, notifiers=notifiers, kind=kind
+        )
+
+    _alert(settings, run, failure="could not record the store error either")
+
+
+def _alert(settings: Settings, run: Callable[[Store], ProcessOutcome], *, failure: str) -> None:
+    """Run the alert pipeline on the store; its summary and errors, or why it failed, on stderr."""
     try:
         with open_configured(settings.store) as store:
-            outcome = process_store_error(
-                store,
-                settings,
-                window,
-                problem.problem,
-                now=system_clock(),
-                notifiers=build_notifiers(settings, text_stream=sys.stderr),
-                kind=kind,
-            )
-    except WatchdogError as exc:
-        _err(f"alerts: could not record the store error either: {exc}")
+            outcome = run(store)
+    except StoreError as exc:
+        _err(f"alerts: {failure}: {exc}")
         return
     _err(outcome.summary())
     for line in outcome.errors:
