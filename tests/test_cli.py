@@ -155,8 +155,8 @@ def test_window_flag_and_disabled_check(breached: str, tmp_path: Path) -> None:
         ),
         ("[window\nlength = 1", "invalid TOML"),
         (
-            "[alerts.slack]\nwebhook_url = '${NOPE_NOT_SET}'\n",
-            "environment variable NOPE_NOT_SET is not set",
+            "[source]\ntable = '${NOPE_NOT_SET}'\n",
+            "source.table: environment variable NOPE_NOT_SET is not set",
         ),
         (
             "[checks.observe_failure_rate]\nseverity = 'loud'\n",

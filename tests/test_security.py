@@ -162,6 +162,9 @@ def configured(table: str, h: Callable[[str], str]) -> Settings:
                     h(t) for t in ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")
                 ],
                 "envelope_keys": ["session.id", "session_id", "sessionId", h("env")],
+                # A hostile agente is no agent name: the configured list is the vocabulary,
+                # so the names travel as a bound parameter too.
+                "agents": [h("po"), h("qa")],
             },
         },
         env={},
