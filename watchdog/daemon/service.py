@@ -56,15 +56,17 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 
-from alerts.base import Deadline, Message, Notifier, Timer
+from alerts.base import Deadline, Notifier, Timer
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from alerts.notifiers import build_notifiers
-from alerts.outbox import message_id
+from alerts.outbox import compose
 from alerts.pipeline import source_unreadable
 from alerts.render import templates
-from checks.base import Severity, Status, Window
+from alerts.routing import Router
+from checks.base import Status, Window
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError
+from watchdog.core.pages import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
@@ -319,22 +321,25 @@ class Daemon:
             firing_since=window.at,
         )
         try:
-            rendered = templates(self.settings.alerts.templates_dir).message([notification])
+            rows = compose(
+                [notification],
+                untold,
+                templates(self.settings.alerts.templates_dir),
+                now=self.clock(),
+                router=Router.of(self.settings.alerts),
+                link=page_link(self.settings.report.base_url, window.end),
+            )
         except ConfigError as exc:
             log.error("cannot render the store alert: %s", exc)
             return
         told, failed = [], 0
-        for name, notifier in untold.items():
-            message = Message(
-                id=message_id(self.source, window.at, name, "store-down"),
-                text=rendered.text,
-                blocks=rendered.blocks,
-                plain=rendered.plain,
-                severity=Severity.CRITICAL,
-            )
+        for row in rows:
+            name = row.notifier
             try:
-                notifier.send(message, Deadline(self.settings.alerts.delivery_timeout, self.timer))
-            except Exception as exc:  # a notifier failure never stops the daemon
+                untold[name].send(
+                    row.message(), Deadline(self.settings.alerts.delivery_timeout, self.timer)
+                )
+            except Exception as exc:  # a receiver failure never stops the daemon
                 failed += 1
                 log.warning("%s: store alert not delivered (retried next tick): %s", name, exc)
             else:
