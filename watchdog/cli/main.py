@@ -13,11 +13,10 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from typing import NoReturn
 
 from watchdog.cli.alerts import add_alerts, add_notify_test
-from watchdog.cli.args import PROG, Parser, Subparsers
+from watchdog.cli.args import PROG, Parser, Subparsers, package_version
 from watchdog.cli.check import add_check
 from watchdog.cli.daemon import add_daemon
 from watchdog.cli.demo import add_demo
@@ -44,18 +43,11 @@ COMMANDS: dict[str, Callable[[Subparsers], None]] = {
 
 def build_parser(commands: Mapping[str, Callable[[Subparsers], None]] = COMMANDS) -> Parser:
     parser = Parser(prog=PROG, description="The verify layer of agent memory.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for add in commands.values():
         add(sub)
     return parser
-
-
-def _version() -> str:
-    try:
-        return metadata.version("memory-watchdog")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:

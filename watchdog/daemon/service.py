@@ -49,6 +49,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
@@ -71,6 +72,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
 from watchdog.daemon.child import ChildCrashed, ChildTicks
+from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
@@ -134,6 +136,7 @@ class Daemon:
         pages: bool = True,
         http: str | None = None,
         debug: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -143,6 +146,7 @@ class Daemon:
         self.notifiers = build_notifiers(settings) if notifiers is None else dict(notifiers)
         self.timer = timer
         self.source = settings.source.display_name
+        self.metrics = metrics or Metrics(source=self.source, receivers=self.notifiers)
         self._open = open_store_fn
         self._ticks = ticks
         self._pages = pages
@@ -229,6 +233,7 @@ class Daemon:
         if result.store_down is not None:
             window = aligned_window(self.settings, self.schedule, result.store_down.end)
             self._store_down(window, result.store_down.problem, started_ns)
+        self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
     def _took(self, run: RunResult) -> None:
         self.telemetry.record_run(
@@ -243,6 +248,7 @@ class Daemon:
         self.telemetry.record_notifications(run.delivered, len(run.failed))
         if run.backlog is not None:
             self.telemetry.record_backlog(run.backlog)
+        self.metrics.record_run(run)
         for problem in run.failed:
             log.warning("notification not delivered (the outbox retries it): %s", problem)
         self._store_alert_known = STORE_CHECK in run.firing
@@ -282,6 +288,7 @@ class Daemon:
             len(plan.ends),
         )
         self.telemetry.record_skipped(plan.skipped)
+        self.metrics.record_skipped(plan.skipped)
 
     # -- the store is down ----------------------------------------------------
 
@@ -305,6 +312,7 @@ class Daemon:
         if not self._store_alert_known:
             self._announce_store_down(window, problem)
         self.telemetry.record_run(window, status=STORE_ERROR, start_ns=started_ns, end_ns=end_ns)
+        self.metrics.record_store_down(end_ns, (end_ns - started_ns) / 1e9, len(self.spool.runs))
 
     def _announce_store_down(self, window: Window, problem: str) -> None:
         """Send the `store` alert straight to the notifiers not yet told (the outbox is down)."""
@@ -345,13 +353,17 @@ class Daemon:
             else:
                 told.append(name)
         self.telemetry.record_notifications(len(told), failed)
+        self.metrics.record_delivery(len(told), failed)
         if told:
             self.spool.mark_told(told)
 
     # -- serving --------------------------------------------------------------
 
-    def _serve_http(self) -> Any:
-        """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for."""
+    def serve_http(self) -> ThreadingHTTPServer | None:
+        """Start `--http` (pages, /healthz, /status, /metrics) in a thread; None when not asked for.
+
+        `serve` calls it; stop the server it returns with `shutdown()` then `server_close()`.
+        """
         if self._http is None:
             return None
         handler = web.make_handler(
@@ -359,10 +371,11 @@ class Daemon:
             status=self.status_document,
             last_run_age=self.last_run_age,
             period=self.period(),
+            metrics=self.metrics.exposition,
         )
         server, _ = web.serve(self._http, handler)
         host, port = server.server_address[:2]
-        log.info("serving pages, /healthz and /status on http://%s:%s/", host, port)
+        log.info("serving pages, /healthz, /status and /metrics on http://%s:%s/", host, port)
         return server
 
     def stop(self) -> None:
@@ -425,7 +438,7 @@ class Daemon:
             self.source,
             rfc3339(self.schedule.next_run(self.clock())),
         )
-        server = self._serve_http()
+        server = self.serve_http()
         try:
             if not self._stop.is_set():
                 scheduler.start()
