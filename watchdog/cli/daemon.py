@@ -23,6 +23,7 @@ from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
 from watchdog.daemon.spool import Spool
+from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
 
 
@@ -53,6 +54,10 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     ProcessCollector(registry=registry)  # the daemon's own memory, CPU and open files
     notifiers = build_notifiers(settings)
     metrics = Metrics(registry, source=source, version=package_version(), receivers=notifiers)
+    systemd = Notify.from_environment(os.environ)
+    # systemd's variables are for this process, not its tick processes (sd_notify's "unset").
+    for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        os.environ.pop(name, None)
     daemon = Daemon(
         settings,
         schedule=schedule,
@@ -63,6 +68,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         debug=args.debug,
         notifiers=notifiers,
         metrics=metrics,
+        systemd=systemd,
     )
     return daemon.serve(stop_timeout)
 

@@ -38,6 +38,11 @@ SIGTERM/SIGINT stop the scheduler and let the run in progress finish
 window), bounded by `--stop-timeout`; then the telemetry is flushed and the
 daemon exits 0. A tick still going at the timeout is killed (its windows are
 judged at the next start) and the exit code is 1.
+
+Under systemd (`Type=notify`, watchdog.daemon.systemd) it says READY once
+the scheduler runs, pings the watchdog while `healthy()`, reports a STATUS
+line after each tick, and says STOPPING on SIGTERM/SIGINT. With `--http`,
+`/metrics` serves what each tick reported (watchdog.daemon.metrics).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
+from apscheduler.events import EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
@@ -71,10 +77,11 @@ from watchdog.core.pages import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
-from watchdog.daemon.child import ChildCrashed, ChildTicks
+from watchdog.daemon.child import TICK_TIMEOUT, ChildCrashed, ChildTicks
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
+from watchdog.daemon.systemd import Keepalive, Notify
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
 from watchdog.daemon.tick import (
     OpenStore,
@@ -91,6 +98,8 @@ from watchdog.report.files import report_dir
 log = logging.getLogger(__name__)
 
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
+# How long past its timeout a tick may still take (the child's kill, the result's way back).
+STUCK_MARGIN = timedelta(minutes=5)
 _ONE_US = timedelta(microseconds=1)
 
 
@@ -137,6 +146,7 @@ class Daemon:
         http: str | None = None,
         debug: bool = False,
         metrics: Metrics | None = None,
+        systemd: Notify | None = None,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -158,6 +168,11 @@ class Daemon:
         self._store_alert_known = False  # the store holds a firing `store` alert
         self._stop = threading.Event()
         self._busy = threading.Lock()
+        self.systemd = systemd or Notify()
+        self._scheduler: Any = None
+        self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
+        timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
+        self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
 
     # -- one tick -------------------------------------------------------------
 
@@ -165,12 +180,41 @@ class Daemon:
         """The scheduled job: judge every window due since the last one judged; never raises."""
         if self._stop.is_set() or not self._busy.acquire(blocking=False):
             return
+        self.tick_started = time.monotonic()
         try:
             self._tick()
         except Exception:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
         finally:
+            self.tick_started = None
             self._busy.release()
+        self.systemd.status(self.status_line())
+
+    def healthy(self, now: float | None = None) -> bool:
+        """Whether the systemd watchdog may be pinged: scheduling, and no tick stuck.
+
+        Stuck: a tick going for longer than its timeout plus a margin (the
+        child's own kill should have ended it by then). While stopping, the
+        run in progress may finish: healthy as long as it is not stuck.
+        """
+        started = self.tick_started
+        moment = time.monotonic() if now is None else now
+        if started is not None and moment - started > self.stuck_after.total_seconds():
+            return False
+        if self._stop.is_set():
+            return True
+        return self._scheduler is not None and bool(self._scheduler.running)
+
+    def status_line(self) -> str:
+        """One line for systemd's STATUS= (shown by `systemctl status`)."""
+        judged = (
+            f"last window judged ends {rfc3339(self.last_judged)}"
+            if self.last_judged is not None
+            else "no window judged yet"
+        )
+        spooled = len(self.spool.runs)
+        down = f"; store unusable, {spooled} error run(s) spooled" if spooled else ""
+        return f"{judged}{down}; next run {rfc3339(self.schedule.next_run(self.clock()))}"
 
     def _tick(self) -> None:
         now = self.clock()
@@ -425,8 +469,18 @@ class Daemon:
             next_run_time=datetime.now(UTC),  # catch up at once
         )
 
+        keepalive = Keepalive(self.systemd, self.healthy)
+
+        def on_started(event: Any) -> None:
+            self.systemd.ready(self.status_line())
+            keepalive.start()
+
+        scheduler.add_listener(on_started, EVENT_SCHEDULER_STARTED)
+        self._scheduler = scheduler
+
         def on_signal(signum: int, frame: FrameType | None) -> None:
             log.info("%s: finishing the run in progress, then exiting", signal.Signals(signum).name)
+            self.systemd.stopping("finishing the run in progress, then exiting")
             self.stop()
             # Not from inside the handler: shutdown takes locks the interrupted code may hold.
             threading.Thread(target=_shutdown, args=(scheduler,), daemon=True).start()
@@ -449,6 +503,7 @@ class Daemon:
                 server.shutdown()
                 server.server_close()
         finished = self.wait_idle(stop_timeout.total_seconds())
+        keepalive.stop()
         if not finished:
             log.error(
                 "the run in progress did not finish within %s; killing it (judged at the next start)",
