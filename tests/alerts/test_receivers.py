@@ -8,8 +8,12 @@ and rejected answers) on single sends whose retries wait on a fake timer.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +43,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 
 BASE_URL = "https://watchdog.example"
+BIN = Path(sys.executable).parent / "memory-watchdog"
 
 
 @pytest.fixture
@@ -433,3 +438,30 @@ def test_a_missing_pagerduty_secret_keeps_its_rows_per_alert_and_pending(store: 
     )
     assert outcome.delivery.pending == 2
     assert "PAGERDUTY_KEY is not set" in outcome.errors[0]
+
+
+def test_notify_test_fires_and_resolves_a_test_alert_at_machine_receivers(
+    hook: WebhookStandIn, pd: PagerDutyStandIn, tmp_path: Path
+) -> None:
+    """notify-test: the webhook gets a firing then a resolved test alert; PagerDuty's incident closes."""
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[alerts.webhook.team]\nurl = "{hook.url}"\n'
+        f'[alerts.pagerduty.oncall]\nrouting_key = "{ROUTING_KEY}"\nurl = "{pd.url}"\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    result = subprocess.run(
+        [str(BIN), "notify-test", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("sent (fired and resolved)") == 2
+    assert [d["alerts"][0]["status"] for d in hook.documents()] == ["firing", "resolved"]
+    assert hook.documents()[0]["alerts"][0]["labels"]["severity"] == "info"
+    assert list(pd.incidents().values()) == ["resolved"]
+    assert ROUTING_KEY not in result.stdout

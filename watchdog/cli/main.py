@@ -18,6 +18,7 @@ from typing import NoReturn
 from watchdog.cli.alerts import add_alerts, add_notify_test
 from watchdog.cli.args import PROG, Parser, Subparsers, package_version
 from watchdog.cli.check import add_check
+from watchdog.cli.config import add_config
 from watchdog.cli.daemon import add_daemon
 from watchdog.cli.demo import add_demo
 from watchdog.cli.rules import add_test_checks
@@ -38,6 +39,7 @@ COMMANDS: dict[str, Callable[[Subparsers], None]] = {
     "daemon": add_daemon,
     "status": add_status,
     "schema": add_schema,
+    "config": add_config,
 }
 
 

@@ -230,6 +230,12 @@ def check_store_url(url: str, key: str, *, origin: str | None = None) -> None:
         raise ConfigError(key, str(exc), origin=origin if key == "store.url" else None) from None
 
 
+def config_file(path: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The config file to read: `path` (--config), else $WATCHDOG_CONFIG; None: the defaults."""
+    env = os.environ if env is None else env
+    return path or env.get("WATCHDOG_CONFIG") or None
+
+
 def load_settings(
     path: str | None = None,
     *,
@@ -237,7 +243,7 @@ def load_settings(
 ) -> Settings:
     """Read the config file (`path`, else WATCHDOG_CONFIG, else defaults) into Settings."""
     env = os.environ if env is None else env
-    path = path or env.get("WATCHDOG_CONFIG") or None
+    path = config_file(path, env)
     data: dict[str, Any] = {}
     if path:
         file = Path(path)
