@@ -1,8 +1,10 @@
 """The outbox: every notification is written down before it is sent, marked after.
 
+Guarantees (docs/spec.md section 8):
+
 Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
 (the `notifier` column names it), so one receiver's outage never holds up
-another's messages. Guarantees (SPEC section 8), per receiver:
+another's messages. The guarantees hold per receiver:
 
 - never lost: a message is a `pending` row before any request goes out, and
   stays pending until the receiver accepted it; a run that cannot

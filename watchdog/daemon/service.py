@@ -404,9 +404,10 @@ class Daemon:
     # -- serving --------------------------------------------------------------
 
     def serve_http(self) -> ThreadingHTTPServer | None:
-        """Start `--http` (pages, /healthz, /status, /metrics) in a thread; None when not asked for.
+        """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for.
 
         `serve` calls it; stop the server it returns with `shutdown()` then `server_close()`.
+        It serves /metrics too (watchdog.daemon.metrics).
         """
         if self._http is None:
             return None
@@ -497,13 +498,14 @@ class Daemon:
             if not self._stop.is_set():
                 scheduler.start()
         finally:
+            # The scheduler has stopped: STOPPING=1 was sent, and systemd watches no more.
+            keepalive.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if server is not None:
                 server.shutdown()
                 server.server_close()
         finished = self.wait_idle(stop_timeout.total_seconds())
-        keepalive.stop()
         if not finished:
             log.error(
                 "the run in progress did not finish within %s; killing it (judged at the next start)",

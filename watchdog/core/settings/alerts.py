@@ -205,7 +205,7 @@ class RouteSettings(ConfigModel):
 
 
 class AlertSettings(ConfigModel):
-    """`[alerts]`: the alert lifecycle (SPEC section 8), its receivers and routes."""
+    """`[alerts]`: the alert lifecycle (docs/spec.md section 8), its receivers and routes."""
 
     repeat_interval: Duration = timedelta(hours=24)
     pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
