@@ -2,10 +2,6 @@
 
 Guarantees (docs/spec.md section 8):
 
-Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
-(the `notifier` column names it), so one receiver's outage never holds up
-another's messages. The guarantees hold per receiver:
-
 - never lost: a message is a `pending` row before any request goes out, and
   stays pending until the receiver accepted it; a run that cannot
   deliver leaves it for the next run, which tries it again, oldest first;
@@ -22,9 +18,12 @@ another's messages. The guarantees hold per receiver:
   run, reported in one line, never a retry storm; a message the service
   rejects as malformed is set aside (`rejected`) so it cannot block the rest.
 
-Quiet hours hold a receiver's non-critical announcements in their own row
-(`hold_until`), which waits without blocking anything else. Routes
-(`alerts.routing`) decide which receivers get which announcements.
+Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
+(the `notifier` column names it), and the guarantees hold per receiver: one
+receiver's outage never holds up another's messages. Routes
+(`alerts.routing`) decide which receivers get which announcements. Quiet
+hours hold a receiver's non-critical announcements in their own row
+(`hold_until`), which waits without blocking anything else.
 """
 
 from __future__ import annotations

@@ -407,7 +407,6 @@ class Daemon:
         """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for.
 
         `serve` calls it; stop the server it returns with `shutdown()` then `server_close()`.
-        It serves /metrics too (watchdog.daemon.metrics).
         """
         if self._http is None:
             return None
