@@ -62,7 +62,7 @@ def alert_facts(n: Notification, link: str = "") -> AlertFacts:
     )
 
 
-def test_facts(source: str, receiver: str, now: datetime) -> tuple[AlertFacts, AlertFacts]:
+def notify_test_facts(source: str, receiver: str, now: datetime) -> tuple[AlertFacts, AlertFacts]:
     """`notify-test`'s alert: one that fires and resolves at once (severity info)."""
     started = now - timedelta(seconds=1)
     firing = AlertFacts(

@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from alerts.base import Deadline, DeliveryError, Message
-from alerts.facts import test_facts
+from alerts.facts import notify_test_facts
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import RECEIVER_TABLES
 from alerts.records import AlertRecord, alert_states, outbox_backlog
@@ -55,7 +55,7 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
         now = system_clock()
         source = settings.source.display_name
         rendered = renderer.test_message(source, name, now)
-        firing, resolved = test_facts(source, name, now)
+        firing, resolved = notify_test_facts(source, name, now)
         messages = [
             Message(
                 id="test",
