@@ -1,8 +1,9 @@
-"""The contracts of alerting: the message a notifier sends, the notifier, its deadline.
+"""The contracts of alerting: the message a receiver sends, the receiver, its deadline.
 
-`Message` is what one outbox row holds for one notifier: the Slack Block Kit
-blocks, the Slack `text` fallback (escaped for mrkdwn) and the same text
-unescaped for plain channels. `Notifier` is the interface the outbox delivers
+`Message` is what one outbox row holds for one receiver: the Slack Block Kit
+blocks, the Slack `text` fallback (escaped for mrkdwn), the same text
+unescaped for plain channels, and each alert's `AlertFacts` for the machine
+receivers (webhook, PagerDuty). `Notifier` is the interface the outbox delivers
 through; `Deadline` bounds a whole delivery run and paces its retries, with
 a clock and a sleep that tests replace.
 """
@@ -12,27 +13,77 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from checks.base import Severity
 from watchdog.core.errors import NotifyError
 
 
 @dataclass(frozen=True)
+class AlertFacts:
+    """One announced alert as machine receivers take it: ids, states, times and our words.
+
+    What the webhook's Alertmanager JSON and PagerDuty's events are built
+    from. Every value is an id, a time, a count or a summary the watchdog
+    wrote, never an event payload value. Times are RFC 3339 UTC strings.
+    """
+
+    key: str  # the firing episode's id: source, check and start (PagerDuty's dedup_key)
+    status: str  # "firing" or "resolved"
+    kind: str  # fire | repeat | resolve
+    source: str
+    check_id: str
+    severity: str
+    cause: str  # what it fired for: "breached" or "error"
+    headline: str  # "recall_coverage breached"
+    summary: str  # the check's one line
+    value: str  # formatted, with its unit
+    target: str  # "> 0"
+    starts_at: str  # when the firing episode began
+    ends_at: str  # when it resolved; "" while firing
+    at: str  # the evaluation time that announced it
+    window_start: str
+    window_end: str
+    link: str = ""  # the window's page under report.base_url, "" when unset
+    evidence_kind: str = ""  # "sessions", "events", or ""
+    evidence: tuple[str, ...] = ()  # the first few ids
+    evidence_more: int = 0
+
+    @property
+    def firing(self) -> bool:
+        return self.status == "firing"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "evidence": list(self.evidence)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AlertFacts:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(**{**values, "evidence": tuple(values.get("evidence", ()))})
+
+
+@dataclass(frozen=True)
 class Message:
-    """One chat message: Block Kit blocks, a mrkdwn `text` fallback, and plain text."""
+    """One message: Block Kit blocks, a mrkdwn `text` fallback, plain text, and the alerts' facts."""
 
     id: str
     text: str
     blocks: Sequence[Mapping[str, Any]]
     plain: str
     severity: Severity = Severity.CRITICAL
+    alerts: tuple[AlertFacts, ...] = ()
 
     def payload(self) -> dict[str, Any]:
         """The JSON document the outbox stores."""
-        return {"text": self.text, "blocks": [dict(b) for b in self.blocks], "plain": self.plain}
+        return {
+            "text": self.text,
+            "blocks": [dict(b) for b in self.blocks],
+            "plain": self.plain,
+            "alerts": [a.to_json() for a in self.alerts],
+        }
 
     @classmethod
     def from_payload(cls, message_id: str, payload: Mapping[str, Any], severity: str) -> Message:
@@ -42,6 +93,7 @@ class Message:
             blocks=tuple(payload.get("blocks", ())),
             plain=str(payload.get("plain", payload.get("text", ""))),
             severity=Severity(severity),
+            alerts=tuple(AlertFacts.from_json(a) for a in payload.get("alerts", ())),
         )
 
 
@@ -98,6 +150,14 @@ class Deadline:
         self.timer.sleep(max(0.0, min(seconds, self.remaining())))
 
 
+@dataclass(frozen=True)
+class ReceiverContext:
+    """What building a receiver takes besides its own settings."""
+
+    text_stream: TextIO | None = None  # the stdout receiver's stream (`check` hands in stderr)
+    external_url: str = ""  # report.base_url: where the watchdog's pages are served
+
+
 class QuietWindow(Protocol):
     """Recurring hours in which non-critical notifications are held."""
 
@@ -107,11 +167,14 @@ class QuietWindow(Protocol):
 
 
 class Notifier(Protocol):
-    """A chat channel the outbox delivers to.
+    """A receiver the outbox delivers to (Slack, stdout, a webhook, PagerDuty).
 
     `send` returns when the message is delivered and raises `DeliveryError`
     otherwise; it never takes longer than the deadline allows. `describe`
-    names the channel with every secret masked.
+    names the receiver with every secret masked. A `per_alert` receiver
+    (PagerDuty: one event per alert) gets one outbox row per alert, so each
+    is delivered, retried and marked on its own; the others get one message
+    per evaluation grouping its announcements.
     """
 
     @property
@@ -119,6 +182,9 @@ class Notifier(Protocol):
 
     @property
     def quiet_hours(self) -> QuietWindow | None: ...
+
+    @property
+    def per_alert(self) -> bool: ...
 
     def describe(self) -> str: ...
 

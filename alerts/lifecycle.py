@@ -30,10 +30,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from checks.base import CheckResult, Severity, Status, Window
-from watchdog.core.settings import AlertSettings
+from watchdog.core.settings import STORE_CHECK_ID, AlertSettings
 
 # The pseudo check id of "the source could not be read at all" (see alerts.pipeline).
-STORE_CHECK = "store"
+STORE_CHECK = STORE_CHECK_ID
 
 
 class AlertState(enum.StrEnum):

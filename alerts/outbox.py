@@ -3,20 +3,26 @@
 Guarantees (docs/spec.md section 8):
 
 - never lost: a message is a `pending` row before any request goes out, and
-  stays pending until Slack (or the stream) accepted it; a run that cannot
+  stays pending until the receiver accepted it; a run that cannot
   deliver leaves it for the next run, which tries it again, oldest first;
 - at most one duplicate: only a crash between the send and the `delivered`
   mark resends a message (once, at the next run);
-- in order per notifier: after a failure, that notifier's later rows wait
-  for the next run too, so nothing overtakes an earlier message;
-- bounded: within a run, retries (slack-sdk's handlers, honouring
+- in order: after a failure, that receiver's later rows wait for the next
+  run too, so nothing overtakes an earlier message (a PagerDuty resolve
+  never overtakes its trigger);
+- bounded: within a run, retries (slack-sdk's handlers for Slack,
+  `alerts.receivers.http` for webhook and PagerDuty, both honouring
   Retry-After) stop at `alerts.delivery_timeout`; a row undelivered for
   longer than `alerts.max_delivery_age` is dropped with an error line and
   counted; a permanent error (bad token, no channel) costs one request per
   run, reported in one line, never a retry storm; a message the service
   rejects as malformed is set aside (`rejected`) so it cannot block the rest.
 
-Quiet hours hold a notifier's non-critical announcements in their own row
+Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
+(the `notifier` column names it), and the guarantees hold per receiver: one
+receiver's outage never holds up another's messages. Routes
+(`alerts.routing`) decide which receivers get which announcements. Quiet
+hours hold a receiver's non-critical announcements in their own row
 (`hold_until`), which waits without blocking anything else.
 """
 
@@ -31,8 +37,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier, Timer
+from alerts.facts import alert_facts
 from alerts.lifecycle import Notification
-from alerts.render import Templates
+from alerts.render import Templates, ordered
+from alerts.routing import Router
 from alerts.state import OUTBOX, from_ms_or_none, select_list, table, utc
 from checks.base import Severity
 from watchdog.core.durations import format_duration
@@ -110,37 +118,53 @@ def compose(
     templates: Templates,
     *,
     now: datetime,
+    router: Router | None = None,
+    link: str = "",
 ) -> list[OutboxRow]:
-    """One row per notifier for one evaluation's announcements.
+    """The outbox rows of one evaluation's announcements, for each receiver they route to.
 
-    A notifier in quiet hours at `now` gets two: the critical announcements
-    to send now, and the rest held until its quiet hours end.
+    A receiver gets one row grouping the announcements routed to it, or, when
+    it is `per_alert` (PagerDuty), one row per announcement. A receiver in
+    quiet hours at `now` gets the critical ones now and the rest in rows held
+    until its quiet hours end. `link` is the window's page (report.base_url).
     """
     if not notifications:
         return []
     first = notifications[0]
+    route = router or Router()
     rendered: dict[tuple[int, ...], str] = {}
 
     def payload(items: Sequence[Notification]) -> str:
         key = tuple(id(n) for n in items)
         if key not in rendered:
-            message = templates.message(items)
-            rendered[key] = json.dumps(
-                {"text": message.text, "blocks": message.blocks, "plain": message.plain},
-                ensure_ascii=False,
+            text = templates.message(items)
+            message = Message(
+                id="",
+                text=text.text,
+                blocks=text.blocks,
+                plain=text.plain,
+                alerts=tuple(alert_facts(n, link) for n in ordered(items)),
             )
+            rendered[key] = json.dumps(message.payload(), ensure_ascii=False)
         return rendered[key]
 
     rows = []
     for name, notifier in notifiers.items():
+        mine = [n for n in notifications if route.takes(name, n.severity.value, n.check_id)]
         quiet = notifier.quiet_hours
         parts: list[tuple[str, Sequence[Notification], datetime | None]]
         if quiet is not None and quiet.active(now):
-            urgent = [n for n in notifications if n.severity is Severity.CRITICAL]
-            later = [n for n in notifications if n.severity is not Severity.CRITICAL]
+            urgent = [n for n in mine if n.severity is Severity.CRITICAL]
+            later = [n for n in mine if n.severity is not Severity.CRITICAL]
             parts = [("now", urgent, None), ("quiet", later, quiet.ends_after(now))]
         else:
-            parts = [("now", notifications, None)]
+            parts = [("now", mine, None)]
+        if notifier.per_alert:
+            parts = [
+                (f"{part}/{n.check_id}", [n], hold)
+                for part, items, hold in parts
+                for n in ordered(items)
+            ]
         for seq, (part, items, hold) in enumerate(parts):
             if not items:
                 continue

@@ -7,9 +7,10 @@ daemon call after an evaluation. In order, it:
 2. advances every alert of the report's source through the state machine
    (`alerts.lifecycle`), judged at the evaluation time `report.window.at`,
    with the silences in force at that time;
-3. renders one message per notifier grouping all of this run's
-   announcements and writes it to the outbox (`alerts.outbox`), before
-   anything is sent;
+3. routes each announcement to its receivers (`alerts.routing`), renders
+   one message per receiver grouping the announcements routed to it (one
+   per announcement for PagerDuty) and writes them to the outbox
+   (`alerts.outbox`), before anything is sent;
 4. saves the alert states, and records the run in the run log;
 5. delivers every pending outbox row, oldest first, within
    `alerts.delivery_timeout` (`now`, the wall clock, is what delivery
@@ -38,6 +39,7 @@ from alerts.lifecycle import STORE_CHECK, Alert, Kind, Notification, Rules, adva
 from alerts.notifiers import build_notifiers
 from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
 from alerts.render import templates
+from alerts.routing import Router
 from alerts.silences import active_silences, silenced_until
 from alerts.state import (
     LIVE,
@@ -48,11 +50,16 @@ from alerts.state import (
     save_alerts,
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
+from watchdog.core.pages import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import CLOCK_SKEW
 
 log = logging.getLogger(__name__)
+
+RECEIVER_TABLES = (
+    "[alerts.slack], [alerts.stdout], [alerts.webhook.<name>], [alerts.pagerduty.<name>]"
+)
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ class ProcessOutcome:
         )
         sent = f"{len(self.delivery.delivered)} message(s) delivered"
         if not self.notifiers:
-            sent = "no notifier configured ([alerts.slack] or [alerts.stdout])"
+            sent = f"no receiver configured ({RECEIVER_TABLES})"
         waiting = self.delivery.pending + self.delivery.held
         tail = f", {waiting} waiting in the outbox" if waiting else ""
         return f"alerts: {'; '.join(parts)}; {firing}; {sent}{tail}"
@@ -252,7 +259,10 @@ def _run(
     ]
     notifications = [s.notification for s in steps if s.notification is not None]
 
-    rows = compose(notifications, chosen, renderer, now=now)
+    link = page_link(settings.report.base_url, window.end)
+    rows = compose(
+        notifications, chosen, renderer, now=now, router=Router.of(settings.alerts), link=link
+    )
     enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
     save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)
     record_run(

@@ -37,6 +37,7 @@ class RecordingNotifier:
 
     name: str = "recording"
     quiet_hours: QuietWindow | None = None
+    per_alert: bool = False
     sent: list[Message] = field(default_factory=list)
     attempts: int = 0
     failure: Callable[[], DeliveryError] | None = None

@@ -59,6 +59,10 @@ class CountingNotifier:
     def quiet_hours(self) -> None:
         return None
 
+    @property
+    def per_alert(self) -> bool:
+        return False
+
     def describe(self) -> str:
         return self.inner.describe()
 

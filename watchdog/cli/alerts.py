@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from datetime import datetime
 
 from alerts.base import Deadline, DeliveryError, Message
+from alerts.facts import notify_test_facts
 from alerts.notifiers import build_notifiers
+from alerts.pipeline import RECEIVER_TABLES
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
+from checks.base import Severity
 from watchdog.cli.args import Subparsers, common_arguments, load, require_secrets
 from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
@@ -31,7 +35,9 @@ def _when(moment: datetime | None) -> str:
 
 def add_notify_test(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "notify-test", help="send one test message through every configured notifier"
+        "notify-test",
+        help="send one test message through every configured receiver"
+        " (webhook and PagerDuty: a test alert that fires and resolves)",
     )
     common_arguments(p)
     p.set_defaults(run=cmd_notify_test)
@@ -42,24 +48,42 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     require_secrets(settings)
     notifiers = build_notifiers(settings)
     if not notifiers:
-        raise ConfigError(
-            "alerts", "no notifier is configured (add [alerts.slack] or [alerts.stdout])"
-        )
+        raise ConfigError("alerts", f"no receiver is configured (add one of {RECEIVER_TABLES})")
     renderer = templates(settings.alerts.templates_dir)
+    kinds = {name: receiver.kind for name, receiver in settings.alerts.receivers().items()}
     failed = 0
     for name, notifier in notifiers.items():
-        rendered = renderer.test_message(settings.source.display_name, name, system_clock())
-        message = Message(
-            id="test", text=rendered.text, blocks=rendered.blocks, plain=rendered.plain
-        )
+        now = system_clock()
+        source = settings.source.display_name
+        rendered = renderer.test_message(source, name, now)
+        firing, resolved = notify_test_facts(source, name, now)
+        messages = [
+            Message(
+                id="test",
+                text=rendered.text,
+                blocks=rendered.blocks,
+                plain=rendered.plain,
+                severity=Severity.INFO,
+                alerts=(firing,),
+            )
+        ]
+        if kinds.get(name) in MACHINE_KINDS:  # resolve the test alert: no incident stays open
+            messages.append(replace(messages[0], id="test-resolved", alerts=(resolved,)))
         try:
-            notifier.send(message, Deadline(settings.alerts.delivery_timeout))
+            for message in messages:
+                notifier.send(message, Deadline(settings.alerts.delivery_timeout))
         except DeliveryError as exc:
             failed += 1
             print(f"{notifier.describe()}: FAILED: {exc.problem}")
             continue
-        print(f"{notifier.describe()}: sent")
+        print(
+            f"{notifier.describe()}: sent" + (" (fired and resolved)" if len(messages) > 1 else "")
+        )
     return 1 if failed else 0
+
+
+# Receivers that act on the alerts' facts rather than the text: the test alert fires, then resolves.
+MACHINE_KINDS = ("webhook", "pagerduty")
 
 
 # --- alerts ----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timedelta
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from watchdog.core.durations import parse_duration
@@ -30,6 +31,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def package_version() -> str:
+    """The installed memory-watchdog's version."""
+    try:
+        return metadata.version("memory-watchdog")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def common_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,12 +6,24 @@ import argparse
 import logging
 import os
 
-from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load, require_secrets
+from prometheus_client import CollectorRegistry, ProcessCollector
+
+from alerts.notifiers import build_notifiers
+from watchdog.cli.args import (
+    Subparsers,
+    common_arguments,
+    duration_flag,
+    load,
+    package_version,
+    require_secrets,
+)
 from watchdog.core.durations import format_duration
 from watchdog.daemon.child import ChildTicks
+from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
 from watchdog.daemon.spool import Spool
+from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
 
 
@@ -19,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="serve the pages, /healthz and /status (e.g. 127.0.0.1:8787; loopback by default)",
+        help="serve the pages, /healthz, /status and /metrics"
+        " (e.g. 127.0.0.1:8787; loopback by default)",
     )
     parser.add_argument(
         "--stop-timeout",
@@ -35,7 +48,16 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     require_secrets(settings)  # the daemon sends: fail at start, not at the first alert
     schedule = Schedule.from_settings(settings.schedule)
     logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
-    telemetry = Telemetry.from_environment(os.environ, source=settings.source.display_name)
+    source = settings.source.display_name
+    telemetry = Telemetry.from_environment(os.environ, source=source)
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)  # the daemon's own memory, CPU and open files
+    notifiers = build_notifiers(settings)
+    metrics = Metrics(registry, source=source, version=package_version(), receivers=notifiers)
+    systemd = Notify.from_environment(os.environ)
+    # systemd's variables are for this process, not its tick processes (sd_notify's "unset").
+    for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        os.environ.pop(name, None)
     daemon = Daemon(
         settings,
         schedule=schedule,
@@ -44,6 +66,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         ticks=ChildTicks(),
         http=args.http,
         debug=args.debug,
+        notifiers=notifiers,
+        metrics=metrics,
+        systemd=systemd,
     )
     return daemon.serve(stop_timeout)
 

@@ -13,12 +13,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from typing import NoReturn
 
 from watchdog.cli.alerts import add_alerts, add_notify_test
-from watchdog.cli.args import PROG, Parser, Subparsers
+from watchdog.cli.args import PROG, Parser, Subparsers, package_version
 from watchdog.cli.check import add_check
+from watchdog.cli.config import add_config
 from watchdog.cli.daemon import add_daemon
 from watchdog.cli.demo import add_demo
 from watchdog.cli.rules import add_test_checks
@@ -39,23 +39,17 @@ COMMANDS: dict[str, Callable[[Subparsers], None]] = {
     "daemon": add_daemon,
     "status": add_status,
     "schema": add_schema,
+    "config": add_config,
 }
 
 
 def build_parser(commands: Mapping[str, Callable[[Subparsers], None]] = COMMANDS) -> Parser:
     parser = Parser(prog=PROG, description="The verify layer of agent memory.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for add in commands.values():
         add(sub)
     return parser
-
-
-def _version() -> str:
-    try:
-        return metadata.version("memory-watchdog")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:

@@ -38,6 +38,11 @@ SIGTERM/SIGINT stop the scheduler and let the run in progress finish
 window), bounded by `--stop-timeout`; then the telemetry is flushed and the
 daemon exits 0. A tick still going at the timeout is killed (its windows are
 judged at the next start) and the exit code is 1.
+
+Under systemd (`Type=notify`, watchdog.daemon.systemd) it says READY once
+the scheduler runs, pings the watchdog while `healthy()`, reports a STATUS
+line after each tick, and says STOPPING on SIGTERM/SIGINT. With `--http`,
+`/metrics` serves what each tick reported (watchdog.daemon.metrics).
 """
 
 from __future__ import annotations
@@ -53,25 +58,30 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
+from apscheduler.events import EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 
-from alerts.base import Deadline, Message, Notifier, Timer
+from alerts.base import Deadline, Notifier, Timer
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from alerts.notifiers import build_notifiers
-from alerts.outbox import message_id
+from alerts.outbox import compose
 from alerts.pipeline import source_unreadable
 from alerts.render import templates
-from checks.base import Severity, Status, Window
+from alerts.routing import Router
+from checks.base import Status, Window
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError
+from watchdog.core.pages import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
-from watchdog.daemon.child import ChildCrashed, ChildTicks
+from watchdog.daemon.child import TICK_TIMEOUT, ChildCrashed, ChildTicks
+from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
+from watchdog.daemon.systemd import Keepalive, Notify
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
 from watchdog.daemon.tick import (
     OpenStore,
@@ -88,6 +98,8 @@ from watchdog.report.files import report_dir
 log = logging.getLogger(__name__)
 
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
+# How long past its timeout a tick may still take (the child's kill, the result's way back).
+STUCK_MARGIN = timedelta(minutes=5)
 _ONE_US = timedelta(microseconds=1)
 
 
@@ -133,6 +145,8 @@ class Daemon:
         pages: bool = True,
         http: str | None = None,
         debug: bool = False,
+        metrics: Metrics | None = None,
+        systemd: Notify | None = None,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -142,6 +156,7 @@ class Daemon:
         self.notifiers = build_notifiers(settings) if notifiers is None else dict(notifiers)
         self.timer = timer
         self.source = settings.source.display_name
+        self.metrics = metrics or Metrics(source=self.source, receivers=self.notifiers)
         self._open = open_store_fn
         self._ticks = ticks
         self._pages = pages
@@ -153,6 +168,11 @@ class Daemon:
         self._store_alert_known = False  # the store holds a firing `store` alert
         self._stop = threading.Event()
         self._busy = threading.Lock()
+        self.systemd = systemd or Notify()
+        self._scheduler: Any = None
+        self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
+        timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
+        self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
 
     # -- one tick -------------------------------------------------------------
 
@@ -160,12 +180,41 @@ class Daemon:
         """The scheduled job: judge every window due since the last one judged; never raises."""
         if self._stop.is_set() or not self._busy.acquire(blocking=False):
             return
+        self.tick_started = time.monotonic()
         try:
             self._tick()
         except Exception:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
         finally:
+            self.tick_started = None
             self._busy.release()
+        self.systemd.status(self.status_line())
+
+    def healthy(self, now: float | None = None) -> bool:
+        """Whether the systemd watchdog may be pinged: scheduling, and no tick stuck.
+
+        Stuck: a tick going for longer than its timeout plus a margin (the
+        child's own kill should have ended it by then). While stopping, the
+        run in progress may finish: healthy as long as it is not stuck.
+        """
+        started = self.tick_started
+        moment = time.monotonic() if now is None else now
+        if started is not None and moment - started > self.stuck_after.total_seconds():
+            return False
+        if self._stop.is_set():
+            return True
+        return self._scheduler is not None and bool(self._scheduler.running)
+
+    def status_line(self) -> str:
+        """One line for systemd's STATUS= (shown by `systemctl status`)."""
+        judged = (
+            f"last window judged ends {rfc3339(self.last_judged)}"
+            if self.last_judged is not None
+            else "no window judged yet"
+        )
+        spooled = len(self.spool.runs)
+        down = f"; store unusable, {spooled} error run(s) spooled" if spooled else ""
+        return f"{judged}{down}; next run {rfc3339(self.schedule.next_run(self.clock()))}"
 
     def _tick(self) -> None:
         now = self.clock()
@@ -228,6 +277,7 @@ class Daemon:
         if result.store_down is not None:
             window = aligned_window(self.settings, self.schedule, result.store_down.end)
             self._store_down(window, result.store_down.problem, started_ns)
+        self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
     def _took(self, run: RunResult) -> None:
         self.telemetry.record_run(
@@ -242,6 +292,7 @@ class Daemon:
         self.telemetry.record_notifications(run.delivered, len(run.failed))
         if run.backlog is not None:
             self.telemetry.record_backlog(run.backlog)
+        self.metrics.record_run(run)
         for problem in run.failed:
             log.warning("notification not delivered (the outbox retries it): %s", problem)
         self._store_alert_known = STORE_CHECK in run.firing
@@ -281,6 +332,7 @@ class Daemon:
             len(plan.ends),
         )
         self.telemetry.record_skipped(plan.skipped)
+        self.metrics.record_skipped(plan.skipped)
 
     # -- the store is down ----------------------------------------------------
 
@@ -304,6 +356,7 @@ class Daemon:
         if not self._store_alert_known:
             self._announce_store_down(window, problem)
         self.telemetry.record_run(window, status=STORE_ERROR, start_ns=started_ns, end_ns=end_ns)
+        self.metrics.record_store_down(end_ns, (end_ns - started_ns) / 1e9, len(self.spool.runs))
 
     def _announce_store_down(self, window: Window, problem: str) -> None:
         """Send the `store` alert straight to the notifiers not yet told (the outbox is down)."""
@@ -320,27 +373,31 @@ class Daemon:
             firing_since=window.at,
         )
         try:
-            rendered = templates(self.settings.alerts.templates_dir).message([notification])
+            rows = compose(
+                [notification],
+                untold,
+                templates(self.settings.alerts.templates_dir),
+                now=self.clock(),
+                router=Router.of(self.settings.alerts),
+                link=page_link(self.settings.report.base_url, window.end),
+            )
         except ConfigError as exc:
             log.error("cannot render the store alert: %s", exc)
             return
         told, failed = [], 0
-        for name, notifier in untold.items():
-            message = Message(
-                id=message_id(self.source, window.at, name, "store-down"),
-                text=rendered.text,
-                blocks=rendered.blocks,
-                plain=rendered.plain,
-                severity=Severity.CRITICAL,
-            )
+        for row in rows:
+            name = row.notifier
             try:
-                notifier.send(message, Deadline(self.settings.alerts.delivery_timeout, self.timer))
-            except Exception as exc:  # a notifier failure never stops the daemon
+                untold[name].send(
+                    row.message(), Deadline(self.settings.alerts.delivery_timeout, self.timer)
+                )
+            except Exception as exc:  # a receiver failure never stops the daemon
                 failed += 1
                 log.warning("%s: store alert not delivered (retried next tick): %s", name, exc)
             else:
                 told.append(name)
         self.telemetry.record_notifications(len(told), failed)
+        self.metrics.record_delivery(len(told), failed)
         if told:
             self.spool.mark_told(told)
 
@@ -358,10 +415,11 @@ class Daemon:
             status=self.status_document,
             last_run_age=self.last_run_age,
             period=self.period(),
+            metrics=self.metrics.exposition,
         )
         server, _ = web.serve(self._http, handler)
         host, port = server.server_address[:2]
-        log.info("serving pages, /healthz and /status on http://%s:%s/", host, port)
+        log.info("serving pages, /healthz, /status and /metrics on http://%s:%s/", host, port)
         return server
 
     def stop(self) -> None:
@@ -411,8 +469,18 @@ class Daemon:
             next_run_time=datetime.now(UTC),  # catch up at once
         )
 
+        keepalive = Keepalive(self.systemd, self.healthy)
+
+        def on_started(event: Any) -> None:
+            self.systemd.ready(self.status_line())
+            keepalive.start()
+
+        scheduler.add_listener(on_started, EVENT_SCHEDULER_STARTED)
+        self._scheduler = scheduler
+
         def on_signal(signum: int, frame: FrameType | None) -> None:
             log.info("%s: finishing the run in progress, then exiting", signal.Signals(signum).name)
+            self.systemd.stopping("finishing the run in progress, then exiting")
             self.stop()
             # Not from inside the handler: shutdown takes locks the interrupted code may hold.
             threading.Thread(target=_shutdown, args=(scheduler,), daemon=True).start()
@@ -429,6 +497,8 @@ class Daemon:
             if not self._stop.is_set():
                 scheduler.start()
         finally:
+            # The scheduler has stopped: STOPPING=1 was sent, and systemd watches no more.
+            keepalive.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if server is not None:

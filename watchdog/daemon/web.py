@@ -7,11 +7,13 @@ Routes, GET and HEAD only:
   them (`20261128T040000Z`, or the RFC 3339 time `2026-11-28T04:00:00Z`);
 - `/healthz` 200 when the last run is younger than two schedule periods,
   else 503, with a JSON body saying why;
-- `/status` the `status --format json` document.
+- `/status` the `status --format json` document;
+- `/metrics` the daemon's Prometheus metrics (watchdog.daemon.metrics), in
+  the text format or OpenMetrics, as the scraper's Accept header asks.
 
 It is the standard library's `ThreadingHTTPServer` with no framework. The
 daemon hands in what only it knows, as callables: the status document and
-the age of the last run. It binds loopback unless told otherwise.
+the age of the last run, the metrics' exposition. It binds loopback unless told otherwise.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'n
 
 StatusDocument = Callable[[], Mapping[str, Any]]
 LastRunAge = Callable[[], timedelta | None]
+# The Accept header -> the metrics' body and content type.
+MetricsExposition = Callable[[str | None], tuple[bytes, str]]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -95,6 +99,7 @@ def make_handler(
     status: StatusDocument,
     last_run_age: LastRunAge,
     period: timedelta,
+    metrics: MetricsExposition | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     """A request handler class serving `report_dir` and the daemon's health and status."""
 
@@ -133,8 +138,11 @@ def make_handler(
                     self._json(503, {"error": str(exc).splitlines()[0] if str(exc) else "?"}, head)
                     return
                 self._json(200, document, head)
+            elif path == "/metrics" and metrics is not None:
+                exposed, content_type = metrics(self.headers.get("Accept"))
+                self._send(200, content_type, exposed, head)
             else:
-                self._text(404, "not found (try /, /reports/, /healthz, /status)", head)
+                self._text(404, "not found (try /, /reports/, /healthz, /status, /metrics)", head)
 
         @staticmethod
         def _safe(age: LastRunAge) -> timedelta | None:

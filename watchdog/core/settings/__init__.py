@@ -8,22 +8,30 @@ quiet hours, `${ENV}` references and the store URL are all checked here.
 
 from __future__ import annotations
 
+from watchdog.core.settings.alerts import (
+    PAGERDUTY_EVENTS_URL,
+    AlertSettings,
+    PagerDutySettings,
+    ReceiverSettings,
+    RouteSettings,
+    SlackSettings,
+    StdoutSettings,
+    WebhookSettings,
+)
 from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.settings.load import data_dir_from, load_settings, settings_from_mapping
 from watchdog.core.settings.model import (
     BUILTIN_CHECK_IDS,
     NORMALIZED_COLUMNS,
     PRESET_TABLES,
-    AlertSettings,
+    STORE_CHECK_ID,
     CheckOverride,
     DeviationSettings,
     EventSettings,
     ReportSettings,
     ScheduleSettings,
     Settings,
-    SlackSettings,
     SourceSettings,
-    StdoutSettings,
     StoreSettings,
     WindowSettings,
 )
@@ -31,19 +39,25 @@ from watchdog.core.settings.model import (
 __all__ = [
     "BUILTIN_CHECK_IDS",
     "NORMALIZED_COLUMNS",
+    "PAGERDUTY_EVENTS_URL",
     "PRESET_TABLES",
+    "STORE_CHECK_ID",
     "AlertSettings",
     "CheckOverride",
     "CustomCheck",
     "DeviationSettings",
     "EventSettings",
+    "PagerDutySettings",
+    "ReceiverSettings",
     "ReportSettings",
+    "RouteSettings",
     "ScheduleSettings",
     "Settings",
     "SlackSettings",
     "SourceSettings",
     "StdoutSettings",
     "StoreSettings",
+    "WebhookSettings",
     "WindowSettings",
     "data_dir_from",
     "load_settings",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,24 @@ def data_dir_from(env: Mapping[str, str]) -> Path:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-# Keys holding a secret: an unset `${NAME}` there is a MissingSecret, reported where
-# something is sent, so that commands that send nothing still run.
-SECRET_KEYS = frozenset({"webhook_url", "token"})
+# Keys holding a secret, as `<receiver kind>.<key>` under [alerts]: an unset `${NAME}`
+# there is a MissingSecret, reported where something is sent, so that commands that
+# send nothing still run.
+SECRET_KEYS = frozenset(
+    {
+        "slack.webhook_url",
+        "slack.token",
+        "webhook.url",
+        "webhook.bearer_token",
+        "pagerduty.routing_key",
+    }
+)
+
+
+def _secret_key(path: str) -> bool:
+    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ...) holds a secret."""
+    parts = path.split(".")
+    return len(parts) >= 3 and parts[0] == "alerts" and f"{parts[1]}.{parts[-1]}" in SECRET_KEYS
 
 
 def _missing_secret(value: str, env: Mapping[str, str], path: str) -> MissingSecret | None:
@@ -49,8 +64,7 @@ def _missing_secret(value: str, env: Mapping[str, str], path: str) -> MissingSec
     match = _ENV_REF.fullmatch(value.strip())
     if (
         match is None
-        or not path.startswith("alerts.")
-        or path.rpartition(".")[2] not in SECRET_KEYS
+        or not _secret_key(path)
         or match.group(1) in env
         or match.group(2) is not None
     ):
@@ -89,10 +103,11 @@ def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
     kind = error["type"]
     if loc[:1] == ["custom_checks"]:
         return _describe_custom(error, loc)
-    key = ".".join(loc)
+    key = _key_path(error["loc"])
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
-        accepted = ", ".join(parent.model_fields) if parent else ""
+        fields = parent.model_fields.items() if parent else ()
+        accepted = ", ".join(field.alias or name for name, field in fields)
         return key, f"unknown key (accepted: {accepted})" if accepted else "unknown key"
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
@@ -133,21 +148,43 @@ def _describe_custom(error: Any, loc: list[str]) -> tuple[str, str]:
     return key, message
 
 
-def _model_at(loc: list[str]) -> type[BaseModel] | None:
-    model: type[BaseModel] = Settings
+def _key_path(loc: Sequence[Any]) -> str:
+    """pydantic's location as the config names it: `alerts.routes[0].receivers`."""
+    key = ""
     for part in loc:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else str(part)
+    return key
+
+
+def _model_at(loc: list[str]) -> type[BaseModel] | None:
+    """The settings model at `loc` (a dict's key or a list's index is skipped past)."""
+    model: type[BaseModel] = Settings
+    parts = iter(loc)
+    for part in parts:
         field = model.model_fields.get(part)
         if field is None:
             return CheckOverride if model is Settings and part else None
         annotation = field.annotation
-        candidates = getattr(annotation, "__args__", (annotation,))
-        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
-        if not nested:
-            if part == "checks":
-                return CheckOverride
+        if part == "checks" and model is Settings:
+            return CheckOverride if next(parts, None) is not None else None
+        origin = getattr(annotation, "__origin__", None)
+        candidates = _models_in(annotation)
+        if not candidates:
             return None
-        model = nested[0]
+        if origin in (dict, tuple, list) and next(parts, None) is None:
+            return None  # the error is about the collection itself
+        model = candidates[0]
     return model
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The settings models an annotation holds (`X | None`, `dict[str, X]`, `tuple[X, ...]`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in getattr(annotation, "__args__", ()):
+        found += _models_in(arg)
+    return found
 
 
 def settings_from_mapping(
@@ -193,6 +230,12 @@ def check_store_url(url: str, key: str, *, origin: str | None = None) -> None:
         raise ConfigError(key, str(exc), origin=origin if key == "store.url" else None) from None
 
 
+def config_file(path: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The config file to read: `path` (--config), else $WATCHDOG_CONFIG; None: the defaults."""
+    env = os.environ if env is None else env
+    return path or env.get("WATCHDOG_CONFIG") or None
+
+
 def load_settings(
     path: str | None = None,
     *,
@@ -200,7 +243,7 @@ def load_settings(
 ) -> Settings:
     """Read the config file (`path`, else WATCHDOG_CONFIG, else defaults) into Settings."""
     env = os.environ if env is None else env
-    path = path or env.get("WATCHDOG_CONFIG") or None
+    path = config_file(path, env)
     data: dict[str, Any] = {}
     if path:
         file = Path(path)

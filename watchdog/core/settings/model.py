@@ -13,29 +13,16 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 
 from watchdog.core.durations import Duration, format_duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.quiet import QuietHours
+from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CoverageCheck, CustomCheck, OutcomeRateCheck
-from watchdog.core.settings.values import (
-    Crontab,
-    FiniteFloat,
-    MissingSecret,
-    Secret,
-    TimeZone,
-    secret_value,
-)
+from watchdog.core.settings.values import ConfigModel as _Settings
+from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
 
 # The built-in checks of docs/spec.md section 5, in report order (checks.builtin builds each).
 BUILTIN_CHECK_IDS = (
@@ -51,6 +38,9 @@ BUILTIN_CHECK_IDS = (
     "agent_deviation_contract",
     "agent_deviation_evidence",
 )
+
+# The pseudo check of "the source could not be read" (alerts.lifecycle): routes may name it.
+STORE_CHECK_ID = "store"
 
 # Each preset's table when `source.table` is not set.
 PRESET_TABLES = {
@@ -70,10 +60,6 @@ NORMALIZED_COLUMNS = (
     "result_count",
     "payload",
 )
-
-
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class StoreSettings(_Settings):
@@ -252,93 +238,6 @@ class ScheduleSettings(_Settings):
         return self.every if self.every is not None else timedelta(hours=4)
 
 
-class _Quiet(_Settings):
-    """Quiet hours of a notifier: `quiet_hours = "22:00-07:00"` in `quiet_timezone`."""
-
-    quiet_timezone: TimeZone = "UTC"
-    quiet_hours: QuietHours | None = None
-
-    @field_validator("quiet_hours", mode="before")
-    @classmethod
-    def _parse_quiet(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, str):
-            return QuietHours.parse(value, str(info.data.get("quiet_timezone", "UTC")))
-        return value
-
-
-class SlackSettings(_Quiet):
-    """A Slack notifier: an incoming webhook, or a bot token and a channel.
-
-    `webhook_url` and `token` are secrets: pydantic's SecretStr keeps them out
-    of every repr, dump and log line; only the notifier reads their value.
-    """
-
-    webhook_url: Secret | None = None
-    token: Secret | None = None
-    channel: str | None = None
-    base_url: str | None = None  # Slack's API root; for tests and proxies
-    timeout: Duration = timedelta(seconds=10)  # one HTTP request
-
-    @model_validator(mode="after")
-    def _one_mode(self) -> SlackSettings:
-        webhook, token = secret_value(self.webhook_url), secret_value(self.token)
-        has_webhook = bool(webhook) or isinstance(self.webhook_url, MissingSecret)
-        has_token = bool(token) or isinstance(self.token, MissingSecret)
-        if has_webhook == has_token:
-            raise ValueError("set webhook_url, or token and channel (exactly one mode)")
-        if webhook and not webhook.startswith(("https://", "http://")):
-            raise ValueError("webhook_url is not an http(s) URL (value not shown: it is a secret)")
-        if has_token and not self.channel:
-            raise ValueError('token needs channel (e.g. channel = "#memory-alerts")')
-        if self.timeout <= timedelta(0):
-            raise ValueError("timeout must be positive")
-        return self
-
-
-class StdoutSettings(_Quiet):
-    """The stdout notifier: the same message as plain text, for cron mail and debugging.
-
-    Under `check` the report owns stdout, so the text goes to stderr there;
-    with `file` it is appended to that file instead, wherever it runs.
-    """
-
-    enabled: bool = True
-    file: str | None = None
-
-
-class AlertSettings(_Settings):
-    """`[alerts]`: the alert lifecycle (docs/spec.md section 8) and its delivery."""
-
-    repeat_interval: Duration = timedelta(hours=24)
-    pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
-    max_delivery_age: Duration = timedelta(days=7)  # undelivered older than this is dropped
-    delivery_timeout: Duration = timedelta(seconds=60)  # total delivery time within one run
-    templates_dir: str | None = None  # overrides alerts/templates/*.j2 file by file
-    slack: SlackSettings | None = None
-    stdout: StdoutSettings | None = None
-
-    @model_validator(mode="after")
-    def _positive(self) -> AlertSettings:
-        for key in ("repeat_interval", "max_delivery_age", "delivery_timeout"):
-            if getattr(self, key) <= timedelta(0):
-                raise ValueError(f"{key} must be positive")
-        if self.max_delivery_age > timedelta(days=30):
-            raise ValueError("max_delivery_age must be at most 30d (the outbox keeps rows 90 days)")
-        return self
-
-    def missing_secrets(self) -> list[MissingSecret]:
-        """Secrets referenced as `${NAME}` with NAME unset, in the notifiers configured."""
-        found = []
-        for notifier in (self.slack,):
-            if notifier is None:
-                continue
-            for name in type(notifier).model_fields:
-                value = getattr(notifier, name)
-                if isinstance(value, MissingSecret):
-                    found.append(value)
-        return found
-
-
 class ReportSettings(_Settings):
     dir: str | None = None  # default: the data directory
     keep: int = Field(default=200, ge=1)
@@ -365,7 +264,7 @@ class Settings(_Settings):
 
     @model_validator(mode="after")
     def _checks_are_known(self) -> Settings:
-        """Custom ids unique and not built-in, each fitting the lookback; overrides of known ids."""
+        """Custom ids unique and not built-in, each fitting the lookback; overrides and routes of known ids."""
         taken = set(BUILTIN_CHECK_IDS)
         lookback = self.window.lookback
         for index, check in enumerate(self.custom_checks):
@@ -381,11 +280,18 @@ class Settings(_Settings):
                     "the window plus the grace must fit in window.lookback"
                     f" ({format_duration(lookback)}); shorten it or raise the lookback",
                 )
+        custom = sorted(taken - set(BUILTIN_CHECK_IDS))
+        accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
         for check_id in self.checks:
             if check_id not in taken:
-                custom = sorted(taken - set(BUILTIN_CHECK_IDS))
-                accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
                 raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+        for index, route in enumerate(self.alerts.routes):
+            for check_id in route.checks:
+                if check_id not in taken and check_id != STORE_CHECK_ID:
+                    raise ConfigError(
+                        f"alerts.routes[{index}].checks",
+                        f"unknown check id {check_id!r} (accepted: {accepted}, {STORE_CHECK_ID})",
+                    )
         return self
 
     @property

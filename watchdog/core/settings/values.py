@@ -1,4 +1,7 @@
-"""Typed config values checked when the config loads: time zones, finite numbers, crontab lines, secrets."""
+"""Typed config values checked when the config loads: time zones, finite numbers, crontab lines, secrets.
+
+Also `ConfigModel`, the base of every settings model.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,13 @@ from datetime import UTC, datetime
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, SecretStr
+
+
+class ConfigModel(BaseModel):
+    """The base of every settings model: unknown keys are errors, values never change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _timezone(value: str) -> str:

@@ -1,0 +1,188 @@
+"""One JSON POST with retries, for the receivers without a client of their own (webhook, PagerDuty).
+
+The standard library's urllib, paced like slack-sdk's retry handlers are for
+Slack, and sharing their rules (`retry_after`, `backoff_limit`):
+
+- 429: wait exactly Retry-After (1s when absent) when the run's deadline
+  leaves room, else give up and let the outbox row wait until then;
+- 5xx, 408, refused, reset or timed-out connections: exponential backoff
+  with jitter (`backoff_base * 2^attempt`, plus up to half again) while the
+  deadline allows, at most `max_retries` times;
+- any other answer is not retried: `classify` says whether it was
+  delivered (2xx), rejected (this message can never go: set aside) or a
+  permanent error of the receiver (bad URL or credentials: kept, one
+  request per run).
+
+Redirects are not followed (a POST would lose its body): a 3xx is a
+permanent error naming the key to fix. Secrets never reach an error line:
+every line goes through the receiver's `mask`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.client import HTTPException
+from typing import Any
+from urllib.error import URLError
+
+from alerts.base import Deadline, DeliveryError, Failure
+
+USER_AGENT = "memory-watchdog"
+MAX_BODY = 64 * 1024  # of an answer, read for its error line
+
+
+def retry_after(headers: Mapping[str, Any] | None) -> float | None:
+    """Seconds from a Retry-After header (slack-sdk hands values as lists or strings)."""
+    for key, value in (headers or {}).items():
+        if str(key).lower() == "retry-after":
+            raw = value[0] if isinstance(value, list | tuple) and value else value
+            try:
+                return max(0.0, float(str(raw)))
+            except ValueError:
+                return None
+    return None
+
+
+def backoff_limit(base: float, attempt: int) -> float:
+    """The longest the backoff before retry `attempt + 1` may take (base * 2^attempt, +50%)."""
+    return base * (2.0**attempt) * 1.5
+
+
+def backoff_wait(base: float, attempt: int) -> float:
+    """The backoff before retry `attempt + 1`: base * 2^attempt plus up to half again."""
+    wait = base * (2.0**attempt)
+    return wait + random.uniform(0, wait / 2)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for a transport error (no URL in it: urllib's messages carry none)."""
+    if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+        return "timed out"
+    if isinstance(exc, URLError):
+        return f"connection failed: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the server answered: status, headers, and the start of the body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: str
+
+    def line(self, limit: int = 200) -> str:
+        """The body's first line, for an error message."""
+        first = self.body.strip().splitlines()[0] if self.body.strip() else ""
+        return first[:limit]
+
+
+# An answer -> None when delivered, else the DeliveryError it amounts to.
+Classify = Callable[[Answer], DeliveryError | None]
+
+
+def classify_status(name: str, answer: Answer, *, service: str, key: str) -> DeliveryError | None:
+    """The usual meaning of an HTTP status for a receiver; `key` is the config key to fix."""
+    status = answer.status
+    if 200 <= status < 300:
+        return None
+    shown = f"HTTP {status}" + (f": {answer.line()}" if answer.line() else "")
+    if status == 429:
+        wait = retry_after(answer.headers)
+        after = f"; Retry-After {wait:g}s" if wait is not None else ""
+        return DeliveryError(
+            name,
+            f"rate limited (HTTP 429{after})",
+            retry_after=wait if wait is not None else 60.0,
+        )
+    if status >= 500 or status == 408:
+        return DeliveryError(name, f"{service} answered {shown}")
+    if 300 <= status < 400:
+        return DeliveryError(
+            name,
+            f"{shown}: redirected, not followed; set {key} to the final address",
+            failure=Failure.PERMANENT,
+        )
+    if status in (401, 403, 404, 405, 410):
+        return DeliveryError(name, f"{shown}: check {key}", failure=Failure.PERMANENT)
+    return DeliveryError(name, f"{service} rejected the message: {shown}", failure=Failure.REJECTED)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect())
+
+
+@dataclass(frozen=True)
+class JsonPost:
+    """Where and how a receiver posts: its URL, headers, timeouts, retries and masking."""
+
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    mask: Callable[[str], str] = str
+
+    def send(self, body: Any, deadline: Deadline, classify: Classify) -> Answer:
+        """POST `body` as JSON until `classify` accepts an answer; DeliveryError otherwise."""
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        attempt = 0
+        while True:
+            if deadline.expired():
+                raise DeliveryError(self.name, "no time left in alerts.delivery_timeout")
+            timeout = max(0.05, min(self.timeout_s, deadline.remaining()))
+            try:
+                answer = self._post(data, timeout)
+            except ValueError as exc:  # not a URL urllib can use
+                raise DeliveryError(
+                    self.name, self.mask(f"invalid URL: {exc}"), failure=Failure.PERMANENT
+                ) from None
+            except (OSError, HTTPException) as exc:  # refused, reset, timed out, TLS
+                error = DeliveryError(self.name, self.mask(describe_exception(exc)))
+                wait, limit = backoff_wait(self.backoff_base, attempt), None
+            else:
+                failed = classify(answer)
+                if failed is None:
+                    return answer
+                error = DeliveryError(
+                    self.name,
+                    self.mask(failed.problem),
+                    failure=failed.failure,
+                    retry_after=failed.retry_after,
+                )
+                if error.failure is not Failure.TRANSIENT:
+                    raise error
+                if answer.status == 429:
+                    asked = retry_after(answer.headers)
+                    wait = limit = 1.0 if asked is None else asked
+                else:
+                    wait, limit = backoff_wait(self.backoff_base, attempt), None
+            bound = limit if limit is not None else backoff_limit(self.backoff_base, attempt)
+            if attempt >= self.max_retries or not deadline.allows(bound):
+                raise error
+            deadline.sleep(wait)
+            attempt += 1
+
+    def _post(self, data: bytes, timeout: float) -> Answer:
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **self.headers}
+        request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        try:
+            with _OPENER.open(request, timeout=timeout) as response:
+                return Answer(response.status, dict(response.headers), _read(response))
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return Answer(exc.code, dict(exc.headers or {}), _read(exc))
+
+
+def _read(response: Any) -> str:
+    return bytes(response.read(MAX_BODY)).decode("utf-8", errors="replace")

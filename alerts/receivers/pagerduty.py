@@ -1,0 +1,150 @@
+"""PagerDuty through its Events API v2: one event per alert, a resolve closing the incident.
+
+`POST https://events.pagerduty.com/v2/enqueue` (`url` in config, for a proxy
+or a test) with
+
+    {"routing_key": <integration key>, "event_action": "trigger" | "resolve",
+     "dedup_key": <the alert's key>,
+     "payload": {"summary", "source", "severity", "timestamp", "component",
+                 "group", "class", "custom_details"},
+     "links": [{"href": <the window's page>, "text": ...}],
+     "client": "memory-watchdog", "client_url": <the page>}
+
+The dedup key names the firing episode (`alerts.facts.alert_key`: source,
+check, episode start): a reminder is a trigger PagerDuty folds into the
+open incident, the resolve closes that incident, and the next episode opens
+a new one. The receiver is `per_alert`: the outbox gives it one row per
+alert, so each event is retried, ordered and marked on its own (a resolve
+never overtakes its trigger).
+
+Answers: 202 accepted; 400 an invalid event (this one is set aside), or an
+invalid routing key (a permanent error of the receiver: kept, one request
+per run); 401/403/404 permanent; 429 and 5xx retried (`alerts.receivers.http`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
+from alerts.receivers.http import Answer, JsonPost, classify_status
+from alerts.receivers.secrets import mask_secrets
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import PAGERDUTY_EVENTS_URL, PagerDutySettings
+from watchdog.core.settings.values import secret_value
+
+SEVERITIES = ("critical", "error", "warning", "info")
+MAX_SUMMARY = 1024  # PagerDuty truncates beyond
+CLIENT = "memory-watchdog"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pagerduty_event(alert: AlertFacts, routing_key: str) -> dict[str, Any]:
+    """The Events API v2 event for one alert: a trigger while firing, else a resolve."""
+    event: dict[str, Any] = {
+        "routing_key": routing_key,
+        "event_action": "trigger" if alert.firing else "resolve",
+        "dedup_key": alert.key,
+    }
+    if not alert.firing:
+        return event
+    details: dict[str, Any] = {
+        "summary": alert.summary,
+        "value": alert.value,
+        "breach when": alert.target,
+        "window": f"{alert.window_start}/{alert.window_end}",
+        "firing since": alert.starts_at,
+    }
+    if alert.evidence:
+        details[alert.evidence_kind or "evidence"] = list(alert.evidence)
+        if alert.evidence_more:
+            details["more"] = alert.evidence_more
+    event["payload"] = {
+        "summary": _clip(f"{alert.headline} ({alert.source}): {alert.summary}", MAX_SUMMARY),
+        "source": alert.source,
+        "severity": alert.severity if alert.severity in SEVERITIES else "error",
+        "timestamp": alert.at,
+        "component": alert.check_id,
+        "group": CLIENT,
+        "class": alert.cause,
+        "custom_details": details,
+    }
+    event["client"] = CLIENT
+    if alert.link:
+        event["client_url"] = alert.link
+        event["links"] = [{"href": alert.link, "text": "The window's report"}]
+    return event
+
+
+class PagerDutyNotifier:
+    """PagerDuty Events API v2: triggers and resolves by the alert's dedup key."""
+
+    per_alert: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        routing_key: str,
+        url: str = PAGERDUTY_EVENTS_URL,
+        timeout_s: float = 10.0,
+        quiet_hours: QuietHours | None = None,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        name: str = "pagerduty",
+    ) -> None:
+        self.name = name
+        self.routing_key = routing_key
+        self.url = url
+        self.quiet_hours = quiet_hours
+        self._secrets = [(routing_key, "***")]
+        self.post = JsonPost(
+            name=name,
+            url=url,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            mask=self.mask,
+        )
+
+    @classmethod
+    def from_settings(
+        cls, settings: PagerDutySettings, *, name: str, context: ReceiverContext | None = None
+    ) -> PagerDutyNotifier:
+        return cls(
+            routing_key=secret_value(settings.routing_key),
+            url=settings.url,
+            timeout_s=settings.timeout.total_seconds(),
+            quiet_hours=settings.quiet_hours,
+            name=name,
+        )
+
+    def describe(self) -> str:
+        return f"{self.name} (PagerDuty Events API v2 at {self.url}, routing key ***)"
+
+    def mask(self, text: str) -> str:
+        return mask_secrets(text, self._secrets)
+
+    def send(self, message: Message, deadline: Deadline) -> None:
+        """One event per alert of the message, in order (the outbox hands in one alert)."""
+        if not message.alerts:
+            raise DeliveryError(
+                self.name,
+                "the message carries no alert (written by an older version); set aside",
+                failure=Failure.REJECTED,
+            )
+        for alert in message.alerts:
+            self.post.send(pagerduty_event(alert, self.routing_key), deadline, self._classify)
+
+    def _classify(self, answer: Answer) -> DeliveryError | None:
+        key = f"alerts.{self.name}.routing_key"
+        body = answer.body.lower()
+        if answer.status == 400 and ("routing key" in body or "routing_key" in body):
+            return DeliveryError(
+                self.name,
+                f"HTTP 400: {answer.line()}: check {key}",
+                failure=Failure.PERMANENT,
+            )
+        return classify_status(self.name, answer, service="PagerDuty", key=key)

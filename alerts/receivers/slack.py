@@ -1,0 +1,349 @@
+"""Slack through slack-sdk: an incoming webhook, or a bot token and a channel.
+
+`WebhookClient(url).send(...)` or `WebClient(token, base_url).chat_postMessage(
+channel, blocks, text)`, with slack-sdk's retry handlers (rate limits
+honouring Retry-After, 5xx, connection errors and timeouts) bounded by the
+run's `Deadline` and pacing their waits through it, by the same rules as
+`alerts.receivers.http`. Failures are classified: a bad token or a missing
+channel is permanent for the receiver, a malformed message is rejected
+(after one text-only retry), anything else is transient. Secrets never
+appear in an error, a description or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping
+from http.client import HTTPException, RemoteDisconnected
+from typing import Any, ClassVar, cast
+from urllib.error import URLError
+from urllib.parse import urlsplit
+
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.http_retry.jitter import Jitter
+
+from alerts.base import Deadline, DeliveryError, Failure, Message, ReceiverContext
+from alerts.receivers.http import backoff_limit, describe_exception, retry_after
+from alerts.receivers.secrets import mask_secrets, mask_token, mask_webhook, secret_filter
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import SlackSettings
+from watchdog.core.settings.values import secret_value
+
+log = logging.getLogger(__name__)
+
+
+# --- retry handlers bounded by the run's deadline ---------------------------------------------
+
+
+class _ProportionalJitter(Jitter):
+    """Up to half the interval again, so small test bases stay small."""
+
+    def recalculate(self, duration: float) -> float:
+        return float(duration + random.uniform(0, duration / 2))
+
+
+class RateLimitRetry(RateLimitErrorRetryHandler):
+    """429: wait exactly Retry-After when the deadline leaves room for it, else give up."""
+
+    def __init__(self, deadline: Deadline, max_retry_count: int) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.deadline = deadline
+
+    def _can_retry(
+        self, *, state: Any, request: Any, response: Any = None, error: Any = None
+    ) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        wait = retry_after(response.headers)
+        return self.deadline.allows(1.0 if wait is None else wait)
+
+    def prepare_for_next_attempt(
+        self, *, state: Any, request: Any, response: Any = None, error: Any = None
+    ) -> None:
+        state.next_attempt_requested = True
+        wait = retry_after(response.headers if response is not None else None)
+        self.deadline.sleep(1.0 if wait is None else wait)
+        state.increment_current_attempt()
+
+
+class _Backoff:
+    """Exponential backoff with jitter, paced through the deadline."""
+
+    deadline: Deadline
+    interval_calculator: Any
+
+    def _wait(self, state: Any) -> float:
+        return float(self.interval_calculator.calculate_sleep_duration(state.current_attempt))
+
+    def prepare_for_next_attempt(
+        self, *, state: Any, request: Any, response: Any = None, error: Any = None
+    ) -> None:
+        state.next_attempt_requested = True
+        self.deadline.sleep(self._wait(state))
+        state.increment_current_attempt()
+
+
+class ServerErrorRetry(_Backoff, ServerErrorRetryHandler):
+    """Any 5xx, with backoff, while the deadline allows."""
+
+    def __init__(self, deadline: Deadline, max_retry_count: int, backoff_base: float) -> None:
+        ServerErrorRetryHandler.__init__(
+            self,
+            max_retry_count=max_retry_count,
+            interval_calculator=BackoffRetryIntervalCalculator(
+                backoff_factor=backoff_base, jitter=_ProportionalJitter()
+            ),
+        )
+        self.deadline = deadline
+
+    def _can_retry(
+        self, *, state: Any, request: Any, response: Any = None, error: Any = None
+    ) -> bool:
+        return (
+            response is not None
+            and response.status_code >= 500
+            and self.deadline.allows(backoff_bound(self.interval_calculator, state))
+        )
+
+
+class ConnectionRetry(_Backoff, ConnectionErrorRetryHandler):
+    """Refused, reset, dropped or timed-out connections, with backoff, while the deadline allows."""
+
+    def __init__(self, deadline: Deadline, max_retry_count: int, backoff_base: float) -> None:
+        ConnectionErrorRetryHandler.__init__(
+            self,
+            max_retry_count=max_retry_count,
+            interval_calculator=BackoffRetryIntervalCalculator(
+                backoff_factor=backoff_base, jitter=_ProportionalJitter()
+            ),
+            error_types=[
+                URLError,
+                ConnectionError,
+                RemoteDisconnected,
+                TimeoutError,
+                HTTPException,
+            ],
+        )
+        self.deadline = deadline
+
+    def _can_retry(
+        self, *, state: Any, request: Any, response: Any = None, error: Any = None
+    ) -> bool:
+        return bool(
+            super()._can_retry(state=state, request=request, response=response, error=error)
+        ) and self.deadline.allows(backoff_bound(self.interval_calculator, state))
+
+
+def backoff_bound(calculator: Any, state: Any) -> float:
+    """The longest the next backoff may take (base * 2^attempt, plus half for jitter)."""
+    return backoff_limit(float(calculator.backoff_factor), int(state.current_attempt))
+
+
+# --- Slack -----------------------------------------------------------------------------------
+
+# Errors after which no message can get through until someone fixes the config.
+PERMANENT = {
+    "invalid_auth": "check alerts.slack.token",
+    "not_authed": "check alerts.slack.token",
+    "account_inactive": "the token's user or bot was deactivated",
+    "token_revoked": "check alerts.slack.token (revoked)",
+    "token_expired": "check alerts.slack.token (expired)",
+    "no_permission": "the token lacks chat:write",
+    "missing_scope": "the token lacks chat:write",
+    "not_allowed_token_type": "use a bot token (xoxb-)",
+    "channel_not_found": "check alerts.slack.channel (and invite the app to it)",
+    "not_in_channel": "invite the app to alerts.slack.channel",
+    "is_archived": "alerts.slack.channel is archived",
+    "restricted_action": "the workspace does not allow this app to post there",
+    "team_access_not_granted": "the token has no access to this workspace",
+    "ekm_access_denied": "the workspace's key management denied access",
+    "access_denied": "check alerts.slack.token",
+    # Incoming webhooks answer with these bodies.
+    "invalid_token": "check alerts.slack.webhook_url (revoked or wrong)",
+    "no_service": "check alerts.slack.webhook_url (the webhook was removed)",
+    "no_service_id": "check alerts.slack.webhook_url",
+    "no_team": "check alerts.slack.webhook_url",
+    "team_disabled": "the workspace is disabled",
+    "action_prohibited": "an admin restricted posting to this channel",
+    "channel_is_archived": "the webhook's channel is archived",
+    "posting_to_general_channel_denied": "the app may not post to #general",
+}
+
+# Errors about one message: it can never be delivered as it is.
+REJECTED = {
+    "invalid_blocks",
+    "invalid_blocks_format",
+    "invalid_payload",
+    "invalid_arguments",
+    "invalid_json",
+    "json_not_object",
+    "msg_too_long",
+    "no_text",
+    "too_many_attachments",
+    "too_many_blocks",
+}
+
+
+def classify(
+    notifier: str, status: int | None, error: str, headers: Mapping[str, Any] | None
+) -> DeliveryError:
+    """A failed Slack answer as a DeliveryError: permanent, rejected, or transient."""
+    code = (error or "").strip().split()[0] if (error or "").strip() else ""
+    shown = f"{code} (HTTP {status})" if status else code or "no answer"
+    if code in PERMANENT or (status in (401, 403, 404, 410) and code not in REJECTED):
+        hint = PERMANENT.get(code, "check alerts.slack (the credentials or the channel)")
+        return DeliveryError(notifier, f"{shown}: {hint}", failure=Failure.PERMANENT)
+    if code in REJECTED or status == 400:
+        return DeliveryError(
+            notifier, f"Slack rejected the message: {shown}", failure=Failure.REJECTED
+        )
+    if status == 429 or code in ("ratelimited", "rate_limited"):
+        wait = retry_after(headers)
+        after = f"; Retry-After {wait:g}s" if wait is not None else ""
+        return DeliveryError(
+            notifier,
+            f"rate limited (HTTP 429{after})",
+            retry_after=wait if wait is not None else 60.0,
+        )
+    return DeliveryError(notifier, f"Slack answered {shown}")
+
+
+class SlackNotifier:
+    """Slack through slack-sdk: an incoming webhook, or a bot token and a channel."""
+
+    per_alert: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        webhook_url: str | None = None,
+        token: str | None = None,
+        channel: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 10.0,
+        quiet_hours: QuietHours | None = None,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        name: str = "slack",
+    ) -> None:
+        if bool(webhook_url) == bool(token):
+            raise ValueError("a Slack notifier needs webhook_url, or token and channel")
+        self.name = name
+        self.webhook_url = webhook_url
+        self.token = token
+        self.channel = channel
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.quiet_hours = quiet_hours
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self._secrets: list[tuple[str, str]] = []
+        if webhook_url:
+            self._secrets.append((webhook_url, mask_webhook(webhook_url)))
+            self._secrets.append((urlsplit(webhook_url).path, "/***"))
+        if token:
+            self._secrets.append((token, mask_token(token)))
+        # slack-sdk logs request URLs at debug level: mask them on the logger it is given.
+        self._logger = logging.getLogger(f"slack_sdk.memory_watchdog.{name}")
+        secret_filter(self._logger).secrets.extend(self._secrets)
+
+    @classmethod
+    def from_settings(
+        cls, settings: SlackSettings, *, name: str = "slack", context: ReceiverContext | None = None
+    ) -> SlackNotifier:
+        return cls(
+            webhook_url=secret_value(settings.webhook_url) or None,
+            token=secret_value(settings.token) or None,
+            channel=settings.channel,
+            base_url=settings.base_url,
+            timeout_s=settings.timeout.total_seconds(),
+            quiet_hours=settings.quiet_hours,
+            name=name,
+        )
+
+    def describe(self) -> str:
+        if self.webhook_url:
+            return f"{self.name} (incoming webhook {mask_webhook(self.webhook_url)})"
+        where = f" via {self.base_url}" if self.base_url else ""
+        return (
+            f"{self.name} (bot token {mask_token(self.token or '')}, channel {self.channel}{where})"
+        )
+
+    def mask(self, text: str) -> str:
+        return mask_secrets(text, self._secrets)
+
+    def _handlers(self, deadline: Deadline) -> list[Any]:
+        return [
+            RateLimitRetry(deadline, self.max_retries),
+            ServerErrorRetry(deadline, self.max_retries, self.backoff_base),
+            ConnectionRetry(deadline, self.max_retries, self.backoff_base),
+        ]
+
+    def send(self, message: Message, deadline: Deadline) -> None:
+        """Post the message; on a malformed-message error, once more as text only."""
+        try:
+            self._post(message.text, list(message.blocks), deadline)
+        except DeliveryError as exc:
+            if exc.failure is not Failure.REJECTED or not message.blocks:
+                raise
+            log.info("%s: %s; sending the text fallback alone", self.name, exc.problem)
+            self._post(message.text, None, deadline)
+
+    def _post(self, text: str, blocks: list[Any] | None, deadline: Deadline) -> None:
+        # Deferred: slack_sdk's clients are only needed when a message goes out.
+        from slack_sdk.errors import SlackApiError
+        from slack_sdk.web import WebClient
+        from slack_sdk.webhook import WebhookClient
+
+        if deadline.expired():
+            raise DeliveryError(self.name, "no time left in alerts.delivery_timeout")
+        timeout = max(0.05, min(self.timeout_s, deadline.remaining()))
+        handlers = self._handlers(deadline)
+        try:
+            if self.webhook_url:
+                client = WebhookClient(
+                    self.webhook_url,
+                    timeout=cast(int, timeout),  # urllib takes float seconds; the stub says int
+                    retry_handlers=handlers,
+                    logger=self._logger,
+                )
+                response = client.send(
+                    text=text, blocks=blocks, unfurl_links=False, unfurl_media=False
+                )
+                if response.status_code == 200:
+                    return
+                raise classify(
+                    self.name, response.status_code, str(response.body), response.headers
+                )
+            api = WebClient(
+                token=self.token,
+                base_url=self.base_url or WebClient.BASE_URL,
+                timeout=cast(int, timeout),
+                retry_handlers=handlers,
+                logger=self._logger,
+            )
+            api.chat_postMessage(
+                channel=self.channel or "",
+                text=text,
+                blocks=blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except DeliveryError:
+            raise
+        except SlackApiError as exc:
+            response = exc.response
+            raise classify(
+                self.name,
+                getattr(response, "status_code", None),
+                str(response.get("error", "") if response is not None else ""),
+                getattr(response, "headers", None),
+            ) from None
+        except Exception as exc:  # transport: refused, reset, timed out, TLS
+            raise DeliveryError(self.name, self.mask(describe_exception(exc))) from None

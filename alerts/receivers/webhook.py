@@ -1,0 +1,182 @@
+"""A generic webhook receiver speaking Alertmanager's webhook format (version 4).
+
+One POST per message (one evaluation of one source, the announcements
+routed to this receiver), with the JSON body Alertmanager sends its webhook
+receivers, so tooling written for it can consume ours:
+
+    {"version": "4", "groupKey": "{}:{source=\"...\"}", "truncatedAlerts": 0,
+     "status": "firing" | "resolved", "receiver": "webhook.<name>",
+     "groupLabels": {"source": ...}, "commonLabels": {...},
+     "commonAnnotations": {...}, "externalURL": <report.base_url or "">,
+     "alerts": [{"status", "labels": {"alertname": <check id>, "severity",
+                 "source"}, "annotations": {"summary", "description", ...},
+                 "startsAt", "endsAt", "generatorURL", "fingerprint"}]}
+
+`startsAt` is when the firing episode began, `endsAt` when it resolved
+(`0001-01-01T00:00:00Z` while firing), `generatorURL` the window's page
+under `report.base_url` ("" when unset). Labels and annotations carry check
+ids, counts and the watchdog's own summaries, never an event payload value.
+Delivery: `alerts.receivers.http` (2xx delivered; 429 and 5xx retried;
+401/403/404/410 a permanent error of the receiver; other 4xx reject this one
+message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
+from alerts.receivers.http import Answer, JsonPost, classify_status
+from alerts.receivers.secrets import mask_secrets, mask_webhook, url_secrets
+from watchdog.core.quiet import QuietHours
+from watchdog.core.settings import WebhookSettings
+from watchdog.core.settings.values import secret_value
+
+VERSION = "4"
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert still firing
+
+
+def labels_of(alert: AlertFacts) -> dict[str, str]:
+    """The alert's identity, as Alertmanager labels."""
+    return {"alertname": alert.check_id, "severity": alert.severity, "source": alert.source}
+
+
+def annotations_of(alert: AlertFacts) -> dict[str, str]:
+    """What the alert says: our headline and summary, the value, the window, the evidence ids."""
+    found = {
+        "summary": alert.headline,
+        "description": f"{alert.summary}. Value {alert.value}, breach when {alert.target}.",
+        "value": alert.value,
+        "target": alert.target,
+        "cause": alert.cause,
+        "window": f"{alert.window_start}/{alert.window_end}",
+    }
+    if alert.evidence:
+        more = f" and {alert.evidence_more} more" if alert.evidence_more else ""
+        found["evidence"] = f"{alert.evidence_kind}: {', '.join(alert.evidence)}{more}"
+    return found
+
+
+def fingerprint(label_set: Mapping[str, str]) -> str:
+    """A stable 16-hex-digit id of a label set, as Alertmanager gives each alert."""
+    text = "\x00".join(f"{k}\x01{v}" for k, v in sorted(label_set.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The pairs every map holds."""
+    if not maps:
+        return {}
+    first = maps[0]
+    return {k: v for k, v in first.items() if all(m.get(k) == v for m in maps[1:])}
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def alertmanager_document(
+    alerts: Sequence[AlertFacts], *, receiver: str, external_url: str = ""
+) -> dict[str, Any]:
+    """The webhook body for one message's alerts (all of one source)."""
+    items = [
+        {
+            "status": a.status,
+            "labels": labels_of(a),
+            "annotations": annotations_of(a),
+            "startsAt": a.starts_at,
+            "endsAt": a.ends_at or ZERO_TIME,
+            "generatorURL": a.link,
+            "fingerprint": fingerprint(labels_of(a)),
+        }
+        for a in alerts
+    ]
+    source = alerts[0].source if alerts else ""
+    return {
+        "version": VERSION,
+        "groupKey": f'{{}}:{{source="{_quoted(source)}"}}',
+        "truncatedAlerts": 0,
+        "status": "firing" if any(a.firing for a in alerts) else "resolved",
+        "receiver": receiver,
+        "groupLabels": {"source": source},
+        "commonLabels": _common([labels_of(a) for a in alerts]),
+        "commonAnnotations": _common([annotations_of(a) for a in alerts]),
+        "externalURL": external_url,
+        "alerts": items,
+    }
+
+
+class WebhookNotifier:
+    """POSTs Alertmanager's webhook JSON to a URL (a secret), with an optional bearer token."""
+
+    per_alert: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        bearer_token: str | None = None,
+        timeout_s: float = 10.0,
+        quiet_hours: QuietHours | None = None,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        external_url: str = "",
+        name: str = "webhook",
+    ) -> None:
+        self.name = name
+        self.url = url
+        self.quiet_hours = quiet_hours
+        self.external_url = external_url
+        self._secrets = url_secrets(url)
+        self._bearer = bool(bearer_token)
+        headers = {}
+        if bearer_token:
+            headers["Authorization"] = f"Bearer {bearer_token}"
+            self._secrets.append((bearer_token, "***"))
+        self.post = JsonPost(
+            name=name,
+            url=url,
+            headers=headers,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            mask=self.mask,
+        )
+
+    @classmethod
+    def from_settings(
+        cls, settings: WebhookSettings, *, name: str, context: ReceiverContext | None = None
+    ) -> WebhookNotifier:
+        return cls(
+            url=secret_value(settings.url),
+            bearer_token=secret_value(settings.bearer_token) or None,
+            timeout_s=settings.timeout.total_seconds(),
+            quiet_hours=settings.quiet_hours,
+            external_url=context.external_url if context is not None else "",
+            name=name,
+        )
+
+    def describe(self) -> str:
+        token = ", bearer token ***" if self._bearer else ""
+        return f"{self.name} (Alertmanager webhook {mask_webhook(self.url)}{token})"
+
+    def mask(self, text: str) -> str:
+        return mask_secrets(text, self._secrets)
+
+    def send(self, message: Message, deadline: Deadline) -> None:
+        if not message.alerts:
+            raise DeliveryError(
+                self.name,
+                "the message carries no alert (written by an older version); set aside",
+                failure=Failure.REJECTED,
+            )
+        document = alertmanager_document(
+            message.alerts, receiver=self.name, external_url=self.external_url
+        )
+        self.post.send(document, deadline, self._classify)
+
+    def _classify(self, answer: Answer) -> DeliveryError | None:
+        key = f"alerts.{self.name}.url"
+        return classify_status(self.name, answer, service="the webhook", key=key)

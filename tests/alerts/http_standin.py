@@ -1,0 +1,247 @@
+"""Stand-ins on 127.0.0.1 for an Alertmanager-style webhook consumer and PagerDuty's Events API v2.
+
+The receivers' real HTTP client (urllib, `alerts.receivers.http`) talks to
+them. Each records every request and answers from a script of replies
+(then `default`):
+
+- `OK`: the service's success (webhook `200`, PagerDuty `202` with its JSON);
+- `rate_limited(seconds)`: `429` with `Retry-After`;
+- `SERVER_ERROR`: `500`;
+- `timeout(seconds)`: answers (504) only after that long (the client gives up first);
+- `UNAUTHORIZED`: `401`, `NOT_FOUND`: `404`, `BAD_REQUEST`: `400`;
+- `REDIRECT`: `302` to another path (a POST must not follow it).
+
+`PagerDutyStandIn` checks each event as PagerDuty does (a 32-character
+routing key, a known action, a payload with summary, source and a known
+severity for a trigger, a dedup key for a resolve) and answers `400
+invalid event` otherwise; it keeps the incidents, opened by a trigger and
+closed by the resolve with the same dedup key.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+WEBHOOK_PATH = "/hooks/s3cr3t-webhook-path"
+BEARER = "s3cr3t-bearer-token"
+ROUTING_KEY = "R0UT1NGK3YS3CR3T0000000000000000"  # 32 characters, as PagerDuty's are
+EVENTS_PATH = "/v2/enqueue"
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: str
+    seconds: float = 0.0
+
+
+OK = Reply("ok")
+SERVER_ERROR = Reply("server_error")
+UNAUTHORIZED = Reply("unauthorized")
+NOT_FOUND = Reply("not_found")
+BAD_REQUEST = Reply("bad_request")
+REDIRECT = Reply("redirect")
+
+
+def rate_limited(seconds: float) -> Reply:
+    return Reply("rate_limited", seconds)
+
+
+def timeout(seconds: float) -> Reply:
+    return Reply("timeout", seconds)
+
+
+@dataclass
+class Request:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    reply: Reply
+    status: int = 0
+
+    @property
+    def delivered(self) -> bool:
+        return 200 <= self.status < 300
+
+
+@dataclass
+class HttpStandIn:
+    """The server, its script of replies, and what it received."""
+
+    default: Reply = OK
+    script: deque[Reply] = field(default_factory=deque)
+    requests: list[Request] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    success: int = 200
+
+    def __post_init__(self) -> None:
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length).decode("utf-8") if length else ""
+                try:
+                    body = json.loads(raw) if raw else {}
+                except json.JSONDecodeError:
+                    body = {"_raw": raw}
+                with standin.lock:
+                    reply = standin.script.popleft() if standin.script else standin.default
+                    request = Request(self.path, dict(self.headers), body, reply)
+                    standin.requests.append(request)
+                standin.answer(self, request)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def base(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def reply(self, *replies: Reply) -> None:
+        """Answer the next requests with these, then with `default`."""
+        self.script.extend(replies)
+
+    def delivered(self) -> list[Request]:
+        return [r for r in self.requests if r.delivered]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
+        """The success answer (PagerDuty's checks the event first)."""
+        return self.success, "ok"
+
+    def answer(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
+        reply = request.reply
+        headers = {"Content-Type": "text/plain"}
+        status: int
+        body: dict[str, Any] | str
+        if reply.kind == "timeout":  # the client has given up by then: not delivered
+            time.sleep(reply.seconds)
+            status, body = 504, "too late"
+        elif reply.kind == "ok":
+            status, body = self.accept(request)
+        elif reply.kind == "rate_limited":
+            status, body = 429, "rate limited"
+            headers["Retry-After"] = f"{reply.seconds:g}"
+        elif reply.kind == "redirect":
+            status, body = 302, "moved"
+            headers["Location"] = "/elsewhere"
+        else:
+            status, body = {
+                "server_error": (500, "internal error"),
+                "unauthorized": (401, "unauthorized"),
+                "not_found": (404, "not found"),
+                "bad_request": (400, "bad request"),
+            }[reply.kind]
+        request.status = status
+        if isinstance(body, dict):
+            headers["Content-Type"] = "application/json"
+            body = json.dumps(body)
+        try:
+            handler.send_response(status)
+            for key, value in headers.items():
+                handler.send_header(key, value)
+            data = body.encode("utf-8")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout reply)
+
+
+@dataclass
+class WebhookStandIn(HttpStandIn):
+    """A webhook consumer at `url` (200 on success)."""
+
+    @property
+    def url(self) -> str:
+        return self.base + WEBHOOK_PATH
+
+    def documents(self) -> list[dict[str, Any]]:
+        """The bodies it accepted, in order."""
+        return [r.body for r in self.delivered()]
+
+
+_ACTIONS = ("trigger", "acknowledge", "resolve")
+_SEVERITIES = ("critical", "error", "warning", "info")
+
+
+def event_errors(event: dict[str, Any]) -> list[str]:
+    """What PagerDuty would find wrong with an Events API v2 event."""
+    errors = []
+    key = event.get("routing_key")
+    if not isinstance(key, str) or len(key) != 32:
+        errors.append("Length of 'routing_key' is incorrect (should be 32 characters)")
+    action = event.get("event_action")
+    if action not in _ACTIONS:
+        errors.append("'event_action' is invalid (must be one of trigger, acknowledge, resolve)")
+    if action in ("acknowledge", "resolve") and not event.get("dedup_key"):
+        errors.append("'dedup_key' is required for acknowledge and resolve")
+    if action == "trigger":
+        payload = event.get("payload") or {}
+        for name in ("summary", "source", "severity"):
+            if not payload.get(name):
+                errors.append(f"'payload.{name}' is missing or blank")
+        if payload.get("severity") not in _SEVERITIES:
+            errors.append("'payload.severity' is invalid")
+    return errors
+
+
+@dataclass
+class PagerDutyStandIn(HttpStandIn):
+    """PagerDuty's Events API v2 at `url`: 202 for a valid event, 400 otherwise."""
+
+    success: int = 202
+
+    @property
+    def url(self) -> str:
+        return self.base + EVENTS_PATH
+
+    def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
+        errors = event_errors(request.body)
+        if errors:
+            return 400, {
+                "status": "invalid event",
+                "message": "Event object is invalid",
+                "errors": errors,
+            }
+        return 202, {
+            "status": "success",
+            "message": "Event processed",
+            "dedup_key": request.body.get("dedup_key", ""),
+        }
+
+    def events(self) -> list[dict[str, Any]]:
+        """The events it accepted, in order."""
+        return [r.body for r in self.delivered()]
+
+    def incidents(self) -> dict[str, str]:
+        """dedup key -> "triggered" or "resolved", after every event accepted."""
+        state: dict[str, str] = {}
+        for event in self.events():
+            key = event["dedup_key"]
+            if event["event_action"] == "trigger":
+                state[key] = "triggered"
+            elif event["event_action"] == "resolve" and key in state:
+                state[key] = "resolved"
+        return state

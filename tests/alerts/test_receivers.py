@@ -1,0 +1,467 @@
+"""The webhook and PagerDuty receivers through their real HTTP client, against local stand-ins.
+
+Formats (Alertmanager's webhook JSON, PagerDuty's Events API v2 events) are
+checked on what the stand-ins received from a real alert pipeline run; the
+failure handling (429 with Retry-After, 5xx, timeouts, redirects, permanent
+and rejected answers) on single sends whose retries wait on a fake timer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alerts.base import Deadline, DeliveryError, Failure, Message
+from alerts.facts import alert_key
+from alerts.notifiers import PagerDutyNotifier, WebhookNotifier, build_notifiers
+from alerts.pipeline import ProcessOutcome, process
+from alerts.testing import FakeTimer, RecordingNotifier
+from checks.base import Status
+from tests.alerts.conftest import SOURCE, T0, H, make_settings, report
+from tests.alerts.http_standin import (
+    BAD_REQUEST,
+    BEARER,
+    NOT_FOUND,
+    REDIRECT,
+    ROUTING_KEY,
+    SERVER_ERROR,
+    UNAUTHORIZED,
+    WEBHOOK_PATH,
+    PagerDutyStandIn,
+    WebhookStandIn,
+    rate_limited,
+    timeout,
+)
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
+
+BASE_URL = "https://watchdog.example"
+BIN = Path(sys.executable).parent / "memory-watchdog"
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookStandIn]:
+    standin = WebhookStandIn()
+    yield standin
+    standin.close()
+
+
+@pytest.fixture
+def pd() -> Iterator[PagerDutyStandIn]:
+    standin = PagerDutyStandIn()
+    yield standin
+    standin.close()
+
+
+def webhook(hook: WebhookStandIn, **options: Any) -> WebhookNotifier:
+    options.setdefault("backoff_base", 0.01)
+    options.setdefault("timeout_s", 2.0)
+    return WebhookNotifier(url=hook.url, name="webhook.team", **options)
+
+
+def pagerduty(pd: PagerDutyStandIn, **options: Any) -> PagerDutyNotifier:
+    options.setdefault("backoff_base", 0.01)
+    options.setdefault("timeout_s", 2.0)
+    return PagerDutyNotifier(
+        routing_key=options.pop("routing_key", ROUTING_KEY),
+        url=pd.url,
+        name="pagerduty.oncall",
+        **options,
+    )
+
+
+def settings_with_link() -> Settings:
+    return make_settings({"report": {"base_url": BASE_URL}})
+
+
+def run(
+    store: Store,
+    settings: Settings,
+    hours: int,
+    statuses: dict[str, Status],
+    **notifiers: Any,
+) -> ProcessOutcome:
+    """One evaluation at T0 + hours through the pipeline, delivered to these receivers."""
+    at = T0 + hours * H
+    named = {n.name: n for n in notifiers.values()}
+    return process(
+        store, settings, report(at, statuses), now=at, notifiers=named, timer=FakeTimer()
+    )
+
+
+def firing_message(store: Store) -> Message:
+    """The message a breach of recall_coverage makes (as the outbox hands it to a receiver)."""
+    recorder = RecordingNotifier()
+    run(store, make_settings(), 0, {"recall_coverage": Status.BREACHED}, recorder=recorder)
+    [message] = recorder.sent
+    return message
+
+
+def deadline(timer: FakeTimer, seconds: float = 60) -> Deadline:
+    return Deadline(timedelta(seconds=seconds), timer)
+
+
+# ---- the Alertmanager webhook format --------------------------------------------------------
+
+
+def test_webhook_body_follows_alertmanager_webhook_format_version_4(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """A firing alert arrives as Alertmanager's webhook JSON: labels, annotations, times, link."""
+    run(store, settings_with_link(), 0, {"recall_coverage": Status.BREACHED}, hook=webhook(hook))
+    [document] = hook.documents()
+    assert document["version"] == "4"
+    assert document["status"] == "firing"
+    assert document["receiver"] == "webhook.team"
+    assert document["truncatedAlerts"] == 0
+    assert document["groupLabels"] == {"source": SOURCE}
+    assert document["groupKey"] == f'{{}}:{{source="{SOURCE}"}}'
+    assert document["externalURL"] == ""
+    [alert] = document["alerts"]
+    assert alert["status"] == "firing"
+    assert alert["labels"] == {
+        "alertname": "recall_coverage",
+        "severity": "critical",
+        "source": SOURCE,
+    }
+    assert alert["annotations"]["summary"] == "recall_coverage breached"
+    assert alert["annotations"]["description"].startswith("recall_coverage breached with 3.0")
+    assert alert["annotations"]["evidence"] == "sessions: s-1, s-2, s-3"
+    assert alert["startsAt"] == "2026-11-28T04:00:00Z"
+    assert alert["endsAt"] == "0001-01-01T00:00:00Z"
+    assert alert["generatorURL"] == f"{BASE_URL}/reports/20261128T040000Z"
+    assert len(alert["fingerprint"]) == 16
+    assert document["commonLabels"] == alert["labels"]
+
+
+def test_webhook_resolve_carries_the_episode_start_and_its_end(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """A resolve is status resolved, startsAt the episode's start, endsAt the evaluation that ended it."""
+    settings = make_settings()
+    run(store, settings, 0, {"recall_coverage": Status.BREACHED}, hook=webhook(hook))
+    run(store, settings, 4, {"recall_coverage": Status.OK}, hook=webhook(hook))
+    fired, resolved = hook.documents()
+    assert resolved["status"] == "resolved"
+    [alert] = resolved["alerts"]
+    assert alert["status"] == "resolved"
+    assert alert["startsAt"] == "2026-11-28T04:00:00Z"
+    assert alert["endsAt"] == "2026-11-28T08:00:00Z"
+    assert alert["generatorURL"] == ""  # no report.base_url
+    assert alert["fingerprint"] == fired["alerts"][0]["fingerprint"]
+
+
+def test_webhook_groups_one_evaluation_and_names_only_common_labels(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """Two alerts of one evaluation are one POST; commonLabels keeps only what they share."""
+    run(
+        store,
+        make_settings(),
+        0,
+        {"recall_coverage": Status.BREACHED, "recall_latency_p95": Status.BREACHED},
+        hook=webhook(hook),
+    )
+    [document] = hook.documents()
+    assert [a["labels"]["alertname"] for a in document["alerts"]] == [
+        "recall_coverage",
+        "recall_latency_p95",
+    ]
+    assert document["commonLabels"] == {"source": SOURCE}
+
+
+def test_webhook_sends_the_bearer_token_and_never_shows_it(
+    hook: WebhookStandIn, store: Store
+) -> None:
+    """The bearer token goes in Authorization; describe and error lines mask it and the URL path."""
+    message = firing_message(store)
+    receiver = webhook(hook, bearer_token=BEARER, max_retries=0)
+    receiver.send(message, deadline(FakeTimer()))
+    assert hook.requests[-1].headers["Authorization"] == f"Bearer {BEARER}"
+    hook.reply(UNAUTHORIZED)
+    with pytest.raises(DeliveryError) as caught:
+        receiver.send(message, deadline(FakeTimer()))
+    shown = receiver.describe() + caught.value.problem
+    assert BEARER not in shown and WEBHOOK_PATH not in shown
+    assert "check alerts.webhook.team.url" in caught.value.problem
+
+
+# ---- the webhook's failures -------------------------------------------------------------------
+
+
+def test_webhook_rate_limit_waits_exactly_retry_after(store: Store, hook: WebhookStandIn) -> None:
+    """A 429 is retried after its Retry-After, through the run's timer."""
+    message = firing_message(store)
+    hook.reply(rate_limited(7))
+    timer = FakeTimer()
+    webhook(hook).send(message, deadline(timer))
+    assert timer.slept == [7.0]
+    assert [r.status for r in hook.requests] == [429, 200]
+
+
+def test_webhook_rate_limit_beyond_the_deadline_waits_for_a_later_run(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """A Retry-After longer than the run's deadline is not waited for: transient, with retry_after."""
+    message = firing_message(store)
+    hook.reply(rate_limited(3600))
+    timer = FakeTimer()
+    with pytest.raises(DeliveryError) as caught:
+        webhook(hook).send(message, deadline(timer))
+    assert caught.value.failure is Failure.TRANSIENT and caught.value.retry_after == 3600
+    assert len(hook.requests) == 1 and timer.slept == []
+
+
+def test_webhook_server_error_is_retried_with_backoff(store: Store, hook: WebhookStandIn) -> None:
+    """A 500 is retried after a jittered backoff of base * 2^attempt, then delivered."""
+    message = firing_message(store)
+    hook.reply(SERVER_ERROR, SERVER_ERROR)
+    timer = FakeTimer()
+    webhook(hook, backoff_base=0.5).send(message, deadline(timer))
+    assert [r.status for r in hook.requests] == [500, 500, 200]
+    assert 0.5 <= timer.slept[0] <= 0.75 and 1.0 <= timer.slept[1] <= 1.5
+
+
+def test_webhook_persistent_server_error_is_transient_after_max_retries(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """A consumer that keeps answering 500 gets 1 + max_retries requests, then a transient error."""
+    message = firing_message(store)
+    hook.default = SERVER_ERROR
+    with pytest.raises(DeliveryError) as caught:
+        webhook(hook, max_retries=2).send(message, deadline(FakeTimer()))
+    assert caught.value.failure is Failure.TRANSIENT and "HTTP 500" in caught.value.problem
+    assert len(hook.requests) == 3
+
+
+def test_webhook_retries_stop_at_the_delivery_deadline(store: Store, hook: WebhookStandIn) -> None:
+    """Backoff never sleeps past alerts.delivery_timeout: retries stop while time is left."""
+    message = firing_message(store)
+    hook.default = SERVER_ERROR
+    timer = FakeTimer()
+    with pytest.raises(DeliveryError):
+        webhook(hook, backoff_base=10, max_retries=10).send(message, deadline(timer))
+    assert sum(timer.slept) < 60 and 2 <= len(hook.requests) <= 3
+
+
+def test_webhook_timeout_is_retried(store: Store, hook: WebhookStandIn) -> None:
+    """A request that times out is retried like a connection error, then delivered."""
+    message = firing_message(store)
+    hook.reply(timeout(1.0))
+    webhook(hook, timeout_s=0.2).send(message, deadline(FakeTimer()))
+    assert [r.reply.kind for r in hook.requests] == ["timeout", "ok"]
+
+
+def test_webhook_unreachable_is_transient_and_names_no_url(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """Connection refused is transient, worded as a connection failure without the URL."""
+    message = firing_message(store)
+    receiver = webhook(hook, max_retries=1)
+    hook.close()
+    with pytest.raises(DeliveryError) as caught:
+        receiver.send(message, deadline(FakeTimer()))
+    assert caught.value.failure is Failure.TRANSIENT
+    assert "connection failed" in caught.value.problem
+    assert WEBHOOK_PATH not in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("reply", "failure"),
+    [
+        (UNAUTHORIZED, Failure.PERMANENT),
+        (NOT_FOUND, Failure.PERMANENT),
+        (REDIRECT, Failure.PERMANENT),
+        (BAD_REQUEST, Failure.REJECTED),
+    ],
+    ids=["401", "404", "302", "400"],
+)
+def test_webhook_client_errors_are_not_retried(
+    store: Store, hook: WebhookStandIn, reply: Any, failure: Failure
+) -> None:
+    """401/404/3xx are permanent for the receiver, 400 rejects the message; one request, no retry."""
+    message = firing_message(store)
+    hook.reply(reply)
+    with pytest.raises(DeliveryError) as caught:
+        webhook(hook).send(message, deadline(FakeTimer()))
+    assert caught.value.failure is failure
+    assert len(hook.requests) == 1
+    assert [r.path for r in hook.requests] == [WEBHOOK_PATH]  # the redirect was not followed
+
+
+# ---- PagerDuty --------------------------------------------------------------------------------
+
+
+def test_pagerduty_trigger_is_a_valid_events_v2_event(store: Store, pd: PagerDutyStandIn) -> None:
+    """A firing alert is one trigger with the episode's dedup key, our summary, severity and link."""
+    run(store, settings_with_link(), 0, {"recall_coverage": Status.BREACHED}, pd=pagerduty(pd))
+    [event] = pd.events()
+    assert event["routing_key"] == ROUTING_KEY
+    assert event["event_action"] == "trigger"
+    assert event["dedup_key"] == alert_key(SOURCE, "recall_coverage", T0)
+    payload = event["payload"]
+    assert payload["summary"].startswith(f"recall_coverage breached ({SOURCE}): ")
+    assert payload["source"] == SOURCE
+    assert payload["severity"] == "critical"
+    assert payload["timestamp"] == "2026-11-28T04:00:00Z"
+    assert payload["component"] == "recall_coverage"
+    assert payload["custom_details"]["sessions"] == ["s-1", "s-2", "s-3"]
+    assert event["links"] == [
+        {"href": f"{BASE_URL}/reports/20261128T040000Z", "text": "The window's report"}
+    ]
+
+
+def test_pagerduty_resolve_closes_the_incident_its_trigger_opened(
+    store: Store, pd: PagerDutyStandIn
+) -> None:
+    """Trigger, reminder and resolve share the dedup key; the resolve closes the incident."""
+    settings = make_settings({"alerts": {"repeat_interval": "4h"}})
+    receiver = pagerduty(pd)
+    run(store, settings, 0, {"recall_coverage": Status.BREACHED}, pd=receiver)
+    run(store, settings, 4, {"recall_coverage": Status.BREACHED}, pd=receiver)
+    run(store, settings, 8, {"recall_coverage": Status.OK}, pd=receiver)
+    actions = [(e["event_action"], e["dedup_key"]) for e in pd.events()]
+    key = alert_key(SOURCE, "recall_coverage", T0)
+    assert actions == [("trigger", key), ("trigger", key), ("resolve", key)]
+    assert pd.incidents() == {key: "resolved"}
+
+
+def test_pagerduty_a_new_firing_episode_is_a_new_incident(
+    store: Store, pd: PagerDutyStandIn
+) -> None:
+    """Firing again after a resolve opens a new incident (a new dedup key); the old stays closed."""
+    settings = make_settings()
+    receiver = pagerduty(pd)
+    for hours, status in ((0, Status.BREACHED), (4, Status.OK), (8, Status.BREACHED)):
+        run(store, settings, hours, {"recall_coverage": status}, pd=receiver)
+    first, second = (
+        alert_key(SOURCE, "recall_coverage", T0),
+        alert_key(SOURCE, "recall_coverage", T0 + 8 * H),
+    )
+    assert pd.incidents() == {first: "resolved", second: "triggered"}
+
+
+def test_pagerduty_gets_one_outbox_row_and_one_event_per_alert(
+    store: Store, pd: PagerDutyStandIn
+) -> None:
+    """Two alerts of one evaluation are two rows and two events, each with its own dedup key."""
+    outcome = run(
+        store,
+        make_settings(),
+        0,
+        {"recall_coverage": Status.BREACHED, "recall_latency_p95": Status.BREACHED},
+        pd=pagerduty(pd),
+    )
+    assert len(outcome.enqueued) == 2 and len(outcome.delivery.delivered) == 2
+    assert [e["payload"]["component"] for e in pd.events()] == [
+        "recall_coverage",
+        "recall_latency_p95",
+    ]
+    assert [e["payload"]["severity"] for e in pd.events()] == ["critical", "warning"]
+
+
+def test_pagerduty_invalid_event_is_set_aside_and_does_not_block_the_next(
+    store: Store, pd: PagerDutyStandIn
+) -> None:
+    """A 400 invalid event rejects that one row; the alert after it is still delivered."""
+    settings = make_settings()
+    receiver = pagerduty(pd)
+    pd.reply(BAD_REQUEST)
+    first = run(store, settings, 0, {"recall_coverage": Status.BREACHED}, pd=receiver)
+    assert first.delivery.rejected == 1 and "set aside" in first.errors[0]
+    second = run(store, settings, 4, {"recall_coverage": Status.OK}, pd=receiver)
+    assert second.delivery.delivered == second.enqueued
+
+
+def test_pagerduty_invalid_routing_key_is_permanent_and_keeps_the_events(
+    store: Store, pd: PagerDutyStandIn
+) -> None:
+    """PagerDuty refusing the routing key keeps every event pending, one request per run."""
+    settings = make_settings()
+    wrong = pagerduty(pd, routing_key="too-short")
+    first = run(store, settings, 0, {"recall_coverage": Status.BREACHED}, pd=wrong)
+    second = run(store, settings, 4, {"recall_coverage": Status.OK}, pd=wrong)
+    assert len(pd.requests) == 2  # one per run, never a retry storm
+    assert second.delivery.pending == 2 and first.delivery.delivered == ()
+    assert "check alerts.pagerduty.oncall.routing_key" in second.errors[0]
+    assert "too-short" not in " ".join(second.errors)
+    right = run(store, settings, 8, {"recall_coverage": Status.BREACHED}, pd=pagerduty(pd))
+    assert [e["event_action"] for e in pd.events()] == ["trigger", "resolve", "trigger"]
+    assert right.delivery.pending == 0
+
+
+def test_pagerduty_rate_limit_waits_for_a_later_run_and_keeps_the_order(
+    store: Store, pd: PagerDutyStandIn
+) -> None:
+    """A 429 beyond the deadline leaves the trigger pending; its resolve never overtakes it."""
+    settings = make_settings()
+    pd.reply(rate_limited(600))
+    first = run(store, settings, 0, {"recall_coverage": Status.BREACHED}, pd=pagerduty(pd))
+    assert first.delivery.pending == 1
+    later = run(store, settings, 4, {"recall_coverage": Status.OK}, pd=pagerduty(pd))
+    assert len(later.delivery.delivered) == 2
+    assert [e["event_action"] for e in pd.events()] == ["trigger", "resolve"]
+
+
+def test_pagerduty_routing_key_never_shows(pd: PagerDutyStandIn) -> None:
+    """describe() and the built receiver's error lines never show the routing key."""
+    settings = make_settings(
+        {"alerts": {"pagerduty": {"oncall": {"routing_key": ROUTING_KEY, "url": pd.url}}}}
+    )
+    receiver = build_notifiers(settings)["pagerduty.oncall"]
+    assert ROUTING_KEY not in receiver.describe()
+    assert receiver.per_alert
+
+
+def test_a_missing_pagerduty_secret_keeps_its_rows_per_alert_and_pending(store: Store) -> None:
+    """PAGERDUTY_KEY unset: the receiver cannot send, its events wait one row per alert."""
+    settings = make_settings(
+        {"alerts": {"pagerduty": {"oncall": {"routing_key": "${PAGERDUTY_KEY}"}}}}
+    )
+    [missing] = settings.alerts.missing_secrets()
+    assert missing.key == "alerts.pagerduty.oncall.routing_key"
+    assert missing.variable == "PAGERDUTY_KEY"
+    at = T0
+    outcome = process(
+        store,
+        settings,
+        report(at, {"recall_coverage": Status.BREACHED, "recall_latency_p95": Status.BREACHED}),
+        now=at,
+        timer=FakeTimer(),
+    )
+    assert outcome.delivery.pending == 2
+    assert "PAGERDUTY_KEY is not set" in outcome.errors[0]
+
+
+def test_notify_test_fires_and_resolves_a_test_alert_at_machine_receivers(
+    hook: WebhookStandIn, pd: PagerDutyStandIn, tmp_path: Path
+) -> None:
+    """notify-test: the webhook gets a firing then a resolved test alert; PagerDuty's incident closes."""
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[alerts.webhook.team]\nurl = "{hook.url}"\n'
+        f'[alerts.pagerduty.oncall]\nrouting_key = "{ROUTING_KEY}"\nurl = "{pd.url}"\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    result = subprocess.run(
+        [str(BIN), "notify-test", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("sent (fired and resolved)") == 2
+    assert [d["alerts"][0]["status"] for d in hook.documents()] == ["firing", "resolved"]
+    assert hook.documents()[0]["alerts"][0]["labels"]["severity"] == "info"
+    assert list(pd.incidents().values()) == ["resolved"]
+    assert ROUTING_KEY not in result.stdout

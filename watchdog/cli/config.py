@@ -1,0 +1,156 @@
+"""`memory-watchdog config check`: is this config one the daemon can run? (as `amtool check-config`)
+
+1. The file (`--config`, else $WATCHDOG_CONFIG, else the defaults) loads:
+   every key, check id, route and receiver name is validated there; the
+   first problem is one line naming the key (exit 2).
+2. The environment: every secret a receiver references is set, and custom
+   templates render (each problem one line, exit 2).
+3. Unless `--no-store`: the store is reachable (else exit 3), and the source
+   is probed there (`checks.probe`): the table exists, the columns the
+   preset reads are there, every column expression and session filter
+   compiles (a `LIMIT 0` query), and so does the whole source query. A key
+   the user wrote that does not compile is exit 2; the table or its columns
+   are exit 3. Nothing is written: not even the watchdog's own tables.
+
+What is fine goes to stdout, each problem to stderr as one line; the exit
+code is 0, 2 (a config or environment problem, whatever else is wrong) or 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+
+from alerts.notifiers import build_notifiers
+from alerts.render import templates
+from alerts.routing import Router
+from alerts.state import schema_exists
+from checks.probe import probe_source
+from watchdog.cli.args import PROG, Subparsers, common_arguments, load
+from watchdog.core.errors import ConfigError, StoreError, UsageError
+from watchdog.core.settings import Settings
+from watchdog.core.settings.load import config_file
+from watchdog.core.store import open_configured
+from watchdog.daemon.schedule import Schedule
+
+
+@dataclass
+class Verdict:
+    """What the check found: lines for stdout, problems for stderr, and the exit code."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[tuple[str, int]] = field(default_factory=list)  # (line, exit code)
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+
+    def fail(self, key: str, problem: str, code: int) -> None:
+        self.problems.append((f"{key}: {problem}" if key else problem, code))
+
+    @property
+    def code(self) -> int:
+        codes = {code for _, code in self.problems}
+        return 2 if 2 in codes else 3 if codes else 0
+
+
+def add_config(sub: Subparsers) -> None:
+    """Register `memory-watchdog config check` (the CLI's COMMANDS registry calls this)."""
+    p = sub.add_parser("config", help="check a config file, its environment and its source")
+    actions = p.add_subparsers(dest="config_action", metavar="ACTION")
+    check = actions.add_parser(
+        "check",
+        help="validate the file and environment, and probe the source on the store"
+        " (exit 0, 2 config, 3 store)",
+    )
+    common_arguments(check)
+    check.add_argument(
+        "--no-store",
+        action="store_true",
+        help="check the file and environment only (e.g. in CI, where no store is reachable)",
+    )
+    check.set_defaults(run=cmd_config_check)
+    p.set_defaults(run=_config_usage)
+
+
+def _config_usage(args: argparse.Namespace) -> int:
+    raise UsageError("config: an action is required (check; see memory-watchdog config --help)")
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    settings = load(args)  # the first problem of the file itself: one line, exit 2
+    verdict = Verdict()
+    where = config_file(args.config)
+    verdict.say(f"config {where or '(none: the built-in defaults)'}: loaded")
+    describe_settings(settings, verdict)
+    check_environment(settings, verdict)
+    if args.no_store:
+        verdict.say("store: not checked (--no-store)")
+    else:
+        check_store(settings, verdict)
+    for line in verdict.lines:
+        print(line)
+    for line, _ in verdict.problems:
+        print(f"{PROG}: {line}", file=sys.stderr)
+    count = len(verdict.problems)
+    print("config check: OK" if not count else f"config check: FAILED ({count} problem(s))")
+    return verdict.code
+
+
+def describe_settings(settings: Settings, verdict: Verdict) -> None:
+    """What the config sets up, in the words the other commands use."""
+    source = settings.source
+    custom = len(settings.custom_checks)
+    verdict.say(
+        f"  source {source.display_name}: preset {source.preset}, table {source.table_name}"
+    )
+    verdict.say(f"  checks: {len(settings.check_ids)} ({custom} custom)")
+    verdict.say(f"  schedule: {Schedule.from_settings(settings.schedule).describe()}")
+    receivers = build_notifiers(settings)
+    described = "; ".join(r.describe() for r in receivers.values()) or "none (nothing is sent)"
+    verdict.say(f"  receivers: {described}")
+    if settings.alerts.routes:
+        routes = Router.of(settings.alerts).describe(list(receivers))
+        verdict.say(f"  routes: {'; '.join(routes)}")
+
+
+def check_environment(settings: Settings, verdict: Verdict) -> None:
+    """The secrets the receivers reference, and the templates they render."""
+    missing = settings.alerts.missing_secrets()
+    for secret in missing:
+        verdict.fail(secret.key, f"environment variable {secret.variable} is not set", 2)
+    if not missing:
+        verdict.say("environment: every secret the receivers reference is set")
+    directory = settings.alerts.templates_dir
+    try:
+        templates(directory)
+    except ConfigError as exc:
+        verdict.fail(exc.key, exc.problem, 2)
+    else:
+        verdict.say(f"templates: {directory + ' (every one renders)' if directory else 'built-in'}")
+
+
+def check_store(settings: Settings, verdict: Verdict) -> None:
+    """Reach the store and probe the source there; read-only."""
+    try:
+        with open_configured(settings.store) as store:
+            state = (
+                "exist"
+                if schema_exists(store, settings)
+                else "do not exist yet (the first `check --notify` or daemon run creates them)"
+            )
+            verdict.say(
+                f"store {store.url.masked}: reachable; the watchdog's tables in database"
+                f" {settings.store.database} {state}"
+            )
+            probe = probe_source(store, settings)
+    except StoreError as exc:
+        verdict.fail("", str(exc), 3)
+        return
+    if probe.columns:
+        verdict.say(f"  source table {probe.table}: {probe.columns} columns")
+    compiled = [f.label or f.key for f in probe.findings if f.ok]
+    if compiled:
+        verdict.say(f"  compiles (LIMIT 0): {', '.join(compiled)}")
+    for finding in probe.problems:
+        verdict.fail(finding.key, finding.problem, 2 if finding.config else 3)
