@@ -81,11 +81,26 @@ def _finalize_mrkdwn(value: Any) -> str:
 # --- the context templates see -------------------------------------------------------------
 
 
+def _clock(moment: datetime, *, seconds: bool) -> str:
+    """A time of day: to the minute, or with seconds (and milliseconds when it has some)."""
+    if not seconds:
+        return f"{moment:%H:%M}"
+    millis = f".{moment.microsecond // 1000:03d}" if moment.microsecond else ""
+    return f"{moment:%H:%M:%S}{millis}"
+
+
 def format_window(window: Window) -> str:
+    """The window for people: `2026-11-28 00:00 – 04:00 UTC`, with seconds when a bound has them.
+
+    A window shorter than a minute, or one evaluated at a time that is not a
+    whole minute, would otherwise read "09:59 – 09:59".
+    """
     start, end = window.start, window.end
+    seconds = any(t.second or t.microsecond for t in (start, end))
+    first = f"{start:%Y-%m-%d} {_clock(start, seconds=seconds)}"
     if start.date() == end.date():
-        return f"{start:%Y-%m-%d %H:%M} – {end:%H:%M} UTC"
-    return f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
+        return f"{first} – {_clock(end, seconds=seconds)} UTC"
+    return f"{first} – {end:%Y-%m-%d} {_clock(end, seconds=seconds)} UTC"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -149,6 +164,8 @@ def alert_context(n: Notification) -> dict[str, Any]:
     resolve = n.kind is Kind.RESOLVE
     kind, ids, more, facts = _evidence(result) if not resolve else ("", [], 0, [])
     note = "a silence held this until now" if n.after_silence else ""
+    # The `store` pseudo check compares nothing: no value, no "breach when" for it.
+    store = n.check_id == STORE_CHECK
     return {
         "kind": n.kind.value,
         "label": label,
@@ -159,8 +176,8 @@ def alert_context(n: Notification) -> dict[str, Any]:
         "error": n.is_error,
         "status": result.status.value,
         "severity": result.severity.value,
-        "value": format_value(result, result.value),
-        "target": format_target(result),
+        "value": "" if store else format_value(result, result.value),
+        "target": "" if store else format_target(result),
         "window": format_window(n.window),
         "summary": _clip(result.summary, MAX_SUMMARY).rstrip("."),
         "evidence_kind": kind,

@@ -177,6 +177,37 @@ def test_reproduce_line_is_the_exact_command() -> None:
     assert command == "memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h"
 
 
+def test_reproduce_line_names_the_store_it_read_with_its_password_masked() -> None:
+    """The command reads the same store (`--store`), never showing a password."""
+    for url, shown in (
+        (
+            "chdb:///var/lib/memory-watchdog/demo-store",
+            "chdb:///var/lib/memory-watchdog/demo-store",
+        ),
+        ("https://reader:s3cret@ch.example:8443/otel", "'https://reader:***@ch.example:8443/otel'"),
+    ):
+        settings = Settings().with_store_url(url)
+        page = render_page(known_report(settings), settings=settings)
+        command = parse(page).find("section", id="reproduce")[0].find("code")[0].all_text()
+        assert command == (
+            f"memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h --store {shown}"
+        )
+        assert "s3cret" not in page
+
+
+def test_a_tile_with_one_window_draws_no_sparkline_but_says_it_is_new() -> None:
+    """A trend needs two windows: with only this one, no lone marker, and "new in this window"."""
+    root = parse(page_of())
+    assert not root.find("svg", cls="spark")
+    tile = root.find("li", data_check="observe_failure_rate")[0]
+    assert tile.find(cls="since")[0].all_text() == "new in this window"
+    two = History(
+        points={"observe_failure_rate": [Point(AT - timedelta(hours=4), 0.01, Status.OK)]}
+    )
+    tile = parse(page_of(two)).find("li", data_check="observe_failure_rate")[0]
+    assert tile.find("svg", cls="spark")[0].attrs["data-points"] == "2"
+
+
 def test_deviation_table_is_agente_by_tipo() -> None:
     """The deviation table has a row per agente and a column per tipo, with totals."""
     table = parse(page_of()).find("table", cls="deviations")[0]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from alerts.lifecycle import Kind, Notification
-from alerts.render import Templates, escape_mrkdwn, templates
+from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from alerts.pipeline import source_unreadable
+from alerts.render import Templates, escape_mrkdwn, format_window, templates
 from checks.base import Comparison, Severity, Status, Window
-from checks.evidence import Evidence
+from checks.evidence import Evidence, FailureRun
 from tests.alerts.conftest import SOURCE, T0, H, result
 from watchdog.core.errors import ConfigError
 
@@ -285,3 +287,68 @@ def test_value_formats_follow_the_unit() -> None:
     assert "Value 7.3%, breach when >= 5.0%" in plain
     assert "Value 5h33m, breach when > 4h" in plain
     assert f"[{Severity.CRITICAL.value}]" in plain
+
+
+def test_the_plain_text_forms_keep_the_case_of_every_value() -> None:
+    """Slack's text fallback and the stdout text lower-case nothing: times, ids, summaries as written."""
+    moment = T0 - 2 * H + timedelta(seconds=57, milliseconds=83)
+    note = Notification(
+        Kind.REPEAT,
+        "Prod.OTel_Events",
+        "circuit_breaker",
+        "breached",
+        result(
+            "circuit_breaker",
+            Status.BREACHED,
+            4.0,
+            summary="Longest run ends at 2026-11-28T02:00:57.083Z in Worker-B",
+            evidence=Evidence(
+                events=("EV-Alpha", "ev-beta"),
+                run=FailureRun(moment, moment + 3 * H / 60, 4),
+                newest=moment,
+            ),
+        ),
+        WINDOW,
+        T0 - 24 * H,
+    )
+    message = templates().message([note])
+    for form in (message.text, message.plain):
+        for written in (
+            "Prod.OTel_Events",
+            "Longest run ends at 2026-11-28T02:00:57.083Z in Worker-B",
+            "EV-Alpha",
+            "Events: EV-Alpha, ev-beta.",
+            "Longest run: 4 failures from 2026-11-28T02:00:57.083Z to 2026-11-28T02:03:57.083Z.",
+            "Newest event: 2026-11-28T02:00:57.083Z.",
+            "circuit_breaker still breached (firing for 1d)",
+        ):
+            assert written in form, (written, form)
+        assert "t02:" not in form and "057.083z" not in form
+
+
+def test_a_window_shorter_than_a_minute_shows_its_seconds() -> None:
+    """A 15s window reads 09:59:45 – 10:00:00, never "09:59 – 09:59"; whole minutes stay short."""
+    at = datetime(2026, 11, 28, 10, 0, 0, tzinfo=UTC)
+    short = Window(at=at - timedelta(seconds=15), length=timedelta(seconds=15), lookback=24 * H)
+    assert format_window(short) == "2026-11-28 09:59:30 – 09:59:45 UTC"
+    assert format_window(WINDOW) == "2026-11-28 00:00 – 04:00 UTC"
+    odd = Window(at=at + timedelta(milliseconds=250), length=4 * H, lookback=24 * H)
+    assert format_window(odd) == "2026-11-28 06:00:00.250 – 10:00:00.250 UTC"
+
+
+def test_the_store_alert_states_no_target_it_does_not_have() -> None:
+    """The `store` pseudo check has no value to compare: its message says no "breach when > 0"."""
+    note = Notification(
+        Kind.FIRE,
+        SOURCE,
+        STORE_CHECK,
+        "error",
+        source_unreadable("table joelclaw.otel_events not found"),
+        WINDOW,
+        T0,
+    )
+    message = templates().message([note])
+    slack = json.dumps(message.blocks, ensure_ascii=False) + message.text
+    assert "&gt;" not in slack and "Breach when" not in slack
+    assert "breach when" not in message.plain and ">" not in message.plain
+    assert "could not read the source: table joelclaw.otel_events not found" in message.plain

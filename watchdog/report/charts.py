@@ -389,6 +389,15 @@ def window_span(points: Sequence[Point], fallback_end: datetime, length: timedel
     return min(p.window_end for p in points) - length
 
 
+def has_trend(points: Sequence[Point]) -> bool:
+    """Whether a sparkline has a line to draw: two windows with a value at least.
+
+    With fewer, a tile's sparkline would be a lone marker (a breach's triangle
+    floating in a box) that reads as an icon, not as a history.
+    """
+    return sum(p.value is not None for p in points) >= 2
+
+
 def sparkline(points: Sequence[Point], *, target: float, unit: str, title: str) -> Markup:
     """A tile's tiny chart: the value over the recent windows, the target, breaches marked."""
     width, height, pad = 132, 28, 3
