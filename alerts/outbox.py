@@ -110,11 +110,13 @@ def compose(
     templates: Templates,
     *,
     now: datetime,
+    link: str = "",
 ) -> list[OutboxRow]:
     """One row per notifier for one evaluation's announcements.
 
     A notifier in quiet hours at `now` gets two: the critical announcements
-    to send now, and the rest held until its quiet hours end.
+    to send now, and the rest held until its quiet hours end. `link` is the
+    window's page (report.base_url), or '' for none.
     """
     if not notifications:
         return []
@@ -124,7 +126,7 @@ def compose(
     def payload(items: Sequence[Notification]) -> str:
         key = tuple(id(n) for n in items)
         if key not in rendered:
-            message = templates.message(items)
+            message = templates.message(items, link=link)
             rendered[key] = json.dumps(
                 {"text": message.text, "blocks": message.blocks, "plain": message.plain},
                 ensure_ascii=False,

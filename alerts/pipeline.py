@@ -8,8 +8,9 @@ daemon call after an evaluation. In order, it:
    (`alerts.lifecycle`), judged at the evaluation time `report.window.at`,
    with the silences in force at that time;
 3. renders one message per notifier grouping all of this run's
-   announcements and writes it to the outbox (`alerts.outbox`), before
-   anything is sent;
+   announcements (linking to the window's page when `report.base_url` is
+   set) and writes it to the outbox (`alerts.outbox`), before anything is
+   sent;
 4. saves the alert states, and records the run in the run log;
 5. delivers every pending outbox row, oldest first, within
    `alerts.delivery_timeout` (`now`, the wall clock, is what delivery
@@ -46,6 +47,7 @@ from alerts.state import (
     save_alerts,
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
+from watchdog.core.links import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 
@@ -156,6 +158,7 @@ def process(
         duration_s=duration_s,
         problem="",
         timer=timer,
+        link=page_link(settings.report.base_url, report.window.end),
     )
 
 
@@ -192,6 +195,7 @@ def process_store_error(
         duration_s=duration_s,
         problem=problem,
         timer=timer,
+        link="",  # no page is written for a window whose source could not be read
     )
 
 
@@ -209,6 +213,7 @@ def _run(
     duration_s: float | None,
     problem: str,
     timer: Timer | None,
+    link: str,
 ) -> ProcessOutcome:
     chosen = build_notifiers(settings) if notifiers is None else notifiers
     renderer = templates(settings.alerts.templates_dir)
@@ -229,7 +234,7 @@ def _run(
     ]
     notifications = [s.notification for s in steps if s.notification is not None]
 
-    rows = compose(notifications, chosen, renderer, now=now)
+    rows = compose(notifications, chosen, renderer, now=now, link=link)
     enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
     save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)
     record_run(

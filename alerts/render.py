@@ -53,6 +53,7 @@ TEST_BLOCKS = "test.json.j2"
 TEST_TEXT = "test.txt.j2"
 TEMPLATES = (MESSAGE_BLOCKS, MESSAGE_TEXT, TEST_BLOCKS, TEST_TEXT)
 
+SAMPLE_LINK = "https://watchdog.example/reports/20261128T040000Z"
 MAX_ALERTS = 15  # sections per message; Block Kit allows 50 blocks
 MAX_EVIDENCE = 5
 MAX_SUMMARY = 500
@@ -199,8 +200,11 @@ def ordered(notifications: Sequence[Notification]) -> list[Notification]:
     return sorted(notifications, key=lambda n: (_KIND_RANK[n.kind], _SEVERITY_RANK[n.severity]))
 
 
-def message_context(notifications: Sequence[Notification]) -> dict[str, Any]:
-    """The context of one message: every announcement of one evaluation of one source."""
+def message_context(notifications: Sequence[Notification], link: str = "") -> dict[str, Any]:
+    """The context of one message: every announcement of one evaluation of one source.
+
+    `link` is the window's page (`report.base_url`, see watchdog.core.links), or ''.
+    """
     if not notifications:
         raise ValueError("a message needs at least one notification")
     first = notifications[0]
@@ -219,6 +223,7 @@ def message_context(notifications: Sequence[Notification]) -> dict[str, Any]:
         "resolved": resolved,
         "alerts": [alert_context(n) for n in items[:MAX_ALERTS]],
         "more": max(0, len(items) - MAX_ALERTS),
+        "link": link,
     }
 
 
@@ -263,8 +268,8 @@ class Templates:
         loaders.append(FileSystemLoader(str(BUILTIN_DIR)))
         loader = ChoiceLoader(loaders)
 
-        def env(finalize: Callable[[Any], str] | None) -> Environment:
-            return Environment(
+        def env(finalize: Callable[[Any], str] | None, *, mrkdwn: bool) -> Environment:
+            environment = Environment(
                 loader=loader,
                 undefined=StrictUndefined,
                 autoescape=False,
@@ -273,10 +278,13 @@ class Templates:
                 keep_trailing_newline=False,
                 finalize=finalize,
             )
+            # Whether the text renders for Slack (links as <url>) or for a plain channel.
+            environment.globals["mrkdwn"] = mrkdwn
+            return environment
 
-        self._blocks = env(_finalize_blocks)
-        self._mrkdwn = env(_finalize_mrkdwn)
-        self._plain = env(_text)
+        self._blocks = env(_finalize_blocks, mrkdwn=True)
+        self._mrkdwn = env(_finalize_mrkdwn, mrkdwn=True)
+        self._plain = env(_text, mrkdwn=False)
         self._verify()
 
     def _fail(self, name: str, exc: BaseException) -> ConfigError:
@@ -314,9 +322,9 @@ class Templates:
             plain=self._render(self._plain, text, context).strip(),
         )
 
-    def message(self, notifications: Sequence[Notification]) -> Rendered:
-        """One evaluation's announcements as one message."""
-        return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context(notifications))
+    def message(self, notifications: Sequence[Notification], link: str = "") -> Rendered:
+        """One evaluation's announcements as one message, linking to the window's page if `link`."""
+        return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context(notifications, link))
 
     def test_message(self, source: str, notifier: str, now: datetime) -> Rendered:
         return self.render(TEST_BLOCKS, TEST_TEXT, test_context(source, notifier, now))
@@ -324,7 +332,7 @@ class Templates:
     def _verify(self) -> None:
         """Render every template once against a sample that uses every field."""
         sample = sample_notifications()
-        self.message(sample)
+        self.message(sample, link=SAMPLE_LINK)
         self.message(sample[-1:])
         self.test_message("joelclaw.otel_events", "slack", sample[0].at)
 

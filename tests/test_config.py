@@ -120,6 +120,12 @@ def test_the_environment_is_read_by_the_loader_only(monkeypatch: pytest.MonkeyPa
             "is not a daily range",
         ),
         ({"store": {"url": "postgres://x"}}, "store.url", "not a store URL"),
+        ({"report": {"base_url": "watchdog.example"}}, "report.base_url", "not an http(s) URL"),
+        (
+            {"report": {"base_url": "https://w.example/?a=1&b=<2>"}},
+            "report.base_url",
+            "no query, fragment, space or any of < > | &",
+        ),
     ],
 )
 def test_every_config_mistake_fails_at_load(

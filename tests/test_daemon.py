@@ -37,7 +37,8 @@ from alerts.testing import RecordingNotifier
 from tests.alerts.slack_standin import Reply, SlackStandIn
 from tests.builder import T0, H, M, Scenario
 from tests.fakes import LOCKED, MovableClock, StoreOpener
-from watchdog.core.settings import ScheduleSettings, Settings, settings_from_mapping
+from watchdog.core.links import stamp
+from watchdog.core.settings import ReportSettings, ScheduleSettings, Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.core.times import rfc3339
 from watchdog.daemon.child import ChildCrashed, ChildTicks
@@ -47,6 +48,7 @@ from watchdog.daemon.spool import Spool
 from watchdog.daemon.status import DaemonStatus, read_status, render_text
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import TickRequest
+from watchdog.report.files import report_dir
 
 DELAY = 2 * M  # the schedule's delay: the window ending at h:00 is judged at h:02
 STORE_DOWN = "could not read the source"  # the `store` alert's wording in Slack
@@ -295,6 +297,18 @@ def test_recovery_writes_the_spool_into_the_run_log_and_judges_the_missed_window
     assert len([t for t in texts if STORE_DOWN in t]) == 1, texts
     assert any("resolved" in t.lower() and "store" in t for t in texts), texts
     assert [a.alert.check_id for a in rig.status().firing()] == ["telemetry_freshness"]
+
+
+def test_with_base_url_the_daemon_links_each_message_to_its_window_page(rig: Rig) -> None:
+    """`report.base_url` set: the daemon's Slack message links to `<base_url>/reports/<window-end>`."""
+    report = ReportSettings(base_url="https://watchdog.example")
+    rig.settings = rig.settings.model_copy(update={"report": report})
+    rig.tick(rig.daemon(pages=True), end(5) + DELAY)
+    (sent,) = rig.slack.delivered()
+    link = f"https://watchdog.example/reports/{stamp(end(5))}"
+    assert sent.text.splitlines()[-1] == f"Report: <{link}>"
+    assert f"<{link}|" in sent.body["blocks"][1]["elements"][-1]["text"]
+    assert (report_dir(rig.settings) / "reports" / f"{stamp(end(5))}.html").exists()
 
 
 # ---- status and its dead man's switch -----------------------------------------------------

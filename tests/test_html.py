@@ -26,10 +26,11 @@ from tests.pages import (
     known_report,
     parse,
 )
+from watchdog.core.links import parse_stamp, report_url, stamp
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
-from watchdog.report.files import parse_stamp, prune, report_url, stamp, write_reports
+from watchdog.report.files import prune, write_reports
 from watchdog.report.history import History, load_history, replay_alerts
 from watchdog.report.page import render_page, reproduce_command
 

@@ -441,3 +441,27 @@ def test_unknown_status_on_a_fresh_alert_sends_nothing(
     outcome = run(store, settings, T0, {"recall_coverage": status}, chat)
     assert outcome.firing == () and chat.sent == []
     assert result("recall_coverage", status).status is status
+
+
+def test_with_base_url_every_message_links_to_the_window_page(store: Store) -> None:
+    """`report.base_url` set: the message of a run links to `<base_url>/reports/<window-end>`."""
+    settings = make_settings({"report": {"base_url": "https://watchdog.example/"}})
+    chat = RecordingNotifier()
+    run(store, settings, T0, {"recall_coverage": Status.BREACHED}, chat)
+    (sent,) = chat.sent
+    link = "https://watchdog.example/reports/20261128T040000Z"
+    assert sent.plain.splitlines()[-1] == f"Report: {link}"
+    assert f"Report: <{link}>" in sent.text
+    assert f"<{link}|" in sent.blocks[1]["elements"][-1]["text"]
+
+
+def test_the_store_alert_carries_no_link_to_a_page_never_written(store: Store) -> None:
+    """A window whose source could not be read has no page: its `store` alert links nowhere."""
+    settings = make_settings({"report": {"base_url": "https://watchdog.example"}})
+    chat = RecordingNotifier()
+    window = Window(at=T0, length=4 * H, lookback=24 * H)
+    process_store_error(
+        store, settings, window, "table t not found", now=T0, notifiers={chat.name: chat}
+    )
+    (sent,) = chat.sent
+    assert "reports/" not in sent.plain and "Report" not in sent.plain

@@ -80,8 +80,8 @@ ERROR = Notification(
 CASES = {"fire": FIRE, "repeat": REPEAT, "resolve": RESOLVE, "error": ERROR}
 
 
-def rendered_json(notification: Notification) -> str:
-    message = templates().message([notification])
+def rendered_json(notification: Notification, link: str = "") -> str:
+    message = templates().message([notification], link=link)
     document = {"blocks": message.blocks, "text": message.text, "plain": message.plain}
     return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
 
@@ -96,6 +96,31 @@ def test_golden_block_kit(case: str) -> None:
     assert actual == path.read_text(encoding="utf-8"), (
         f"regenerate with UPDATE_GOLDEN=1 if intended ({path})"
     )
+
+
+LINK = "https://watchdog.example/reports/20261128T040000Z"
+
+
+def test_golden_block_kit_with_a_report_link() -> None:
+    """With `report.base_url` set, the message links to the window's page: golden fire_link.json."""
+    path = GOLDEN / "fire_link.json"
+    actual = rendered_json(FIRE, link=LINK)
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(actual, encoding="utf-8")
+    assert actual == path.read_text(encoding="utf-8"), (
+        f"regenerate with UPDATE_GOLDEN=1 if intended ({path})"
+    )
+
+
+def test_the_link_is_a_mrkdwn_link_in_slack_and_a_plain_url_on_stdout() -> None:
+    """Block Kit and the text fallback carry `<url|...>`; the plain text says "Report: <url>"."""
+    message = templates().message([FIRE, RESOLVE], link=LINK)
+    header = message.blocks[1]["elements"]
+    assert header[-1] == {"type": "mrkdwn", "text": f"<{LINK}|Open the report of this window>"}
+    assert message.text.splitlines()[-1] == f"Report: <{LINK}>"
+    assert message.plain.splitlines()[-1] == f"Report: {LINK}"
+    unlinked = templates().message([FIRE, RESOLVE])
+    assert "Report" not in unlinked.plain and "reports/" not in json.dumps(unlinked.blocks)
 
 
 def test_one_message_lists_new_alerts_before_reminders_and_resolutions() -> None:

@@ -1,57 +1,29 @@
 """The page files: `report.html` (the latest) and `reports/<window-end>.html`, pruned.
 
-`write_reports` is what the daemon calls after each run; `stamp` and
-`parse_stamp` name a window's page in file names and URLs.
+`write_reports` is what the daemon calls after each run; a window's page is
+named by `watchdog.core.links` (`stamp`), as its URL is.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from checks.base import Report
+from watchdog.core.links import ARCHIVE, STAMP, stamp
 from watchdog.core.settings import Settings
 from watchdog.report.history import History
 from watchdog.report.page import render_page
 
 LATEST = "report.html"
-ARCHIVE = "reports"
-# reports/<window-end>.html, e.g. reports/20261128T040000Z.html
-STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
-STAMP = re.compile(r"^\d{8}T\d{6}Z$")
 
 
 def report_dir(settings: Settings) -> Path:
     """Where pages are written: `report.dir`, else the data directory."""
     return Path(settings.report.dir) if settings.report.dir else settings.data_dir
-
-
-def stamp(window_end: datetime) -> str:
-    """The file and URL name of a window: its end as 20261128T040000Z."""
-    return window_end.astimezone(UTC).strftime(STAMP_FORMAT)
-
-
-def parse_stamp(text: str) -> str | None:
-    """A window end from a URL (20261128T040000Z or RFC 3339) as its stamp; None if neither."""
-    text = text.removesuffix(".html")
-    if STAMP.match(text):
-        return text
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return stamp(moment)
-
-
-def report_url(base_url: str, window_end: datetime) -> str:
-    """The link to one window's page on the daemon's server (for alert messages)."""
-    return f"{base_url.rstrip('/')}/{ARCHIVE}/{stamp(window_end)}"
 
 
 def _write_atomic(path: Path, text: str) -> None:

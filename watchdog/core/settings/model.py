@@ -343,8 +343,22 @@ class ReportSettings(_Settings):
     dir: str | None = None  # default: the data directory
     keep: int = Field(default=200, ge=1)
     error_classes: bool = True
-    base_url: str | None = None
+    base_url: str | None = None  # where `daemon --http` is reached: alerts link to its pages
     history: int = Field(default=42, ge=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _page_root(cls, value: str | None) -> str | None:
+        """An http(s) root the page path is appended to, and that Slack's `<url|text>` can hold."""
+        if value is None:
+            return value
+        if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
+            raise ValueError(f"{value!r} is not an http(s) URL (e.g. https://watchdog.example)")
+        if re.search(r"[?#<>|&\s]", value):
+            raise ValueError(
+                f"{value!r}: a page root has no query, fragment, space or any of < > | &"
+            )
+        return value
 
 
 class Settings(_Settings):
