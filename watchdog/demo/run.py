@@ -10,7 +10,7 @@ from checks.base import Report
 from checks.source_ddl import create_table_sql
 from checks.triage import with_triage
 from watchdog.core.errors import UsageError
-from watchdog.core.settings import Settings
+from watchdog.core.settings import DEMO_STORE_DIR, Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.demo.data import merge_retries, write_demo
 from watchdog.demo.model import DemoPlan
@@ -24,7 +24,7 @@ DEMO_MARK = "memory-watchdog demo data"
 
 def demo_store_url(settings: Settings) -> str:
     """The demo's own embedded store, beside the default one."""
-    return f"chdb://{settings.data_dir / 'demo-store'}"
+    return f"chdb://{settings.data_dir / DEMO_STORE_DIR}"
 
 
 def demo_settings(settings: Settings) -> Settings:

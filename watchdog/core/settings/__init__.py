@@ -9,7 +9,13 @@ quiet hours, `${ENV}` references and the store URL are all checked here.
 from __future__ import annotations
 
 from watchdog.core.settings.custom import CustomCheck
-from watchdog.core.settings.load import data_dir_from, load_settings, settings_from_mapping
+from watchdog.core.settings.load import (
+    DEMO_STORE_DIR,
+    STORE_DIR,
+    data_dir_from,
+    load_settings,
+    settings_from_mapping,
+)
 from watchdog.core.settings.model import (
     BUILTIN_CHECK_IDS,
     NORMALIZED_COLUMNS,
@@ -30,8 +36,10 @@ from watchdog.core.settings.model import (
 
 __all__ = [
     "BUILTIN_CHECK_IDS",
+    "DEMO_STORE_DIR",
     "NORMALIZED_COLUMNS",
     "PRESET_TABLES",
+    "STORE_DIR",
     "AlertSettings",
     "CheckOverride",
     "CustomCheck",
