@@ -47,6 +47,7 @@ from alerts.state import (
     save_alerts,
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
+from checks.builtin import configured_checks
 from watchdog.core.links import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -219,7 +220,7 @@ def _run(
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
 
-    rules = Rules.of(settings.alerts)
+    rules = Rules.of(settings.alerts, configured_checks(settings))
     alerts = load_alerts(store, settings, source)
     silences = active_silences(store, settings, window.at)
     steps = [

@@ -121,28 +121,44 @@ def _headline(n: Notification) -> str:
     subject = _subject(n)
     verb = "read" if n.check_id == STORE_CHECK else "evaluate"
     status = n.result.status
+    no_data_since = rfc3339(n.no_data_since) if n.no_data_since else ""
     if n.kind is Kind.RESOLVE:
         after = f" after {_duration(n.fired_for)}" if n.fired_for is not None else ""
         if n.is_error:
             return f"the watchdog can {verb} {subject} again{after}"
+        if n.no_data:
+            return f"{subject} has data again{after}"
         return f"{subject} resolved{after}"
     if n.kind is Kind.FIRE:
-        return f"the watchdog could not {verb} {subject}" if n.is_error else f"{subject} breached"
+        if n.is_error:
+            return f"the watchdog could not {verb} {subject}"
+        if n.no_data:
+            return f"{subject} has no data since {no_data_since}"
+        return f"{subject} breached"
     if status is Status.ERROR:
         return f"the watchdog still cannot {verb} {subject} (for {firing_for})"
     if status is Status.BREACHED:
         return f"{subject} still breached (firing for {firing_for})"
+    if status is Status.NO_DATA and n.no_data:
+        return f"{subject} still has no data since {no_data_since} (firing for {firing_for})"
+    if status is Status.NO_DATA:
+        # Never quote "nothing to judge" as if it were the breach.
+        return (
+            f"{subject} still firing (for {firing_for}), but no data since {no_data_since}:"
+            f" the {'error' if n.is_error else 'breach'} can be neither confirmed nor resolved"
+        )
     return f"{subject} still firing (for {firing_for}; latest evaluation: {status.value})"
 
 
-_LABEL = {
-    (Kind.FIRE, False): ("Firing", ":red_circle:"),
-    (Kind.FIRE, True): ("Error", ":warning:"),
-    (Kind.REPEAT, False): ("Still firing", ":large_orange_circle:"),
-    (Kind.REPEAT, True): ("Still firing", ":warning:"),
-    (Kind.RESOLVE, False): ("Resolved", ":large_green_circle:"),
-    (Kind.RESOLVE, True): ("Resolved", ":large_green_circle:"),
-}
+def _label(n: Notification) -> tuple[str, str]:
+    """The announcement's label and icon: what kind of news, for what cause."""
+    if n.kind is Kind.RESOLVE:
+        return "Resolved", ":large_green_circle:"
+    icon = ":warning:" if n.is_error else ":grey_question:" if n.no_data else ""
+    if n.kind is Kind.REPEAT:
+        return "Still firing", icon or ":large_orange_circle:"
+    label = "Error" if n.is_error else "No data" if n.no_data else "Firing"
+    return label, icon or ":red_circle:"
 
 
 def _evidence(result: CheckResult) -> tuple[str, list[str], int, list[str]]:
@@ -161,12 +177,15 @@ def _evidence(result: CheckResult) -> tuple[str, list[str], int, list[str]]:
 def alert_context(n: Notification) -> dict[str, Any]:
     """What a template knows about one announcement (every value a string, list or int)."""
     result = n.result
-    label, icon = _LABEL[(n.kind, n.is_error)]
+    label, icon = _label(n)
     resolve = n.kind is Kind.RESOLVE
     kind, ids, more, facts = _evidence(result) if not resolve else ("", [], 0, [])
     note = "a silence held this until now" if n.after_silence else ""
     # The `store` pseudo check compares nothing: no value, no "breach when" for it.
     store = n.check_id == STORE_CHECK
+    summary = _clip(result.summary, MAX_SUMMARY).rstrip(".")
+    if n.kind is Kind.REPEAT and result.status is Status.NO_DATA and not n.no_data:
+        summary = f"latest window: {summary}"  # what the window lacked, not the breach
     return {
         "kind": n.kind.value,
         "label": label,
@@ -180,13 +199,14 @@ def alert_context(n: Notification) -> dict[str, Any]:
         "value": "" if store else format_value(result, result.value),
         "target": "" if store else format_target(result),
         "window": format_window(n.window),
-        "summary": _clip(result.summary, MAX_SUMMARY).rstrip("."),
+        "summary": summary,
         "evidence_kind": kind,
         "evidence": ids,
         "evidence_more": more,
         "facts": facts,
         "since": rfc3339(n.firing_since) if n.firing_since else "—",
         "fired_for": _duration(n.fired_for) if resolve else "",
+        "no_data_since": rfc3339(n.no_data_since) if n.no_data_since else "",
         "note": note,
     }
 

@@ -29,6 +29,7 @@ from tests.pages import (
 from watchdog.core.links import parse_stamp, report_url, stamp
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.core.times import rfc3339
 from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
 from watchdog.report.files import prune, write_reports
 from watchdog.report.history import History, load_history, replay_alerts
@@ -460,6 +461,23 @@ def test_history_comes_from_the_run_log(store: Store) -> None:
     assert replays["observe_failure_rate"].episodes == (
         Episode("observe_failure_rate", AT - 8 * H, AT - 4 * H),
     )
+
+
+def test_a_no_data_alert_is_worded_on_the_page() -> None:
+    """With `no_data = "alerting"`, the timeline and the episodes name a no-data alert as such."""
+    settings = settings_from_mapping(
+        {"checks": {"recall_injection": {"no_data": "alerting"}}}, env={}
+    )
+    t = [AT - k * timedelta(hours=4) for k in (3, 2, 1)]
+    history = History(
+        points={"recall_injection": [Point(m, None, Status.NO_DATA) for m in t]},
+    )
+    root = parse(render_page(known_report(settings), history, settings=settings))
+    table = root.find("table", cls="episodes")[0]
+    rows = [[td.all_text() for td in tr.find("td")] for tr in table.find("tbody")[0].find("tr")]
+    assert rows == [["recall_injection (no data)", rfc3339(t[0]), "still firing"]]
+    (span,) = root.find("rect", cls="span")
+    assert "recall_injection (no data): fired" in span.all_text()
 
 
 def test_read_only_page_fires_no_alert_for_its_own_evaluation(store: Store) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -377,3 +378,62 @@ def test_the_store_alert_states_no_target_it_does_not_have() -> None:
     assert "&gt;" not in slack and "Breach when" not in slack
     assert "breach when" not in message.plain and ">" not in message.plain
     assert "could not read the source: table joelclaw.otel_events not found" in message.plain
+
+
+def test_a_reminder_under_no_data_says_since_when_instead_of_quoting_it_as_the_breach() -> None:
+    """keep_state: a firing alert whose latest windows had nothing to judge says "no data since"."""
+    note = Notification(
+        Kind.REPEAT,
+        SOURCE,
+        "recall_coverage",
+        "breached",
+        result("recall_coverage", Status.NO_DATA, summary="no session had an obligation due"),
+        WINDOW,
+        T0 - 24 * H,
+        no_data_since=T0 - 20 * H,
+    )
+    message = templates().message([note])
+    section = next(b for b in message.blocks if b["type"] == "section")["text"]["text"]
+    headline = (
+        "recall_coverage still firing (for 1d), but no data since 2026-11-27T08:00:00Z:"
+        " the breach can be neither confirmed nor resolved"
+    )
+    assert f"*{headline}*" in section
+    assert "latest window: no session had an obligation due" in section
+    assert f"STILL FIRING recall_coverage [critical]: {headline}." in message.plain
+
+
+def test_a_no_data_alert_is_worded_as_no_data_from_fire_to_resolve() -> None:
+    """alerting: the alert of its own kind says "has no data", "still has no data", "has data again"."""
+    no_data = result("recall_coverage", Status.NO_DATA, summary="no session had an obligation due")
+    fire = Notification(
+        Kind.FIRE,
+        SOURCE,
+        "recall_coverage",
+        "no_data",
+        no_data,
+        WINDOW,
+        T0,
+        no_data_since=T0 - 4 * H,
+    )
+    repeat = replace(fire, kind=Kind.REPEAT, firing_since=T0 - 24 * H)
+    resolve = Notification(
+        Kind.RESOLVE,
+        SOURCE,
+        "recall_coverage",
+        "no_data",
+        result("recall_coverage", Status.OK),
+        WINDOW,
+        T0 - 8 * H,
+        fired_for=8 * H,
+    )
+    plain = [templates().message([n]).plain for n in (fire, repeat, resolve)]
+    assert (
+        "- NO DATA recall_coverage [critical]: recall_coverage has no data since 2026-11-28T00:00:00Z."
+        in plain[0]
+    )
+    assert (
+        "recall_coverage still has no data since 2026-11-28T00:00:00Z (firing for 1d)." in plain[1]
+    )
+    assert "recall_coverage has data again after 8h." in plain[2]
+    assert not any("breached" in p for p in plain)

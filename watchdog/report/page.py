@@ -270,7 +270,7 @@ def _alerts(report: Report, history: History, replays: Mapping[str, AlertReplay]
         ),
         "episodes": [
             {
-                "check": e.check_id,
+                "check": e.name,
                 "fired_at": rfc3339(e.fired_at),
                 "resolved_at": rfc3339(e.resolved_at) if e.resolved_at else None,
             }
@@ -290,7 +290,7 @@ def render_page(
     """The report as one self-contained HTML document."""
     settings = settings or Settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
-    replays = replay_alerts(history, report, Rules.of(settings.alerts))
+    replays = replay_alerts(history, report, Rules.of(settings.alerts, configured_checks(settings)))
     ordered = report.ordered()
     length = report.window.length
     context = {

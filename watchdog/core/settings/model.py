@@ -203,6 +203,8 @@ class DeviationSettings(_Settings):
 
 
 Severity = Literal["critical", "warning", "info"]
+# What a check's no_data does to its alert (checks.base.NoDataPolicy).
+NoDataPolicyName = Literal["keep_state", "alerting"]
 
 
 class CheckOverride(_Settings):
@@ -212,6 +214,7 @@ class CheckOverride(_Settings):
     target: FiniteFloat | None = None
     severity: Severity | None = None
     min_samples: int | None = Field(default=None, ge=0)
+    no_data: NoDataPolicyName | None = None
 
 
 class ScheduleSettings(_Settings):
