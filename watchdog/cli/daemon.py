@@ -8,6 +8,7 @@ import os
 
 from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load, require_secrets
 from watchdog.core.durations import format_duration
+from watchdog.core.settings import Settings
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
@@ -29,10 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT."""
+    """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT; SIGHUP reloads the config."""
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
-    settings = load(args)
-    require_secrets(settings)  # the daemon sends: fail at start, not at the first alert
+
+    def load_checked() -> Settings:
+        """The config from --config/WATCHDOG_CONFIG and --store, as at start (and on SIGHUP)."""
+        loaded = load(args)
+        require_secrets(loaded)  # the daemon sends: fail at start, not at the first alert
+        return loaded
+
+    settings = load_checked()
     schedule = Schedule.from_settings(settings.schedule)
     logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
     telemetry = Telemetry.from_environment(os.environ, source=settings.source.display_name)
@@ -44,6 +51,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         ticks=ChildTicks(),
         http=args.http,
         debug=args.debug,
+        reload=load_checked,
     )
     return daemon.serve(stop_timeout)
 
@@ -52,7 +60,8 @@ def add_daemon(sub: Subparsers) -> None:
     """Register `memory-watchdog daemon` (the CLI's COMMANDS registry calls this)."""
     p = sub.add_parser(
         "daemon",
-        help="evaluate every aligned window on the schedule, alert, survive outages (SIGTERM stops)",
+        help="evaluate every aligned window on the schedule, alert, survive outages"
+        " (SIGTERM stops, SIGHUP reloads the config)",
     )
     common_arguments(p)
     add_arguments(p)

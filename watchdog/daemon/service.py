@@ -38,6 +38,15 @@ SIGTERM/SIGINT stop the scheduler and let the run in progress finish
 window), bounded by `--stop-timeout`; then the telemetry is flushed and the
 daemon exits 0. A tick still going at the timeout is killed (its windows are
 judged at the next start) and the exit code is 1.
+
+SIGHUP reloads the config, as Prometheus and Alertmanager do (`reload`): the
+file and the environment are loaded and validated again by the loader the
+CLI hands in; an invalid config is logged in one line and the running one
+stays. A valid one is taken by the next run (a run in progress finishes with
+the settings it started with; the tick's process ignores SIGHUP), and a new
+schedule takes effect at once. The store and the source are where the run
+log, the alert states and the catch-up point live: changing them needs a
+restart, and a reload keeps the running ones and says so.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from types import FrameType
@@ -65,7 +74,7 @@ from alerts.pipeline import source_unreadable
 from alerts.render import templates
 from checks.base import Severity, Status, Window
 from watchdog.core.durations import format_duration
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, WatchdogError
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
@@ -89,6 +98,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 _ONE_US = timedelta(microseconds=1)
+JOB_ID = "judge"
+
+# Loads and validates the config again, as at start (the CLI's --config and environment).
+Loader = Callable[[], Settings]
+# What a reload keeps as it is: the run log, alert states and catch-up point live there.
+RESTART_ONLY = ("store", "source", "data_dir")
 
 
 class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
@@ -116,6 +131,8 @@ class Daemon:
     With `ticks` (a `ChildTicks`), each tick's store work runs in a fresh
     child process (what `memory-watchdog daemon` does); without, in this
     process with `open_store_fn` (tests hand in the shared test store).
+    `reload` loads the config again for SIGHUP (without it, SIGHUP says so
+    and changes nothing).
     """
 
     def __init__(
@@ -133,6 +150,7 @@ class Daemon:
         pages: bool = True,
         http: str | None = None,
         debug: bool = False,
+        reload: Loader | None = None,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -140,6 +158,7 @@ class Daemon:
         self.spool = spool
         self.clock = clock
         self.notifiers = build_notifiers(settings) if notifiers is None else dict(notifiers)
+        self._own_notifiers = notifiers is None  # rebuilt from a reloaded config
         self.timer = timer
         self.source = settings.source.display_name
         self._open = open_store_fn
@@ -153,6 +172,10 @@ class Daemon:
         self._store_alert_known = False  # the store holds a firing `store` alert
         self._stop = threading.Event()
         self._busy = threading.Lock()
+        self._loader = reload
+        self._reloading = threading.RLock()  # one reload at a time; guards `_pending`
+        self._pending: tuple[Settings, dict[str, Notifier]] | None = None  # for the next run
+        self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
 
     # -- one tick -------------------------------------------------------------
 
@@ -161,6 +184,7 @@ class Daemon:
         if self._stop.is_set() or not self._busy.acquire(blocking=False):
             return
         try:
+            self._take_reloaded()
             self._tick()
         except Exception:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
@@ -344,6 +368,82 @@ class Daemon:
         if told:
             self.spool.mark_told(told)
 
+    # -- SIGHUP: reload the config ----------------------------------------------
+
+    def reload(self) -> bool:
+        """Load the config again; a valid one is taken by the next run. True when it was taken.
+
+        Invalid: one error line, and the running config stays. The store and the
+        source stay as they are (a restart changes them), with a warning naming them.
+        """
+        if self._loader is None:
+            log.warning("SIGHUP: this daemon has no config to reload; nothing changed")
+            return False
+        with self._reloading:
+            try:
+                loaded = self._loader()
+                notifiers = build_notifiers(loaded) if self._own_notifiers else self.notifiers
+                schedule = Schedule.from_settings(loaded.schedule)
+            except WatchdogError as exc:
+                log.error("SIGHUP: config not reloaded, the running one stays: %s", exc)
+                return False
+            running = self._pending[0] if self._pending is not None else self.settings
+            kept = [k for k in RESTART_ONLY if getattr(loaded, k) != getattr(running, k)]
+            if kept:
+                log.warning(
+                    "SIGHUP: %s changed in the config; that takes a restart: the running"
+                    " %s stay until then",
+                    " and ".join(kept),
+                    " and ".join(kept),
+                )
+            settings = loaded.model_copy(update={k: getattr(running, k) for k in RESTART_ONLY})
+            changed = [
+                k
+                for k in type(settings).model_fields
+                if getattr(settings, k) != getattr(running, k)
+            ]
+            self._pending = (settings, dict(notifiers))
+            if settings.schedule != running.schedule:
+                self._reschedule(schedule, settings)
+            if self._busy.acquire(blocking=False):  # no run in progress: take it now
+                try:
+                    self._take_reloaded()
+                finally:
+                    self._busy.release()
+            log.info(
+                "SIGHUP: config reloaded (%s); the next run uses it",
+                f"changed: {', '.join(changed)}" if changed else "no change",
+            )
+            return True
+
+    def _take_reloaded(self) -> None:
+        """Take a reloaded config (the caller holds `_busy`: no run is in progress)."""
+        with self._reloading:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        self.settings, notifiers = pending
+        self.schedule = Schedule.from_settings(self.settings.schedule)
+        if self._own_notifiers:
+            self.notifiers = notifiers
+
+    def _reschedule(self, schedule: Schedule, settings: Settings) -> None:
+        """Fire the job on the new schedule from now on (when the scheduler runs)."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            return
+        try:
+            scheduler.reschedule_job(JOB_ID, trigger=AlignedTrigger(schedule))
+            scheduler.modify_job(JOB_ID, misfire_grace_time=_grace(settings))
+        except Exception as exc:  # stopping: the job is gone already
+            log.debug("reschedule: %s", exc)
+            return
+        log.info(
+            "schedule now %s; next run %s",
+            schedule.describe(),
+            rfc3339(schedule.next_run(self.clock())),
+        )
+
     # -- serving --------------------------------------------------------------
 
     def serve_http(self) -> ThreadingHTTPServer | None:
@@ -399,17 +499,17 @@ class Daemon:
         scheduler = BlockingScheduler(
             timezone=UTC, executors={"default": ThreadPoolExecutor(max_workers=1)}
         )
-        grace = int(self.settings.schedule.misfire_grace.total_seconds())
         scheduler.add_job(
             self.tick,
             AlignedTrigger(self.schedule),
-            id="judge",
+            id=JOB_ID,
             name="judge due windows",
             max_instances=1,
             coalesce=True,
-            misfire_grace_time=max(1, grace),
+            misfire_grace_time=_grace(self.settings),
             next_run_time=datetime.now(UTC),  # catch up at once
         )
+        self._scheduler = scheduler
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             log.info("%s: finishing the run in progress, then exiting", signal.Signals(signum).name)
@@ -417,7 +517,12 @@ class Daemon:
             # Not from inside the handler: shutdown takes locks the interrupted code may hold.
             threading.Thread(target=_shutdown, args=(scheduler,), daemon=True).start()
 
+        def on_hangup(signum: int, frame: FrameType | None) -> None:
+            # Not from inside the handler: loading logs and takes locks; one at a time.
+            threading.Thread(target=self.reload, name="reload", daemon=True).start()
+
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
         log.info(
             "daemon started: %s; source %s; next run %s",
             self.schedule.describe(),
@@ -455,6 +560,11 @@ class Daemon:
                 os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
         self.telemetry.shutdown()
         return 0 if finished else 1
+
+
+def _grace(settings: Settings) -> int:
+    """APScheduler's misfire grace time: `schedule.misfire_grace` in whole seconds, at least 1."""
+    return max(1, int(settings.schedule.misfire_grace.total_seconds()))
 
 
 def _shutdown(scheduler: Any) -> None:
