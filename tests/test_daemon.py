@@ -49,8 +49,9 @@ from watchdog.core.settings import (
 from watchdog.core.store import Store
 from watchdog.core.times import rfc3339
 from watchdog.daemon.child import ChildCrashed, ChildTicks
+from watchdog.daemon.reload import Loader
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import AlignedTrigger, Daemon, Loader
+from watchdog.daemon.service import AlignedTrigger, Daemon
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.status import DaemonStatus, read_status, render_text
 from watchdog.daemon.telemetry import Telemetry

@@ -56,7 +56,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from types import FrameType
@@ -74,11 +74,12 @@ from alerts.pipeline import source_unreadable
 from alerts.render import templates
 from checks.base import Severity, Status, Window
 from watchdog.core.durations import format_duration
-from watchdog.core.errors import ConfigError, WatchdogError
+from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
 from watchdog.daemon.child import ChildCrashed, ChildTicks
+from watchdog.daemon.reload import Loader, Reloads
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
@@ -99,11 +100,6 @@ log = logging.getLogger(__name__)
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 _ONE_US = timedelta(microseconds=1)
 JOB_ID = "judge"
-
-# Loads and validates the config again, as at start (the CLI's --config and environment).
-Loader = Callable[[], Settings]
-# What a reload keeps as it is: the run log, alert states and catch-up point live there.
-RESTART_ONLY = ("store", "source", "data_dir")
 
 
 class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
@@ -158,7 +154,6 @@ class Daemon:
         self.spool = spool
         self.clock = clock
         self.notifiers = build_notifiers(settings) if notifiers is None else dict(notifiers)
-        self._own_notifiers = notifiers is None  # rebuilt from a reloaded config
         self.timer = timer
         self.source = settings.source.display_name
         self._open = open_store_fn
@@ -172,9 +167,8 @@ class Daemon:
         self._store_alert_known = False  # the store holds a firing `store` alert
         self._stop = threading.Event()
         self._busy = threading.Lock()
-        self._loader = reload
-        self._reloading = threading.RLock()  # one reload at a time; guards `_pending`
-        self._pending: tuple[Settings, dict[str, Notifier]] | None = None  # for the next run
+        own = notifiers is None  # rebuilt from a reloaded config
+        self._reloads = Reloads(reload, own_notifiers=own) if reload is not None else None
         self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
 
     # -- one tick -------------------------------------------------------------
@@ -371,61 +365,34 @@ class Daemon:
     # -- SIGHUP: reload the config ----------------------------------------------
 
     def reload(self) -> bool:
-        """Load the config again; a valid one is taken by the next run. True when it was taken.
+        """Load the config again (SIGHUP); the next run takes a valid one. True when valid.
 
         Invalid: one error line, and the running config stays. The store and the
         source stay as they are (a restart changes them), with a warning naming them.
         """
-        if self._loader is None:
+        if self._reloads is None:
             log.warning("SIGHUP: this daemon has no config to reload; nothing changed")
             return False
-        with self._reloading:
+        pending = self._reloads.load(self.settings)
+        if pending is None:
+            return False
+        if pending.reschedule:
+            self._reschedule(pending.schedule, pending.settings)
+        if self._busy.acquire(blocking=False):  # no run in progress: take it now
             try:
-                loaded = self._loader()
-                notifiers = build_notifiers(loaded) if self._own_notifiers else self.notifiers
-                schedule = Schedule.from_settings(loaded.schedule)
-            except WatchdogError as exc:
-                log.error("SIGHUP: config not reloaded, the running one stays: %s", exc)
-                return False
-            running = self._pending[0] if self._pending is not None else self.settings
-            kept = [k for k in RESTART_ONLY if getattr(loaded, k) != getattr(running, k)]
-            if kept:
-                log.warning(
-                    "SIGHUP: %s changed in the config; that takes a restart: the running"
-                    " %s stay until then",
-                    " and ".join(kept),
-                    " and ".join(kept),
-                )
-            settings = loaded.model_copy(update={k: getattr(running, k) for k in RESTART_ONLY})
-            changed = [
-                k
-                for k in type(settings).model_fields
-                if getattr(settings, k) != getattr(running, k)
-            ]
-            self._pending = (settings, dict(notifiers))
-            if settings.schedule != running.schedule:
-                self._reschedule(schedule, settings)
-            if self._busy.acquire(blocking=False):  # no run in progress: take it now
-                try:
-                    self._take_reloaded()
-                finally:
-                    self._busy.release()
-            log.info(
-                "SIGHUP: config reloaded (%s); the next run uses it",
-                f"changed: {', '.join(changed)}" if changed else "no change",
-            )
-            return True
+                self._take_reloaded()
+            finally:
+                self._busy.release()
+        return True
 
     def _take_reloaded(self) -> None:
         """Take a reloaded config (the caller holds `_busy`: no run is in progress)."""
-        with self._reloading:
-            pending, self._pending = self._pending, None
+        pending = self._reloads.take() if self._reloads is not None else None
         if pending is None:
             return
-        self.settings, notifiers = pending
-        self.schedule = Schedule.from_settings(self.settings.schedule)
-        if self._own_notifiers:
-            self.notifiers = notifiers
+        self.settings, self.schedule = pending.settings, pending.schedule
+        if pending.notifiers is not None:
+            self.notifiers = dict(pending.notifiers)
 
     def _reschedule(self, schedule: Schedule, settings: Settings) -> None:
         """Fire the job on the new schedule from now on (when the scheduler runs)."""
