@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from alerts.base import AlertFacts
 from alerts.lifecycle import Kind, Notification
 from alerts.render import alert_context
-from watchdog.core.pages import stamp
+from watchdog.core.links import stamp
 from watchdog.core.times import rfc3339
 
 KEY_PREFIX = "memory-watchdog"

@@ -11,6 +11,14 @@ An alert is one check on one source, in state `ok` or `firing`:
 - `insufficient_data`, `no_data` and `disabled` keep the state and neither
   count towards nor reset `pending_runs` (a disabled check is not repeated).
 
+`no_data` follows the check's no-data policy (`[checks.<id>] no_data`, as
+Grafana's): `keep_state`, the default, is the rule above, and the alert
+remembers since when the windows had nothing to judge (`no_data_since`, the
+start of the first such window), so that a reminder says "no data since
+..." instead of quoting that as the breach; `alerting` makes `no_data` open
+the alert like `error` does, with cause `no_data` (worded "X has no data"),
+and it resolves when the check is `ok` again.
+
 Everything is judged at the evaluation time `at`, never the wall clock, so
 a replay (`check --at`) behaves like the live run at that time. An
 evaluation whose `at` is not after the last one applied to an alert is
@@ -26,10 +34,12 @@ is swallowed.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from checks.base import CheckResult, Severity, Status, Window
+from checks.base import CheckResult, NoDataPolicy, Severity, Status, Window
+from checks.kinds import CheckSpec
 from watchdog.core.settings import STORE_CHECK_ID, AlertSettings
 
 # The pseudo check id of "the source could not be read at all" (see alerts.pipeline).
@@ -51,15 +61,17 @@ class Kind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Rules:
-    """The lifecycle's settings (`[alerts]`)."""
+    """The lifecycle's settings (`[alerts]`, and each check's no-data policy)."""
 
     repeat_interval: timedelta = timedelta(hours=24)
     pending_runs: int = 1
+    no_data_alerting: frozenset[str] = frozenset()  # check ids whose `no_data` opens the alert
 
     @classmethod
-    def of(cls, settings: AlertSettings) -> Rules:
-        """The rules `[alerts]` configures."""
-        return cls(settings.repeat_interval, settings.pending_runs)
+    def of(cls, settings: AlertSettings, checks: Iterable[CheckSpec] = ()) -> Rules:
+        """The rules `[alerts]` configures, with the no-data policy of `checks`."""
+        alerting = frozenset(c.id for c in checks if c.no_data is NoDataPolicy.ALERTING)
+        return cls(settings.repeat_interval, settings.pending_runs, alerting)
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,7 @@ class Alert:
     source: str
     check_id: str
     state: AlertState = AlertState.OK
-    cause: str = ""  # what the latest firing episode fired for: "breached" or "error"
+    cause: str = ""  # what the latest firing episode fired for: "breached", "error", "no_data"
     streak: int = 0  # consecutive breached/error evaluations (for pending_runs)
     since: datetime | None = None  # when the current state began
     fired_at: datetime | None = None  # start of the latest firing episode
@@ -82,6 +94,7 @@ class Alert:
     notified_state: AlertState = AlertState.OK  # what chat was last told
     last_notified_at: datetime | None = None  # evaluation time of the last announcement
     silenced_until: datetime | None = None  # a silence in force at the latest evaluation
+    no_data_since: datetime | None = None  # start of the first of the latest no_data windows
     version: int = 0
 
     @property
@@ -101,12 +114,18 @@ class Notification:
     kind: Kind
     source: str
     check_id: str
-    cause: str  # "breached" or "error" (for a resolve: what it had fired for)
+    cause: str  # "breached", "error" or "no_data" (for a resolve: what it had fired for)
     result: CheckResult  # the evaluation that decided it
     window: Window
     firing_since: datetime | None
     fired_for: timedelta | None = None  # resolve only
     after_silence: bool = False  # a silence held it until now
+    no_data_since: datetime | None = None  # the windows since then had nothing to judge
+
+    @property
+    def no_data(self) -> bool:
+        """Whether this fired because the check had nothing to judge (policy `alerting`)."""
+        return self.cause == Status.NO_DATA.value
 
     @property
     def at(self) -> datetime:
@@ -154,7 +173,15 @@ def advance(
     status = result.status
     state, cause, streak = previous.state, previous.cause, previous.streak
     since, fired_at = previous.since, previous.fired_at
-    if status in _OPENS:
+    no_data_since = previous.no_data_since
+    if status is Status.NO_DATA:
+        no_data_since = no_data_since or window.start
+    elif status is not Status.DISABLED:  # a disabled check judged nothing either
+        no_data_since = None
+    opens = status in _OPENS or (
+        status is Status.NO_DATA and previous.check_id in rules.no_data_alerting
+    )
+    if opens:
         streak += 1
         if state is AlertState.OK and streak >= rules.pending_runs:
             state, since, fired_at = AlertState.FIRING, at, at
@@ -164,7 +191,7 @@ def advance(
         streak = 0
         if state is AlertState.FIRING:
             state, since = AlertState.OK, at
-    # insufficient_data, no_data, disabled: the state stays as it is.
+    # insufficient_data, disabled, and no_data under keep_state: the state stays as it is.
 
     kind: Kind | None = None
     if state is AlertState.FIRING:
@@ -193,6 +220,7 @@ def advance(
         severity=result.severity.value,
         summary=result.summary,
         silenced_until=silenced_until,
+        no_data_since=no_data_since,
         version=previous.version + 1,
     )
     if kind is None:
@@ -210,6 +238,7 @@ def advance(
         firing_since=fired_at,
         fired_for=(since - fired_at) if kind is Kind.RESOLVE and since and fired_at else None,
         after_silence=previous.silenced_until is not None,
+        no_data_since=no_data_since,
     )
     alert = replace(
         alert,

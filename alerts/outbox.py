@@ -126,7 +126,8 @@ def compose(
     A receiver gets one row grouping the announcements routed to it, or, when
     it is `per_alert` (PagerDuty), one row per announcement. A receiver in
     quiet hours at `now` gets the critical ones now and the rest in rows held
-    until its quiet hours end. `link` is the window's page (report.base_url).
+    until its quiet hours end. `link` is the window's page (report.base_url),
+    or '' for none.
     """
     if not notifications:
         return []
@@ -137,7 +138,7 @@ def compose(
     def payload(items: Sequence[Notification]) -> str:
         key = tuple(id(n) for n in items)
         if key not in rendered:
-            text = templates.message(items)
+            text = templates.message(items, link=link)
             message = Message(
                 id="",
                 text=text.text,

@@ -9,7 +9,8 @@ daemon call after an evaluation. In order, it:
    with the silences in force at that time;
 3. routes each announcement to its receivers (`alerts.routing`), renders
    one message per receiver grouping the announcements routed to it (one
-   per announcement for PagerDuty) and writes them to the outbox
+   per announcement for PagerDuty, and linking to the window's page when
+   `report.base_url` is set) and writes them to the outbox
    (`alerts.outbox`), before anything is sent;
 4. saves the alert states, and records the run in the run log;
 5. delivers every pending outbox row, oldest first, within
@@ -50,7 +51,8 @@ from alerts.state import (
     save_alerts,
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
-from watchdog.core.pages import page_link
+from checks.builtin import configured_checks
+from watchdog.core.links import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import CLOCK_SKEW
@@ -183,6 +185,7 @@ def process(
         problem="",
         timer=timer,
         kind=kind,
+        link=page_link(settings.report.base_url, report.window.end),
     )
 
 
@@ -221,6 +224,7 @@ def process_store_error(
         problem=problem,
         timer=timer,
         kind=kind,
+        link="",  # no page is written for a window whose source could not be read
     )
 
 
@@ -239,12 +243,13 @@ def _run(
     problem: str,
     timer: Timer | None,
     kind: str,
+    link: str,
 ) -> ProcessOutcome:
     chosen = build_notifiers(settings) if notifiers is None else notifiers
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
 
-    rules = Rules.of(settings.alerts)
+    rules = Rules.of(settings.alerts, configured_checks(settings))
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, source).items()}
     silences = active_silences(store, settings, window.at)
     steps = [
@@ -259,7 +264,6 @@ def _run(
     ]
     notifications = [s.notification for s in steps if s.notification is not None]
 
-    link = page_link(settings.report.base_url, window.end)
     rows = compose(
         notifications, chosen, renderer, now=now, router=Router.of(settings.alerts), link=link
     )

@@ -24,9 +24,8 @@ from typing import Any
 from alerts.lifecycle import Alert
 from alerts.silences import Silence, active_silences
 from alerts.state import (
-    ALERT_STATE,
-    RUNS,
     alert_from_row,
+    readable_columns,
     schema_exists,
     select_list,
     table,
@@ -59,8 +58,9 @@ def last_runs(
     """The newest `n` evaluations of the source (default: the configured one), newest first."""
     if not schema_exists(store, settings):
         return []
+    columns = readable_columns(store, settings, "runs")  # read-only: never migrates
     rows = store.query(
-        f"SELECT {select_list(RUNS)} FROM {table(settings, 'runs')} FINAL"
+        f"SELECT {select_list(columns)} FROM {table(settings, 'runs')} FINAL"
         " WHERE source = {source:String} ORDER BY at DESC LIMIT {n:UInt32}",
         {"source": source or settings.source.display_name, "n": max(0, n)},
     ).dicts()
@@ -142,8 +142,9 @@ def alert_states(
     """
     if not schema_exists(store, settings):
         return []
+    columns = readable_columns(store, settings, "alert_state")  # read-only: never migrates
     rows = store.query(
-        f"SELECT {select_list(ALERT_STATE)} FROM {table(settings, 'alert_state')} FINAL"
+        f"SELECT {select_list(columns)} FROM {table(settings, 'alert_state')} FINAL"
         " ORDER BY source, check_id"
     ).dicts()
     # Pending outbox rows per (source, check id).

@@ -53,6 +53,7 @@ TEST_BLOCKS = "test.json.j2"
 TEST_TEXT = "test.txt.j2"
 TEMPLATES = (MESSAGE_BLOCKS, MESSAGE_TEXT, TEST_BLOCKS, TEST_TEXT)
 
+SAMPLE_LINK = "https://watchdog.example/reports/20261128T040000Z"
 MAX_ALERTS = 15  # sections per message; Block Kit allows 50 blocks
 MAX_EVIDENCE = 5
 MAX_SUMMARY = 500
@@ -81,11 +82,26 @@ def _finalize_mrkdwn(value: Any) -> str:
 # --- the context templates see -------------------------------------------------------------
 
 
+def _clock(moment: datetime, *, seconds: bool) -> str:
+    """A time of day: to the minute, or with seconds (and milliseconds when it has some)."""
+    if not seconds:
+        return f"{moment:%H:%M}"
+    millis = f".{moment.microsecond // 1000:03d}" if moment.microsecond else ""
+    return f"{moment:%H:%M:%S}{millis}"
+
+
 def format_window(window: Window) -> str:
+    """The window for people: `2026-11-28 00:00 – 04:00 UTC`, with seconds when a bound has them.
+
+    A window shorter than a minute, or one evaluated at a time that is not a
+    whole minute, would otherwise read "09:59 – 09:59".
+    """
     start, end = window.start, window.end
+    seconds = any(t.second or t.microsecond for t in (start, end))
+    first = f"{start:%Y-%m-%d} {_clock(start, seconds=seconds)}"
     if start.date() == end.date():
-        return f"{start:%Y-%m-%d %H:%M} – {end:%H:%M} UTC"
-    return f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
+        return f"{first} – {_clock(end, seconds=seconds)} UTC"
+    return f"{first} – {end:%Y-%m-%d} {_clock(end, seconds=seconds)} UTC"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -105,28 +121,44 @@ def _headline(n: Notification) -> str:
     subject = _subject(n)
     verb = "read" if n.check_id == STORE_CHECK else "evaluate"
     status = n.result.status
+    no_data_since = rfc3339(n.no_data_since) if n.no_data_since else ""
     if n.kind is Kind.RESOLVE:
         after = f" after {_duration(n.fired_for)}" if n.fired_for is not None else ""
         if n.is_error:
             return f"the watchdog can {verb} {subject} again{after}"
+        if n.no_data:
+            return f"{subject} has data again{after}"
         return f"{subject} resolved{after}"
     if n.kind is Kind.FIRE:
-        return f"the watchdog could not {verb} {subject}" if n.is_error else f"{subject} breached"
+        if n.is_error:
+            return f"the watchdog could not {verb} {subject}"
+        if n.no_data:
+            return f"{subject} has no data since {no_data_since}"
+        return f"{subject} breached"
     if status is Status.ERROR:
         return f"the watchdog still cannot {verb} {subject} (for {firing_for})"
     if status is Status.BREACHED:
         return f"{subject} still breached (firing for {firing_for})"
+    if status is Status.NO_DATA and n.no_data:
+        return f"{subject} still has no data since {no_data_since} (firing for {firing_for})"
+    if status is Status.NO_DATA:
+        # Never quote "nothing to judge" as if it were the breach.
+        return (
+            f"{subject} still firing (for {firing_for}), but no data since {no_data_since}:"
+            f" the {'error' if n.is_error else 'breach'} can be neither confirmed nor resolved"
+        )
     return f"{subject} still firing (for {firing_for}; latest evaluation: {status.value})"
 
 
-_LABEL = {
-    (Kind.FIRE, False): ("Firing", ":red_circle:"),
-    (Kind.FIRE, True): ("Error", ":warning:"),
-    (Kind.REPEAT, False): ("Still firing", ":large_orange_circle:"),
-    (Kind.REPEAT, True): ("Still firing", ":warning:"),
-    (Kind.RESOLVE, False): ("Resolved", ":large_green_circle:"),
-    (Kind.RESOLVE, True): ("Resolved", ":large_green_circle:"),
-}
+def _label(n: Notification) -> tuple[str, str]:
+    """The announcement's label and icon: what kind of news, for what cause."""
+    if n.kind is Kind.RESOLVE:
+        return "Resolved", ":large_green_circle:"
+    icon = ":warning:" if n.is_error else ":grey_question:" if n.no_data else ""
+    if n.kind is Kind.REPEAT:
+        return "Still firing", icon or ":large_orange_circle:"
+    label = "Error" if n.is_error else "No data" if n.no_data else "Firing"
+    return label, icon or ":red_circle:"
 
 
 def _evidence(result: CheckResult) -> tuple[str, list[str], int, list[str]]:
@@ -145,10 +177,15 @@ def _evidence(result: CheckResult) -> tuple[str, list[str], int, list[str]]:
 def alert_context(n: Notification) -> dict[str, Any]:
     """What a template knows about one announcement (every value a string, list or int)."""
     result = n.result
-    label, icon = _LABEL[(n.kind, n.is_error)]
+    label, icon = _label(n)
     resolve = n.kind is Kind.RESOLVE
     kind, ids, more, facts = _evidence(result) if not resolve else ("", [], 0, [])
     note = "a silence held this until now" if n.after_silence else ""
+    # The `store` pseudo check compares nothing: no value, no "breach when" for it.
+    store = n.check_id == STORE_CHECK
+    summary = _clip(result.summary, MAX_SUMMARY).rstrip(".")
+    if n.kind is Kind.REPEAT and result.status is Status.NO_DATA and not n.no_data:
+        summary = f"latest window: {summary}"  # what the window lacked, not the breach
     return {
         "kind": n.kind.value,
         "label": label,
@@ -159,16 +196,17 @@ def alert_context(n: Notification) -> dict[str, Any]:
         "error": n.is_error,
         "status": result.status.value,
         "severity": result.severity.value,
-        "value": format_value(result, result.value),
-        "target": format_target(result),
+        "value": "" if store else format_value(result, result.value),
+        "target": "" if store else format_target(result),
         "window": format_window(n.window),
-        "summary": _clip(result.summary, MAX_SUMMARY).rstrip("."),
+        "summary": summary,
         "evidence_kind": kind,
         "evidence": ids,
         "evidence_more": more,
         "facts": facts,
         "since": rfc3339(n.firing_since) if n.firing_since else "—",
         "fired_for": _duration(n.fired_for) if resolve else "",
+        "no_data_since": rfc3339(n.no_data_since) if n.no_data_since else "",
         "note": note,
     }
 
@@ -182,8 +220,11 @@ def ordered(notifications: Sequence[Notification]) -> list[Notification]:
     return sorted(notifications, key=lambda n: (_KIND_RANK[n.kind], _SEVERITY_RANK[n.severity]))
 
 
-def message_context(notifications: Sequence[Notification]) -> dict[str, Any]:
-    """The context of one message: every announcement of one evaluation of one source."""
+def message_context(notifications: Sequence[Notification], link: str = "") -> dict[str, Any]:
+    """The context of one message: every announcement of one evaluation of one source.
+
+    `link` is the window's page (`report.base_url`, see watchdog.core.links), or ''.
+    """
     if not notifications:
         raise ValueError("a message needs at least one notification")
     first = notifications[0]
@@ -202,6 +243,7 @@ def message_context(notifications: Sequence[Notification]) -> dict[str, Any]:
         "resolved": resolved,
         "alerts": [alert_context(n) for n in items[:MAX_ALERTS]],
         "more": max(0, len(items) - MAX_ALERTS),
+        "link": link,
     }
 
 
@@ -246,8 +288,8 @@ class Templates:
         loaders.append(FileSystemLoader(str(BUILTIN_DIR)))
         loader = ChoiceLoader(loaders)
 
-        def env(finalize: Callable[[Any], str] | None) -> Environment:
-            return Environment(
+        def env(finalize: Callable[[Any], str] | None, *, mrkdwn: bool) -> Environment:
+            environment = Environment(
                 loader=loader,
                 undefined=StrictUndefined,
                 autoescape=False,
@@ -256,10 +298,13 @@ class Templates:
                 keep_trailing_newline=False,
                 finalize=finalize,
             )
+            # Whether the text renders for Slack (links as <url>) or for a plain channel.
+            environment.globals["mrkdwn"] = mrkdwn
+            return environment
 
-        self._blocks = env(_finalize_blocks)
-        self._mrkdwn = env(_finalize_mrkdwn)
-        self._plain = env(_text)
+        self._blocks = env(_finalize_blocks, mrkdwn=True)
+        self._mrkdwn = env(_finalize_mrkdwn, mrkdwn=True)
+        self._plain = env(_text, mrkdwn=False)
         self._verify()
 
     def _fail(self, name: str, exc: BaseException) -> ConfigError:
@@ -297,9 +342,9 @@ class Templates:
             plain=self._render(self._plain, text, context).strip(),
         )
 
-    def message(self, notifications: Sequence[Notification]) -> Rendered:
-        """One evaluation's announcements as one message."""
-        return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context(notifications))
+    def message(self, notifications: Sequence[Notification], link: str = "") -> Rendered:
+        """One evaluation's announcements as one message, linking to the window's page if `link`."""
+        return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context(notifications, link))
 
     def test_message(self, source: str, notifier: str, now: datetime) -> Rendered:
         return self.render(TEST_BLOCKS, TEST_TEXT, test_context(source, notifier, now))
@@ -307,7 +352,7 @@ class Templates:
     def _verify(self) -> None:
         """Render every template once against a sample that uses every field."""
         sample = sample_notifications()
-        self.message(sample)
+        self.message(sample, link=SAMPLE_LINK)
         self.message(sample[-1:])
         self.test_message("joelclaw.otel_events", "slack", sample[0].at)
 

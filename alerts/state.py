@@ -22,6 +22,7 @@ from typing import Any
 from alerts.lifecycle import Alert, AlertState
 from checks.base import Report, Window
 from watchdog.core import jsontext
+from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import from_ms
@@ -50,6 +51,7 @@ ALERT_STATE: dict[str, str] = {
     "silenced_until": f"Nullable({TS})",
     "updated_at": TS,  # wall clock of the write
     "version": "UInt64",
+    "no_data_since": f"Nullable({TS})",  # start of the latest no_data windows (added later)
 }
 
 OUTBOX: dict[str, str] = {
@@ -113,6 +115,14 @@ TABLES: dict[str, tuple[dict[str, str], str]] = {
 }
 
 
+# Columns added after a table was first released. A table created before gets them at its
+# first write (`ensure_schema`); until then readers leave them out (`readable_columns`).
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "alert_state": ("no_data_since",),
+    "runs": ("kind",),
+}
+
+
 def table(settings: Settings, name: str) -> str:
     """The qualified name of one of our tables."""
     return f"`{settings.store.database}`.{name}"
@@ -128,22 +138,51 @@ def create_table_sql(settings: Settings, name: str) -> str:
 
 
 def ensure_schema(store: Store, settings: Settings) -> None:
-    """Create the database and the four tables when they do not exist yet, then add any
-    column a newer version defines to tables an older version created."""
+    """Create the database and the four tables when they do not exist yet; add new columns.
+
+    A table from an earlier version gets the columns added since by `ALTER TABLE ... ADD
+    COLUMN IF NOT EXISTS`, sent only when one is missing: a store created by this version
+    never needs the ALTER privilege. Where the ALTER is refused, the StoreError names the
+    statement to run once as an administrator.
+    """
     store.command(f"CREATE DATABASE IF NOT EXISTS `{settings.store.database}`")
     for name in TABLES:
         store.command(create_table_sql(settings, name))
-    present = store.query(
-        "SELECT table, name FROM system.columns WHERE database = {db:String}",
-        {"db": settings.store.database},
+    for name in ADDED_COLUMNS:
+        for column in _missing_columns(store, settings, name):
+            statement = (
+                f"ALTER TABLE {table(settings, name)} ADD COLUMN IF NOT EXISTS"
+                f" {column} {TABLES[name][0][column]}"
+            )
+            try:
+                store.command(statement)
+            except StoreError as exc:
+                raise StoreError(
+                    exc.url_masked,
+                    f"{name} needs the column {column} of this version; run once, as a user"
+                    f" who may alter it: {statement} ({exc.problem})",
+                ) from None
+
+
+def _missing_columns(store: Store, settings: Settings, name: str) -> list[str]:
+    """The columns of ADDED_COLUMNS that table `name` lacks (it was created before them)."""
+    added = ADDED_COLUMNS.get(name, ())
+    if not added:
+        return []
+    found = store.query(
+        "SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}"
+        " AND name IN {names:Array(String)}",
+        {"db": settings.store.database, "t": name, "names": list(added)},
     ).rows
-    have = {(str(t), str(c)) for t, c in present}
-    for name, (columns, _) in TABLES.items():
-        for column, kind in columns.items():
-            if (name, column) not in have:
-                store.command(
-                    f"ALTER TABLE {table(settings, name)} ADD COLUMN IF NOT EXISTS {column} {kind}"
-                )
+    present = {str(row[0]) for row in found}
+    return [column for column in added if column not in present]
+
+
+def readable_columns(store: Store, settings: Settings, name: str) -> dict[str, str]:
+    """The columns of table `name` a reader may select: those added later only once present."""
+    columns, _ = TABLES[name]
+    missing = set(_missing_columns(store, settings, name))
+    return {col: typ for col, typ in columns.items() if col not in missing}
 
 
 def schema_exists(store: Store, settings: Settings) -> bool:
@@ -202,6 +241,7 @@ def alert_from_row(row: Mapping[str, Any]) -> Alert:
         notified_state=AlertState(row["notified_state"]),
         last_notified_at=from_ms_or_none(row["last_notified_at"]),
         silenced_until=from_ms_or_none(row["silenced_until"]),
+        no_data_since=from_ms_or_none(row.get("no_data_since")),  # absent before its migration
         version=int(row["version"]),
     )
 
@@ -227,6 +267,7 @@ def save_alerts(store: Store, settings: Settings, alerts: Iterable[Alert], now: 
             utc(a.silenced_until),
             utc(now),
             a.version,
+            utc(a.no_data_since),
         ]
         for a in alerts
     ]

@@ -22,6 +22,13 @@ class Status(enum.StrEnum):
     DISABLED = "disabled"
 
 
+class NoDataPolicy(enum.StrEnum):
+    """What a check's `no_data` does to its alert (`[checks.<id>] no_data`), as in Grafana."""
+
+    KEEP_STATE = "keep_state"  # the alert keeps its state; reminders say since when no data
+    ALERTING = "alerting"  # no data opens an alert of its own kind, resolved when ok again
+
+
 class Severity(enum.StrEnum):
     CRITICAL = "critical"
     WARNING = "warning"

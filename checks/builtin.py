@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from checks.base import Comparison, Severity
+from checks.base import Comparison, NoDataPolicy, Severity
 from checks.custom import to_spec
 from checks.kinds import (
     Anchor,
@@ -271,4 +271,6 @@ def _override(spec: CheckSpec, settings: Settings) -> CheckSpec:
     changes = {k: v for k, v in override.model_dump().items() if v is not None}
     if "severity" in changes:
         changes["severity"] = Severity(changes["severity"])
+    if "no_data" in changes:
+        changes["no_data"] = NoDataPolicy(changes["no_data"])
     return replace(spec, **changes)

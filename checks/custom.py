@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from checks.base import Comparison, Severity
+from checks.base import Comparison, NoDataPolicy, Severity
 from checks.kinds import (
     Anchor,
     CheckSpec,
@@ -85,4 +85,5 @@ def to_spec(check: CustomCheck) -> CheckSpec:
         description=check.description,
         enabled=check.enabled,
         window_ms=duration_ms(check.window) if check.window is not None else None,
+        no_data=NoDataPolicy(check.no_data),
     )

@@ -20,6 +20,7 @@ from checks.sessions import EVIDENCE
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
 from watchdog.core.store import Store
+from watchdog.core.text import plural
 from watchdog.core.times import from_ms
 
 
@@ -193,7 +194,9 @@ def _streak(spec: CheckSpec, row: dict[str, Any], tag: str) -> CheckResult:
     if longest > 0:
         start, end = row[f"{tag}_earliest"]
         evidence = Evidence(run=FailureRun(from_ms(start), from_ms(end), longest))
-    summary = f"longest run of {longest} consecutive failures among {n} outcomes"
+    summary = (
+        f"longest run of {plural(longest, 'consecutive failure')} among {plural(n, 'outcome')}"
+    )
     return judge(
         spec,
         float(longest),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from watchdog.core.text import plural
 from watchdog.core.times import rfc3339
 
 
@@ -135,7 +136,8 @@ class Evidence:
             facts.append(
                 Fact(
                     "longest run",
-                    f"{run.length} failures from {rfc3339(run.start)} to {rfc3339(run.end)}",
+                    f"{plural(run.length, 'failure')} from {rfc3339(run.start)}"
+                    f" to {rfc3339(run.end)}",
                 )
             )
         if self.newest is not None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Literal
 
-from checks.base import Comparison, Severity, Window
+from checks.base import Comparison, NoDataPolicy, Severity, Window
 
 
 class Anchor(StrEnum):
@@ -158,6 +158,7 @@ class CheckSpec:
     description: str
     enabled: bool = True
     window_ms: int | None = None  # a check-specific window length (multi-window alerting)
+    no_data: NoDataPolicy = NoDataPolicy.KEEP_STATE  # what `no_data` does to its alert
 
     @property
     def kind(self) -> str:

@@ -210,7 +210,9 @@ FROM (
 # Role events are those whose name belongs to any role (mask != 0).
 DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     # The same event id written more than once (retries); counted once everywhere.
-    # (Role events only, from `_roles`: no second per-session set of ids.)
+    # Counted among the events this query reads as roles (recall, observe, session end,
+    # compaction: `_roles`), the ones whose duplicates could change a verdict; a second
+    # per-session set of every event id would cost a hash set of the whole lookback.
     "duplicate_rows": ("length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))", None),
     # A latency that is not a finite, non-negative number: left out of latency checks.
     "latency_ignored": ("countIf(_m != 0 AND latency_invalid)", None),

@@ -233,6 +233,26 @@ def test_a_store_that_does_not_exist_is_not_created(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+@pytest.mark.slow
+def test_after_the_demo_a_plain_check_names_the_demo_store_and_the_command(
+    tmp_path: Path,
+) -> None:
+    """From a fresh data dir, `demo` then `check`: exit 3 naming the demo's store and the exact --store."""
+    env = {"XDG_DATA_HOME": str(tmp_path)}
+    demo = run("demo", "--sessions", "100", "--at", AT, env=env)
+    assert demo.returncode == 0, demo.stderr
+    data_dir = tmp_path / "memory-watchdog"
+    demo_store = f"chdb://{data_dir / 'demo-store'}"
+    result = run("check", "--at", AT, env=env)
+    assert result.returncode == 3
+    line = one_line(result.stderr)
+    assert "there is no store here" in line and "table joelclaw.otel_events" not in line
+    assert f"memory-watchdog demo` wrote its own: add --store {demo_store}" in line
+    assert not (data_dir / "store").exists()
+    suggested = run("check", "--store", demo_store, "--at", AT, env=env)
+    assert suggested.returncode == 1, suggested.stderr  # the demo's injected faults breach
+
+
 def test_missing_column_exits_3(healthy: str, tmp_path: Path) -> None:
     """A column the preset reads but the table lacks is exit 3 naming the column."""
     cfg = tmp_path / "cfg.toml"

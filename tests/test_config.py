@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from checks.base import NoDataPolicy
 from checks.builtin import BUILTIN, configured_checks
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
@@ -120,6 +121,17 @@ def test_the_environment_is_read_by_the_loader_only(monkeypatch: pytest.MonkeyPa
             "is not a daily range",
         ),
         ({"store": {"url": "postgres://x"}}, "store.url", "not a store URL"),
+        ({"report": {"base_url": "watchdog.example"}}, "report.base_url", "not an http(s) URL"),
+        (
+            {"checks": {"recall_coverage": {"no_data": "alert"}}},
+            "checks.recall_coverage.no_data",
+            "'alert' is not accepted (accepted: 'keep_state' or 'alerting')",
+        ),
+        (
+            {"report": {"base_url": "https://w.example/?a=1&b=<2>"}},
+            "report.base_url",
+            "no query, fragment, space or any of < > | &",
+        ),
     ],
 )
 def test_every_config_mistake_fails_at_load(
@@ -193,3 +205,20 @@ def test_durations_and_numbers_are_bounded_at_load(
         settings_from_mapping(config, env={})
     assert raised.value.key == key
     assert problem in raised.value.problem
+
+
+def test_the_no_data_policy_is_per_check_keep_state_by_default() -> None:
+    """`no_data` of `[checks.<id>]` and of a custom check reach its spec; unset, keep_state."""
+    settings = settings_from_mapping(
+        {
+            "checks": {
+                "recall_coverage": {"no_data": "alerting"},
+                "custom": [{**_CUSTOM, "no_data": "alerting"}, {**_CUSTOM, "id": "other"}],
+            }
+        },
+        env={},
+    )
+    policies = {spec.id: spec.no_data for spec in configured_checks(settings)}
+    assert policies["recall_coverage"] is NoDataPolicy.ALERTING
+    assert policies["mine"] is NoDataPolicy.ALERTING
+    assert policies["other"] is policies["observe_coverage"] is NoDataPolicy.KEEP_STATE

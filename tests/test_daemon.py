@@ -37,16 +37,26 @@ from alerts.testing import RecordingNotifier
 from tests.alerts.slack_standin import Reply, SlackStandIn
 from tests.builder import T0, H, M, Scenario
 from tests.fakes import LOCKED, MovableClock, StoreOpener
-from watchdog.core.settings import ScheduleSettings, Settings, settings_from_mapping
+from watchdog.core.errors import ConfigError
+from watchdog.core.links import stamp
+from watchdog.core.settings import (
+    CheckOverride,
+    ReportSettings,
+    ScheduleSettings,
+    Settings,
+    settings_from_mapping,
+)
 from watchdog.core.store import Store
 from watchdog.core.times import rfc3339
 from watchdog.daemon.child import ChildCrashed, ChildTicks
+from watchdog.daemon.reload import Loader
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import AlignedTrigger, Daemon
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.status import DaemonStatus, read_status, render_text
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import TickRequest
+from watchdog.report.files import report_dir
 
 DELAY = 2 * M  # the schedule's delay: the window ending at h:00 is judged at h:02
 STORE_DOWN = "could not read the source"  # the `store` alert's wording in Slack
@@ -99,7 +109,9 @@ class Rig:
     store: Store
     slack: SlackStandIn
 
-    def daemon(self, *, pages: bool = False, http: str | None = None) -> Daemon:
+    def daemon(
+        self, *, pages: bool = False, http: str | None = None, reload: Loader | None = None
+    ) -> Daemon:
         """A daemon starting now: a new one reads the run log and the spool, as after a restart."""
         return Daemon(
             self.settings,
@@ -110,6 +122,7 @@ class Rig:
             open_store_fn=self.opener,
             pages=pages,
             http=http,
+            reload=reload,
         )
 
     def tick(self, daemon: Daemon, at: datetime) -> None:
@@ -295,6 +308,122 @@ def test_recovery_writes_the_spool_into_the_run_log_and_judges_the_missed_window
     assert len([t for t in texts if STORE_DOWN in t]) == 1, texts
     assert any("resolved" in t.lower() and "store" in t for t in texts), texts
     assert [a.alert.check_id for a in rig.status().firing()] == ["telemetry_freshness"]
+
+
+def test_with_base_url_the_daemon_links_each_message_to_its_window_page(rig: Rig) -> None:
+    """`report.base_url` set: the daemon's Slack message links to `<base_url>/reports/<window-end>`."""
+    report = ReportSettings(base_url="https://watchdog.example")
+    rig.settings = rig.settings.model_copy(update={"report": report})
+    rig.tick(rig.daemon(pages=True), end(5) + DELAY)
+    (sent,) = rig.slack.delivered()
+    link = f"https://watchdog.example/reports/{stamp(end(5))}"
+    assert sent.text.splitlines()[-1] == f"Report: <{link}>"
+    assert f"<{link}|" in sent.body["blocks"][1]["elements"][-1]["text"]
+    assert (report_dir(rig.settings) / "reports" / f"{stamp(end(5))}.html").exists()
+
+
+# ---- SIGHUP: reload the config --------------------------------------------------------------
+
+
+@dataclass
+class ConfigFile:
+    """What loading the config gives now: settings, or the error of an invalid file."""
+
+    now: Settings | Exception
+
+    def __call__(self) -> Settings:
+        if isinstance(self.now, Exception):
+            raise self.now
+        return self.now
+
+
+def relaxed(settings: Settings) -> Settings:
+    """The same config with the freshness target raised to 30 days: the breach resolves."""
+    checks = {"telemetry_freshness": CheckOverride(target=30 * 86400)}
+    return settings.model_copy(update={"checks": checks})
+
+
+def freshness_target(rig: Rig, hour: int) -> float:
+    """The freshness target the run of the window ending at `hour` judged with."""
+    (run,) = [r for r in rig.status().runs if r.window_end == end(hour)]
+    return float(run.checks["telemetry_freshness"]["target"])
+
+
+def test_a_reload_is_taken_by_the_next_run(rig: Rig, daemon_log: Callable[[], list[str]]) -> None:
+    """SIGHUP between runs: the new config is validated, logged, and judges the next window."""
+    config = ConfigFile(rig.settings)
+    daemon = rig.daemon(reload=config)
+    rig.tick(daemon, end(5) + DELAY)
+    config.now = relaxed(rig.settings)
+    assert daemon.reload()
+    assert "SIGHUP: config reloaded (changed: checks); the next run uses it" in daemon_log()
+    rig.tick(daemon, end(6) + DELAY)
+    assert (freshness_target(rig, 5), freshness_target(rig, 6)) == (600, 30 * 86400)
+    texts = rig.slack_texts()
+    assert len(texts) == 2 and "telemetry_freshness resolved" in texts[1], texts
+
+
+def test_an_invalid_config_is_logged_in_one_line_and_the_running_one_stays(
+    rig: Rig, daemon_log: Callable[[], list[str]]
+) -> None:
+    """SIGHUP with a broken file: one error line naming the key; the next run judges as before."""
+    config = ConfigFile(rig.settings)
+    daemon = rig.daemon(reload=config)
+    rig.tick(daemon, end(5) + DELAY)
+    config.now = ConfigError(
+        "checks.telemetry_freshness.target", "must be a number", origin="x.toml"
+    )
+    assert not daemon.reload()
+    (line,) = [x for x in daemon_log() if x.startswith("SIGHUP")]
+    assert line == (
+        "SIGHUP: config not reloaded, the running one stays:"
+        " x.toml: checks.telemetry_freshness.target: must be a number"
+    )
+    rig.tick(daemon, end(6) + DELAY)
+    assert freshness_target(rig, 6) == 600 and len(rig.slack_texts()) == 1
+
+
+def test_a_run_in_progress_finishes_with_the_config_it_started_with(rig: Rig) -> None:
+    """SIGHUP while a run waits on Slack: that run keeps the old config, the next takes the new."""
+    config = ConfigFile(rig.settings)
+    daemon = rig.daemon(reload=config)
+    received, release = hold_first_answer(rig.slack)
+    rig.clock.now = end(5) + DELAY
+    running = threading.Thread(target=daemon.tick)
+    running.start()
+    try:
+        wait_until(received.is_set, "the first message")
+        config.now = relaxed(rig.settings)
+        assert daemon.reload()
+        assert daemon.settings is rig.settings  # taken by the next run, not this one
+    finally:
+        release.set()
+        running.join()
+    rig.tick(daemon, end(6) + DELAY)
+    assert (freshness_target(rig, 5), freshness_target(rig, 6)) == (600, 30 * 86400)
+
+
+def test_a_reload_keeps_the_store_and_the_source_until_a_restart(
+    rig: Rig, daemon_log: Callable[[], list[str]]
+) -> None:
+    """The store and source cannot change under a running daemon: kept, with a warning; the rest applies."""
+    config = ConfigFile(rig.settings)
+    daemon = rig.daemon(reload=config)
+    moved = relaxed(rig.settings).model_copy(
+        update={
+            "store": rig.settings.store.model_copy(update={"database": "elsewhere"}),
+            "source": rig.settings.source.model_copy(update={"table": "other.otel_events"}),
+        }
+    )
+    config.now = moved
+    assert daemon.reload()
+    assert (
+        "SIGHUP: store and source changed in the config; that takes a restart: the running"
+        " store and source stay until then"
+    ) in daemon_log()
+    assert daemon.settings.store == rig.settings.store
+    assert daemon.settings.source == rig.settings.source
+    assert daemon.settings.checks == moved.checks
 
 
 # ---- status and its dead man's switch -----------------------------------------------------
@@ -592,3 +721,66 @@ def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
     recorded = json.loads(status.stdout)["runs"]
     assert [(r["window"]["start"], r["window"]["end"]) for r in recorded] == [(start, finish)]
     assert recorded[0]["status"] == "breached" and recorded[0]["notifications"] == 1
+
+
+@pytest.mark.slow
+def test_sighup_to_the_process_group_mid_run_reloads_and_the_daemon_lives_on(
+    tmp_path: Path, slack: SlackStandIn
+) -> None:
+    """SIGHUP to every process of the daemon while a run waits on Slack: the run completes,
+    the next runs take the new schedule, an invalid file is one line and changes nothing,
+    and SIGTERM still ends it with 0; no traceback anywhere."""
+    env = clean_env(tmp_path / "xdg")
+    store = f"chdb://{tmp_path / 'store'}"
+    subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
+    config = smoke_config(tmp_path, slack)
+    received, release = hold_first_answer(slack)
+    daemon = Process(
+        subprocess.Popen(
+            [str(BIN), "daemon", "--config", str(config), "--store", store],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,  # its own process group: the hangup reaches every process
+        )
+    )
+    group = daemon.proc.pid
+
+    def judged_lengths() -> list[float]:
+        return [
+            (datetime.fromisoformat(e) - datetime.fromisoformat(s)).total_seconds()
+            for _, s, e in judged_lines(list(daemon.lines))
+        ]
+
+    try:
+        wait_until(
+            lambda: received.is_set() or daemon.proc.poll() is not None, "a message", seconds=300
+        )
+        assert received.is_set(), daemon.log()
+        config.write_text(config.read_text().replace('every = "2s"', 'every = "4s"'))
+        os.killpg(group, signal.SIGHUP)
+        wait_until(lambda: "SIGHUP: config reloaded" in daemon.log(), "the reload")
+        release.set()
+        wait_until(lambda: 4.0 in judged_lengths(), "a run on the new schedule", seconds=120)
+        config.write_text(config.read_text().replace('every = "4s"', 'every = "four"'))
+        os.killpg(group, signal.SIGHUP)
+        wait_until(lambda: "SIGHUP: config not reloaded" in daemon.log(), "the refusal")
+        runs = len(judged_lengths())
+        wait_until(lambda: len(judged_lengths()) > runs, "a run after the refusal", seconds=120)
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(timeout=120) == 0, daemon.log()
+    finally:
+        release.set()
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait()
+    log = daemon.log()
+    lengths = judged_lengths()
+    assert lengths[0] == 2.0 and lengths[-1] == 4.0 and set(lengths) == {2.0, 4.0}, log
+    assert lengths.index(4.0) == 1, log  # the run in progress finished, the next one is new
+    assert "1 message(s) delivered" in log
+    refused = [line for line in daemon.lines if "SIGHUP: config not reloaded" in line]
+    assert len(refused) == 1 and "schedule.every" in refused[0], log
+    assert "Traceback" not in log and "leaked" not in log and "BrokenPipe" not in log, log

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from tests.builder import unique_table
+from tests.builder import settings_for, unique_table
 from watchdog.core.store import Store
 from watchdog.demo.data import generate_rows, write_demo
 from watchdog.demo.model import JOELCLAW_COLUMNS, DemoPlan
+from watchdog.runner.once import run_once, window_at
 
 AT = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 WINDOW = timedelta(hours=4)
@@ -416,3 +417,49 @@ def test_a_demo_long_in_the_past_keeps_its_data(tmp_path: Path) -> None:
     verdicts = {words[2]: words[1] for words in lines if words and words[0] in "✓✗?~!"}
     assert verdicts["telemetry_freshness"] == "ok"
     assert verdicts["recall_coverage"] == "breached"
+
+
+def test_the_demos_retried_rows_exist_in_the_table_and_the_report_counts_each(
+    store: Store,
+) -> None:
+    """Retries are a later insert: the table holds them, and data_quality.duplicate_rows is plan.duplicates."""
+    table = unique_table()
+    plan = write_demo(store, table, sessions=100, seed=1, at=AT)
+    stats = store.query(f"SELECT count() AS n, uniqExact(id) AS ids FROM {table}").first()
+    assert (stats["ids"], stats["n"] - stats["ids"]) == (plan.events, plan.duplicates)
+    assert plan.duplicates > 0
+    settings = settings_for(table)
+    report = run_once(store, settings, window_at(settings, AT))
+    assert report.data_quality["duplicate_rows"] == plan.duplicates
+
+
+RUN_DEMO = """
+import json, sys
+from datetime import UTC, datetime
+from watchdog.core.settings import settings_from_mapping
+from watchdog.core.store import open_store
+from watchdog.demo.run import DEMO_TABLE, demo_settings, run_demo
+settings = demo_settings(settings_from_mapping({"store": {"url": sys.argv[1]}}, env={}))
+demo = run_demo(settings, sessions=100, seed=1, at=datetime(2026, 11, 28, 4, tzinfo=UTC))
+with open_store(sys.argv[1]) as store:
+    left = store.query(f"SELECT count() - uniqExact(id) FROM {DEMO_TABLE}").rows[0][0]
+print(json.dumps([demo.plan.duplicates, demo.report.data_quality["duplicate_rows"], left]))
+"""
+
+
+@pytest.mark.slow
+def test_the_demo_report_counts_what_it_announces_and_leaves_the_retries_merged(
+    tmp_path: Path,
+) -> None:
+    """The demo's own report counts every retry it announces; after it, the table is merged (0 left)."""
+    store = f"chdb://{tmp_path / 'store'}"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_DEMO, store],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    )
+    announced, counted, left = json.loads(done.stdout.strip().splitlines()[-1])
+    assert announced > 0 and (counted, left) == (announced, 0)

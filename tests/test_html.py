@@ -26,10 +26,12 @@ from tests.pages import (
     known_report,
     parse,
 )
+from watchdog.core.links import parse_stamp, report_url, stamp
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.core.times import rfc3339
 from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
-from watchdog.report.files import parse_stamp, prune, report_url, stamp, write_reports
+from watchdog.report.files import prune, write_reports
 from watchdog.report.history import History, load_history, replay_alerts
 from watchdog.report.page import render_page, reproduce_command
 
@@ -175,6 +177,37 @@ def test_reproduce_line_is_the_exact_command() -> None:
     command = parse(page_of()).find("section", id="reproduce")[0].find("code")[0].all_text()
     assert command == reproduce_command(report)
     assert command == "memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h"
+
+
+def test_reproduce_line_names_the_store_it_read_with_its_password_masked() -> None:
+    """The command reads the same store (`--store`), never showing a password."""
+    for url, shown in (
+        (
+            "chdb:///var/lib/memory-watchdog/demo-store",
+            "chdb:///var/lib/memory-watchdog/demo-store",
+        ),
+        ("https://reader:s3cret@ch.example:8443/otel", "'https://reader:***@ch.example:8443/otel'"),
+    ):
+        settings = Settings().with_store_url(url)
+        page = render_page(known_report(settings), settings=settings)
+        command = parse(page).find("section", id="reproduce")[0].find("code")[0].all_text()
+        assert command == (
+            f"memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h --store {shown}"
+        )
+        assert "s3cret" not in page
+
+
+def test_a_tile_with_one_window_draws_no_sparkline_but_says_it_is_new() -> None:
+    """A trend needs two windows: with only this one, no lone marker, and "new in this window"."""
+    root = parse(page_of())
+    assert not root.find("svg", cls="spark")
+    tile = root.find("li", data_check="observe_failure_rate")[0]
+    assert tile.find(cls="since")[0].all_text() == "new in this window"
+    two = History(
+        points={"observe_failure_rate": [Point(AT - timedelta(hours=4), 0.01, Status.OK)]}
+    )
+    tile = parse(page_of(two)).find("li", data_check="observe_failure_rate")[0]
+    assert tile.find("svg", cls="spark")[0].attrs["data-points"] == "2"
 
 
 def test_deviation_table_is_agente_by_tipo() -> None:
@@ -428,6 +461,23 @@ def test_history_comes_from_the_run_log(store: Store) -> None:
     assert replays["observe_failure_rate"].episodes == (
         Episode("observe_failure_rate", AT - 8 * H, AT - 4 * H),
     )
+
+
+def test_a_no_data_alert_is_worded_on_the_page() -> None:
+    """With `no_data = "alerting"`, the timeline and the episodes name a no-data alert as such."""
+    settings = settings_from_mapping(
+        {"checks": {"recall_injection": {"no_data": "alerting"}}}, env={}
+    )
+    t = [AT - k * timedelta(hours=4) for k in (3, 2, 1)]
+    history = History(
+        points={"recall_injection": [Point(m, None, Status.NO_DATA) for m in t]},
+    )
+    root = parse(render_page(known_report(settings), history, settings=settings))
+    table = root.find("table", cls="episodes")[0]
+    rows = [[td.all_text() for td in tr.find("td")] for tr in table.find("tbody")[0].find("tr")]
+    assert rows == [["recall_injection (no data)", rfc3339(t[0]), "still firing"]]
+    (span,) = root.find("rect", cls="span")
+    assert "recall_injection (no data): fired" in span.all_text()
 
 
 def test_read_only_page_fires_no_alert_for_its_own_evaluation(store: Store) -> None:

@@ -317,6 +317,17 @@ def test_circuit_breaker_value_zero_has_empty_evidence(store: Store) -> None:
     assert (result.value, result.evidence.to_json()) == (0, {})
 
 
+def test_circuit_breaker_summary_counts_in_the_singular_when_one(store: Store) -> None:
+    """One failure among one outcome reads "1 consecutive failure among 1 outcome", and so does its run."""
+    sc = Scenario()
+    sc.event("memory.recall.failed", T0 + H, None)
+    result = check(evaluate(store, sc, AT), "circuit_breaker")
+    assert result.summary == "longest run of 1 consecutive failure among 1 outcome"
+    assert [f.text for f in result.evidence.shown().facts] == [
+        "1 failure from 2026-11-28T01:00:00Z to 2026-11-28T01:00:00Z"
+    ]
+
+
 # --- telemetry freshness ---------------------------------------------------
 
 

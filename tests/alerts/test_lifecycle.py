@@ -160,3 +160,58 @@ def test_resolve_held_by_a_silence_is_announced_when_it_ends() -> None:
     assert announced(steps) == [(Kind.FIRE, T0), (Kind.RESOLVE, T0 + 12 * H)]
     resolve = steps[3].notification
     assert resolve is not None and resolve.fired_for == 4 * H
+
+
+# ---- no data: keep_state (the default) and alerting --------------------------------------
+
+NO_DATA_ALERTING = Rules(
+    repeat_interval=24 * H, pending_runs=1, no_data_alerting=frozenset({"recall_coverage"})
+)
+
+
+def test_no_data_keeps_a_firing_alert_and_remembers_since_when() -> None:
+    """keep_state: a firing alert stays firing under no_data; no_data_since is its first window's start."""
+    alert, steps = run([Status.BREACHED] + [Status.NO_DATA] * 6)
+    assert alert.state is AlertState.FIRING and alert.cause == "breached"
+    assert alert.no_data_since == T0  # the first no-data window is [T0, T0 + 4h)
+    (repeat,) = [
+        s.notification for s in steps if s.notification and s.notification.kind is Kind.REPEAT
+    ]
+    assert repeat.at == T0 + 24 * H and repeat.no_data_since == T0
+
+
+def test_data_back_clears_no_data_since() -> None:
+    """A window with data again (even too little to judge) ends the no-data stretch."""
+    alert, _ = run([Status.BREACHED, Status.NO_DATA, Status.INSUFFICIENT_DATA])
+    assert alert.no_data_since is None
+    alert, _ = run([Status.BREACHED, Status.NO_DATA, Status.DISABLED])
+    assert alert.no_data_since == T0  # disabled judged nothing: the stretch goes on
+
+
+def test_no_data_with_alerting_opens_an_alert_of_its_own_kind() -> None:
+    """alerting: no_data fires with cause no_data, reminds, and resolves when the data is ok again."""
+    alert, steps = run(
+        [Status.OK, Status.NO_DATA, Status.NO_DATA] + [Status.NO_DATA] * 6 + [Status.OK],
+        rules=NO_DATA_ALERTING,
+    )
+    assert announced(steps) == [
+        (Kind.FIRE, T0 + 4 * H),
+        (Kind.REPEAT, T0 + 28 * H),
+        (Kind.RESOLVE, T0 + 36 * H),
+    ]
+    fire = steps[1].notification
+    assert fire is not None and fire.cause == "no_data" and fire.no_data_since == T0
+    resolve = steps[-1].notification
+    assert resolve is not None and resolve.cause == "no_data" and resolve.fired_for == 32 * H
+    assert alert.state is AlertState.OK
+
+
+def test_no_data_alerting_honours_pending_runs_and_other_checks_keep_state() -> None:
+    """alerting needs pending_runs no-data windows too; a check not listed keeps its state."""
+    rules = Rules(
+        repeat_interval=24 * H, pending_runs=2, no_data_alerting=frozenset({"recall_coverage"})
+    )
+    _, steps = run([Status.NO_DATA, Status.NO_DATA], rules=rules)
+    assert announced(steps) == [(Kind.FIRE, T0 + 4 * H)]
+    _, steps = run([Status.NO_DATA] * 3)
+    assert announced(steps) == []

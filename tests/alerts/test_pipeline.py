@@ -14,7 +14,7 @@ from alerts.outbox import pending_rows
 from alerts.pipeline import ProcessOutcome, process, process_store_error
 from alerts.records import alert_states, check_history, last_runs, outbox_backlog
 from alerts.silences import add_silence, list_silences, remove_silence
-from alerts.state import TABLES, load_alerts
+from alerts.state import TABLES, create_table_sql, load_alerts
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status, Window
 from tests.alerts.conftest import SOURCE, T0, H, make_settings, report, result
@@ -22,6 +22,7 @@ from tests.builder import M, S, Scenario, evaluate
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.daemon.status import read_status, render_text
 
 
 def run(
@@ -441,3 +442,118 @@ def test_unknown_status_on_a_fresh_alert_sends_nothing(
     outcome = run(store, settings, T0, {"recall_coverage": status}, chat)
     assert outcome.firing == () and chat.sent == []
     assert result("recall_coverage", status).status is status
+
+
+def test_with_base_url_every_message_links_to_the_window_page(store: Store) -> None:
+    """`report.base_url` set: the message of a run links to `<base_url>/reports/<window-end>`."""
+    settings = make_settings({"report": {"base_url": "https://watchdog.example/"}})
+    chat = RecordingNotifier()
+    run(store, settings, T0, {"recall_coverage": Status.BREACHED}, chat)
+    (sent,) = chat.sent
+    link = "https://watchdog.example/reports/20261128T040000Z"
+    assert sent.plain.splitlines()[-1] == f"Report: {link}"
+    assert f"Report: <{link}>" in sent.text
+    assert f"<{link}|" in sent.blocks[1]["elements"][-1]["text"]
+
+
+def test_the_store_alert_carries_no_link_to_a_page_never_written(store: Store) -> None:
+    """A window whose source could not be read has no page: its `store` alert links nowhere."""
+    settings = make_settings({"report": {"base_url": "https://watchdog.example"}})
+    chat = RecordingNotifier()
+    window = Window(at=T0, length=4 * H, lookback=24 * H)
+    process_store_error(
+        store, settings, window, "table t not found", now=T0, notifiers={chat.name: chat}
+    )
+    (sent,) = chat.sent
+    assert "reports/" not in sent.plain and "Report" not in sent.plain
+
+
+def test_no_data_alerting_fires_an_alert_of_its_own_and_resolves_when_ok(store: Store) -> None:
+    """`[checks.<id>] no_data = "alerting"`: nothing to judge fires "has no data"; ok resolves it."""
+    settings = make_settings({"checks": {"recall_coverage": {"no_data": "alerting"}}})
+    chat = RecordingNotifier()
+    run(
+        store,
+        settings,
+        T0,
+        {"recall_coverage": Status.NO_DATA, "observe_coverage": Status.NO_DATA},
+        chat,
+    )
+    (fired,) = chat.sent
+    assert "NO DATA recall_coverage" in fired.plain and "observe_coverage" not in fired.plain
+    assert load_alerts(store, settings, SOURCE)["recall_coverage"].cause == "no_data"
+    run(store, settings, T0 + 4 * H, {"recall_coverage": Status.OK}, chat)
+    assert "recall_coverage has data again after 4h" in chat.sent[1].plain
+
+
+def test_a_reminder_under_no_data_says_since_when(store: Store) -> None:
+    """keep_state: the reminder of an alert whose windows had nothing to judge says "no data since"."""
+    settings = make_settings({"alerts": {"repeat_interval": "8h"}})
+    chat = RecordingNotifier()
+    run(store, settings, T0, {"recall_coverage": Status.BREACHED}, chat)
+    for i in (1, 2):
+        run(store, settings, T0 + 4 * i * H, {"recall_coverage": Status.NO_DATA}, chat)
+    assert items(chat) == [["FIRING recall_coverage"], ["STILL FIRING recall_coverage"]]
+    assert "but no data since 2026-11-28T04:00:00Z" in chat.sent[1].plain
+    assert load_alerts(store, settings, SOURCE)["recall_coverage"].no_data_since == T0
+
+
+OLD_ALERT_STATE = {k: v for k, v in TABLES["alert_state"][0].items() if k != "no_data_since"}
+
+
+def test_a_store_from_before_no_data_since_is_read_then_migrated(store: Store) -> None:
+    """alert_state created with the old DDL: read as it is, then the pipeline adds the column."""
+    settings = make_settings()
+    database = settings.store.database
+    store.command(f"CREATE DATABASE `{database}`")
+    columns = ",\n".join(f"{c} {t}" for c, t in OLD_ALERT_STATE.items())
+    store.command(
+        f"CREATE TABLE `{database}`.alert_state ({columns})"
+        " ENGINE = ReplacingMergeTree(version) ORDER BY (source, check_id)"
+    )
+    for name in ("outbox", "runs", "silences"):
+        store.command(create_table_sql(settings, name))
+    firing = {
+        "source": SOURCE,
+        "check_id": "recall_coverage",
+        "state": "firing",
+        "cause": "breached",
+        "streak": 1,
+        "since": T0,
+        "fired_at": T0,
+        "last_at": T0,
+        "last_status": "breached",
+        "last_value": 3.0,
+        "target": 0.0,
+        "severity": "critical",
+        "summary": "3 sessions started without recall",
+        "notified_state": "firing",
+        "last_notified_at": T0,
+        "silenced_until": None,
+        "updated_at": T0,
+        "version": 1,
+    }
+    assert list(firing) == list(OLD_ALERT_STATE)
+    store.insert(f"`{database}`.alert_state", [list(firing.values())], list(firing))
+    (record,) = alert_states(store, settings)  # read-only: no column added, none needed
+    assert record.alert.firing and record.alert.no_data_since is None
+    chat = RecordingNotifier()
+    run(store, settings, T0 + 4 * H, {"recall_coverage": Status.NO_DATA}, chat)
+    alert = load_alerts(store, settings, SOURCE)["recall_coverage"]
+    assert alert.firing and alert.no_data_since == T0
+
+
+def test_status_and_alerts_say_no_data_since_for_a_firing_alert(store: Store) -> None:
+    """`status` shows "no data since" for a firing alert, never the no-data summary as its breach."""
+    settings = make_settings()
+    chat = RecordingNotifier()
+    run(store, settings, T0, {"recall_coverage": Status.BREACHED}, chat)
+    run(store, settings, T0 + 4 * H, {"recall_coverage": Status.NO_DATA}, chat)
+    status = read_status(store, settings, T0 + 4 * H, 5)
+    (line,) = [x for x in render_text(status).splitlines() if x.startswith("  recall_coverage")]
+    assert line == (
+        f"  recall_coverage (critical) on {SOURCE} since 2026-11-28T04:00:00Z:"
+        " no data since 2026-11-28T04:00:00Z (latest window: nothing to judge in the window)"
+    )
+    (firing,) = status.to_json()["firing_alerts"]
+    assert firing["no_data_since"] == "2026-11-28T04:00:00Z"

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from alerts.lifecycle import Kind, Notification
-from alerts.render import Templates, escape_mrkdwn, templates
+from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from alerts.pipeline import source_unreadable
+from alerts.render import Templates, escape_mrkdwn, format_window, templates
 from checks.base import Comparison, Severity, Status, Window
-from checks.evidence import Evidence
+from checks.evidence import Evidence, FailureRun
 from tests.alerts.conftest import SOURCE, T0, H, result
 from watchdog.core.errors import ConfigError
 
@@ -78,8 +81,8 @@ ERROR = Notification(
 CASES = {"fire": FIRE, "repeat": REPEAT, "resolve": RESOLVE, "error": ERROR}
 
 
-def rendered_json(notification: Notification) -> str:
-    message = templates().message([notification])
+def rendered_json(notification: Notification, link: str = "") -> str:
+    message = templates().message([notification], link=link)
     document = {"blocks": message.blocks, "text": message.text, "plain": message.plain}
     return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
 
@@ -94,6 +97,31 @@ def test_golden_block_kit(case: str) -> None:
     assert actual == path.read_text(encoding="utf-8"), (
         f"regenerate with UPDATE_GOLDEN=1 if intended ({path})"
     )
+
+
+LINK = "https://watchdog.example/reports/20261128T040000Z"
+
+
+def test_golden_block_kit_with_a_report_link() -> None:
+    """With `report.base_url` set, the message links to the window's page: golden fire_link.json."""
+    path = GOLDEN / "fire_link.json"
+    actual = rendered_json(FIRE, link=LINK)
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(actual, encoding="utf-8")
+    assert actual == path.read_text(encoding="utf-8"), (
+        f"regenerate with UPDATE_GOLDEN=1 if intended ({path})"
+    )
+
+
+def test_the_link_is_a_mrkdwn_link_in_slack_and_a_plain_url_on_stdout() -> None:
+    """Block Kit and the text fallback carry `<url|...>`; the plain text says "Report: <url>"."""
+    message = templates().message([FIRE, RESOLVE], link=LINK)
+    header = message.blocks[1]["elements"]
+    assert header[-1] == {"type": "mrkdwn", "text": f"<{LINK}|Open the report of this window>"}
+    assert message.text.splitlines()[-1] == f"Report: <{LINK}>"
+    assert message.plain.splitlines()[-1] == f"Report: {LINK}"
+    unlinked = templates().message([FIRE, RESOLVE])
+    assert "Report" not in unlinked.plain and "reports/" not in json.dumps(unlinked.blocks)
 
 
 def test_one_message_lists_new_alerts_before_reminders_and_resolutions() -> None:
@@ -285,3 +313,127 @@ def test_value_formats_follow_the_unit() -> None:
     assert "Value 7.3%, breach when >= 5.0%" in plain
     assert "Value 5h33m, breach when > 4h" in plain
     assert f"[{Severity.CRITICAL.value}]" in plain
+
+
+def test_the_plain_text_forms_keep_the_case_of_every_value() -> None:
+    """Slack's text fallback and the stdout text lower-case nothing: times, ids, summaries as written."""
+    moment = T0 - 2 * H + timedelta(seconds=57, milliseconds=83)
+    note = Notification(
+        Kind.REPEAT,
+        "Prod.OTel_Events",
+        "circuit_breaker",
+        "breached",
+        result(
+            "circuit_breaker",
+            Status.BREACHED,
+            4.0,
+            summary="Longest run ends at 2026-11-28T02:00:57.083Z in Worker-B",
+            evidence=Evidence(
+                events=("EV-Alpha", "ev-beta"),
+                run=FailureRun(moment, moment + 3 * H / 60, 4),
+                newest=moment,
+            ),
+        ),
+        WINDOW,
+        T0 - 24 * H,
+    )
+    message = templates().message([note])
+    for form in (message.text, message.plain):
+        for written in (
+            "Prod.OTel_Events",
+            "Longest run ends at 2026-11-28T02:00:57.083Z in Worker-B",
+            "EV-Alpha",
+            "Events: EV-Alpha, ev-beta.",
+            "Longest run: 4 failures from 2026-11-28T02:00:57.083Z to 2026-11-28T02:03:57.083Z.",
+            "Newest event: 2026-11-28T02:00:57.083Z.",
+            "circuit_breaker still breached (firing for 1d)",
+        ):
+            assert written in form, (written, form)
+        assert "t02:" not in form and "057.083z" not in form
+
+
+def test_a_window_shorter_than_a_minute_shows_its_seconds() -> None:
+    """A 15s window reads 09:59:45 – 10:00:00, never "09:59 – 09:59"; whole minutes stay short."""
+    at = datetime(2026, 11, 28, 10, 0, 0, tzinfo=UTC)
+    short = Window(at=at - timedelta(seconds=15), length=timedelta(seconds=15), lookback=24 * H)
+    assert format_window(short) == "2026-11-28 09:59:30 – 09:59:45 UTC"
+    assert format_window(WINDOW) == "2026-11-28 00:00 – 04:00 UTC"
+    odd = Window(at=at + timedelta(milliseconds=250), length=4 * H, lookback=24 * H)
+    assert format_window(odd) == "2026-11-28 06:00:00.250 – 10:00:00.250 UTC"
+
+
+def test_the_store_alert_states_no_target_it_does_not_have() -> None:
+    """The `store` pseudo check has no value to compare: its message says no "breach when > 0"."""
+    note = Notification(
+        Kind.FIRE,
+        SOURCE,
+        STORE_CHECK,
+        "error",
+        source_unreadable("table joelclaw.otel_events not found"),
+        WINDOW,
+        T0,
+    )
+    message = templates().message([note])
+    slack = json.dumps(message.blocks, ensure_ascii=False) + message.text
+    assert "&gt;" not in slack and "Breach when" not in slack
+    assert "breach when" not in message.plain and ">" not in message.plain
+    assert "could not read the source: table joelclaw.otel_events not found" in message.plain
+
+
+def test_a_reminder_under_no_data_says_since_when_instead_of_quoting_it_as_the_breach() -> None:
+    """keep_state: a firing alert whose latest windows had nothing to judge says "no data since"."""
+    note = Notification(
+        Kind.REPEAT,
+        SOURCE,
+        "recall_coverage",
+        "breached",
+        result("recall_coverage", Status.NO_DATA, summary="no session had an obligation due"),
+        WINDOW,
+        T0 - 24 * H,
+        no_data_since=T0 - 20 * H,
+    )
+    message = templates().message([note])
+    section = next(b for b in message.blocks if b["type"] == "section")["text"]["text"]
+    headline = (
+        "recall_coverage still firing (for 1d), but no data since 2026-11-27T08:00:00Z:"
+        " the breach can be neither confirmed nor resolved"
+    )
+    assert f"*{headline}*" in section
+    assert "latest window: no session had an obligation due" in section
+    assert f"STILL FIRING recall_coverage [critical]: {headline}." in message.plain
+
+
+def test_a_no_data_alert_is_worded_as_no_data_from_fire_to_resolve() -> None:
+    """alerting: the alert of its own kind says "has no data", "still has no data", "has data again"."""
+    no_data = result("recall_coverage", Status.NO_DATA, summary="no session had an obligation due")
+    fire = Notification(
+        Kind.FIRE,
+        SOURCE,
+        "recall_coverage",
+        "no_data",
+        no_data,
+        WINDOW,
+        T0,
+        no_data_since=T0 - 4 * H,
+    )
+    repeat = replace(fire, kind=Kind.REPEAT, firing_since=T0 - 24 * H)
+    resolve = Notification(
+        Kind.RESOLVE,
+        SOURCE,
+        "recall_coverage",
+        "no_data",
+        result("recall_coverage", Status.OK),
+        WINDOW,
+        T0 - 8 * H,
+        fired_for=8 * H,
+    )
+    plain = [templates().message([n]).plain for n in (fire, repeat, resolve)]
+    assert (
+        "- NO DATA recall_coverage [critical]: recall_coverage has no data since 2026-11-28T00:00:00Z."
+        in plain[0]
+    )
+    assert (
+        "recall_coverage still has no data since 2026-11-28T00:00:00Z (firing for 1d)." in plain[1]
+    )
+    assert "recall_coverage has data again after 8h." in plain[2]
+    assert not any("breached" in p for p in plain)

@@ -121,6 +121,9 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                     "since": _when(r.alert.since),
                     "firing_since": _when(r.alert.fired_at) if r.alert.firing else None,
                     "last_status": r.alert.last_status,
+                    "no_data_since": _when(r.alert.no_data_since)
+                    if r.alert.no_data_since
+                    else None,
                     "last_evaluated": _when(r.alert.last_at),
                     "last_notified": _when(r.alert.last_notified_at),
                     "silenced_until": _when(r.silenced_until) if r.silenced_until else None,
@@ -150,8 +153,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         for r in records:
             a = r.alert
             state = _state_label(r, settings.alerts.pending_runs)
-            if a.firing and a.cause == "error":
-                state += " (error)"
+            if a.firing and a.cause in ("error", "no_data"):
+                state += f" ({a.cause.replace('_', ' ')})"
             rows.append(
                 (
                     printable(a.source),

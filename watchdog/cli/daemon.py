@@ -18,6 +18,7 @@ from watchdog.cli.args import (
     require_secrets,
 )
 from watchdog.core.durations import format_duration
+from watchdog.core.settings import Settings
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import Schedule
@@ -42,10 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT."""
+    """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT; SIGHUP reloads the config."""
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
-    settings = load(args)
-    require_secrets(settings)  # the daemon sends: fail at start, not at the first alert
+
+    def load_checked() -> Settings:
+        """The config from --config/WATCHDOG_CONFIG and --store, as at start (and on SIGHUP)."""
+        loaded = load(args)
+        require_secrets(loaded)  # the daemon sends: fail at start, not at the first alert
+        return loaded
+
+    settings = load_checked()
     schedule = Schedule.from_settings(settings.schedule)
     logging.getLogger("watchdog").setLevel(logging.DEBUG if args.debug else logging.INFO)
     source = settings.source.display_name
@@ -69,6 +76,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         notifiers=notifiers,
         metrics=metrics,
         systemd=systemd,
+        reload=load_checked,
     )
     return daemon.serve(stop_timeout)
 
@@ -77,7 +85,8 @@ def add_daemon(sub: Subparsers) -> None:
     """Register `memory-watchdog daemon` (the CLI's COMMANDS registry calls this)."""
     p = sub.add_parser(
         "daemon",
-        help="evaluate every aligned window on the schedule, alert, survive outages (SIGTERM stops)",
+        help="evaluate every aligned window on the schedule, alert, survive outages"
+        " (SIGTERM stops, SIGHUP reloads the config)",
     )
     common_arguments(p)
     add_arguments(p)

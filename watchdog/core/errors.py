@@ -47,15 +47,31 @@ class StoreLockedError(StoreError):
 
 
 class MissingStoreError(StoreError):
-    """The embedded store directory does not exist (and this command does not create one)."""
+    """The embedded store directory does not exist (and this command does not create one).
 
-    def __init__(self, url_masked: str) -> None:
-        super().__init__(
-            url_masked,
-            "there is no store here, and this command does not create one: point --store"
-            " or WATCHDOG_STORE_URL at your ClickHouse (http(s)://user:password@host:8123/db)"
-            " or an existing store, or fill a new one with `memory-watchdog demo --store <URL>`",
+    `demo_store` is the URL of the store `memory-watchdog demo` filled beside
+    the missing one, when there is one: then the message names it.
+    """
+
+    def __init__(self, url_masked: str, demo_store: str | None = None) -> None:
+        self.demo_store = demo_store
+        elsewhere = (
+            "point --store or WATCHDOG_STORE_URL at your ClickHouse"
+            " (http(s)://user:password@host:8123/db) or an existing store"
         )
+        if demo_store:
+            problem = (
+                "there is no store here (this command does not create one), but"
+                f" `memory-watchdog demo` wrote its own: add --store {demo_store}"
+                f" (e.g. memory-watchdog check --store {demo_store}); for your own telemetry,"
+                f" {elsewhere}"
+            )
+        else:
+            problem = (
+                f"there is no store here, and this command does not create one: {elsewhere},"
+                " or fill a new one with `memory-watchdog demo --store <URL>`"
+            )
+        super().__init__(url_masked, problem)
 
 
 class StoreURLUsageError(WatchdogError):

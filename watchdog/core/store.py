@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.core.errors import MissingStoreError, StoreError, StoreLockedError, StoreURLUsageError
-from watchdog.core.settings import StoreSettings
+from watchdog.core.settings import DEMO_STORE_DIR, STORE_DIR, StoreSettings
 from watchdog.core.urls import (
     MEMORY,
     StoreURL,
@@ -292,12 +292,20 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def _demo_store_beside(missing: Path) -> str | None:
+    """The demo's store when `missing` is a data directory's default store and the demo ran there."""
+    demo = missing.with_name(DEMO_STORE_DIR)
+    if missing.name == STORE_DIR and demo.is_dir():
+        return f"chdb://{demo}"
+    return None
+
+
 def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> Any:
     import clickhouse_connect  # deferred: importing the engine costs half a second
 
     assert url.path is not None
     if url.path != MEMORY and not create and not Path(url.path).is_dir():
-        raise MissingStoreError(url.masked)
+        raise MissingStoreError(url.masked, _demo_store_beside(Path(url.path)))
     if url.path != MEMORY:
         try:
             Path(url.path).mkdir(parents=True, exist_ok=True)

@@ -23,3 +23,8 @@ def printable(value: object, limit: int | None = 200) -> str:
     if limit is not None and len(text) > limit:
         return text[: limit - 1] + "…"
     return text
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 failure`, `2 failures`: a count with its noun in the right number (regular nouns)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

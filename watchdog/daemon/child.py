@@ -13,10 +13,14 @@ the process boundary is a plain picklable value: `TickRequest` in,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import signal
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -27,9 +31,13 @@ from watchdog.daemon.tick import StopFlag, TickRequest, TickResult, open_setting
 
 
 def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
-    """The child: finish the tick whatever signal the terminal or service manager sends."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """The child: finish the tick whatever signal the terminal or service manager sends.
+
+    SIGINT and SIGTERM stop the daemon after this tick, SIGHUP reloads its config
+    for the next one: the daemon handles them, the tick ignores them.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     configure_logging(request.debug)
     logging.getLogger("watchdog").setLevel(logging.DEBUG if request.debug else logging.INFO)
     result = run_tick(
@@ -41,6 +49,22 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
     )
     writer.send(result)
     writer.close()
+
+
+@contextlib.contextmanager
+def _hangup_ignored() -> Iterator[None]:
+    """SIGHUP ignored while the block runs, so processes started in it inherit SIG_IGN.
+
+    Only the main thread may set a signal's handler; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 class ChildCrashed(Exception):
@@ -60,7 +84,12 @@ class ChildTicks:
         self._ctx = multiprocessing.get_context("forkserver")
         # Pure-Python modules only: importing chdb starts threads, which must not be forked.
         self._ctx.set_forkserver_preload(["watchdog.daemon.child"])
-        self.stop_flag: Any = self._ctx.Event()
+        with _hangup_ignored():
+            # The helper processes start now, and keep ignoring SIGHUP: a hangup of the
+            # whole process group (a closed terminal) reloads the daemon, and must not kill
+            # the forkserver or the resource tracker under it.
+            self.stop_flag: Any = self._ctx.Event()  # starts the resource tracker
+            forkserver.ensure_running()
         self._child: Any = None
 
     def run(self, request: TickRequest) -> TickResult:

@@ -43,6 +43,15 @@ Under systemd (`Type=notify`, watchdog.daemon.systemd) it says READY once
 the scheduler runs, pings the watchdog while `healthy()`, reports a STATUS
 line after each tick, and says STOPPING on SIGTERM/SIGINT. With `--http`,
 `/metrics` serves what each tick reported (watchdog.daemon.metrics).
+
+SIGHUP reloads the config, as Prometheus and Alertmanager do (`reload`): the
+file and the environment are loaded and validated again by the loader the
+CLI hands in; an invalid config is logged in one line and the running one
+stays. A valid one is taken by the next run (a run in progress finishes with
+the settings it started with; the tick's process ignores SIGHUP), and a new
+schedule takes effect at once. The store and the source are where the run
+log, the alert states and the catch-up point live: changing them needs a
+restart, and a reload keeps the running ones and says so.
 """
 
 from __future__ import annotations
@@ -73,12 +82,13 @@ from alerts.routing import Router
 from checks.base import Status, Window
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.pages import page_link
+from watchdog.core.links import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
 from watchdog.daemon.child import TICK_TIMEOUT, ChildCrashed, ChildTicks
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.reload import Loader, Reloads
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Keepalive, Notify
@@ -101,6 +111,7 @@ DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 # How long past its timeout a tick may still take (the child's kill, the result's way back).
 STUCK_MARGIN = timedelta(minutes=5)
 _ONE_US = timedelta(microseconds=1)
+JOB_ID = "judge"
 
 
 class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
@@ -128,6 +139,8 @@ class Daemon:
     With `ticks` (a `ChildTicks`), each tick's store work runs in a fresh
     child process (what `memory-watchdog daemon` does); without, in this
     process with `open_store_fn` (tests hand in the shared test store).
+    `reload` loads the config again for SIGHUP (without it, SIGHUP says so
+    and changes nothing).
     """
 
     def __init__(
@@ -147,6 +160,7 @@ class Daemon:
         debug: bool = False,
         metrics: Metrics | None = None,
         systemd: Notify | None = None,
+        reload: Loader | None = None,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -169,7 +183,9 @@ class Daemon:
         self._stop = threading.Event()
         self._busy = threading.Lock()
         self.systemd = systemd or Notify()
-        self._scheduler: Any = None
+        own = notifiers is None  # rebuilt from a reloaded config
+        self._reloads = Reloads(reload, own_notifiers=own) if reload is not None else None
+        self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
         self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
         timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
         self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
@@ -182,6 +198,7 @@ class Daemon:
             return
         self.tick_started = time.monotonic()
         try:
+            self._take_reloaded()
             self._tick()
         except Exception:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
@@ -401,6 +418,59 @@ class Daemon:
         if told:
             self.spool.mark_told(told)
 
+    # -- SIGHUP: reload the config ----------------------------------------------
+
+    def reload(self) -> bool:
+        """Load the config again (SIGHUP); the next run takes a valid one. True when valid.
+
+        Invalid: one error line, and the running config stays. The store and the
+        source stay as they are (a restart changes them), with a warning naming them.
+        """
+        if self._reloads is None:
+            log.warning("SIGHUP: this daemon has no config to reload; nothing changed")
+            return False
+        self.systemd.reloading()  # systemd's reload protocol: RELOADING=1, then READY=1
+        try:
+            pending = self._reloads.load(self.settings)
+            if pending is None:
+                return False
+            if pending.reschedule:
+                self._reschedule(pending.schedule, pending.settings)
+            if self._busy.acquire(blocking=False):  # no run in progress: take it now
+                try:
+                    self._take_reloaded()
+                finally:
+                    self._busy.release()
+            return True
+        finally:
+            self.systemd.ready(self.status_line())
+
+    def _take_reloaded(self) -> None:
+        """Take a reloaded config (the caller holds `_busy`: no run is in progress)."""
+        pending = self._reloads.take() if self._reloads is not None else None
+        if pending is None:
+            return
+        self.settings, self.schedule = pending.settings, pending.schedule
+        if pending.notifiers is not None:
+            self.notifiers = dict(pending.notifiers)
+
+    def _reschedule(self, schedule: Schedule, settings: Settings) -> None:
+        """Fire the job on the new schedule from now on (when the scheduler runs)."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            return
+        try:
+            scheduler.reschedule_job(JOB_ID, trigger=AlignedTrigger(schedule))
+            scheduler.modify_job(JOB_ID, misfire_grace_time=_grace(settings))
+        except Exception as exc:  # stopping: the job is gone already
+            log.debug("reschedule: %s", exc)
+            return
+        log.info(
+            "schedule now %s; next run %s",
+            schedule.describe(),
+            rfc3339(schedule.next_run(self.clock())),
+        )
+
     # -- serving --------------------------------------------------------------
 
     def serve_http(self) -> ThreadingHTTPServer | None:
@@ -457,17 +527,17 @@ class Daemon:
         scheduler = BlockingScheduler(
             timezone=UTC, executors={"default": ThreadPoolExecutor(max_workers=1)}
         )
-        grace = int(self.settings.schedule.misfire_grace.total_seconds())
         scheduler.add_job(
             self.tick,
             AlignedTrigger(self.schedule),
-            id="judge",
+            id=JOB_ID,
             name="judge due windows",
             max_instances=1,
             coalesce=True,
-            misfire_grace_time=max(1, grace),
+            misfire_grace_time=_grace(self.settings),
             next_run_time=datetime.now(UTC),  # catch up at once
         )
+        self._scheduler = scheduler
 
         keepalive = Keepalive(self.systemd, self.healthy)
 
@@ -485,7 +555,12 @@ class Daemon:
             # Not from inside the handler: shutdown takes locks the interrupted code may hold.
             threading.Thread(target=_shutdown, args=(scheduler,), daemon=True).start()
 
+        def on_hangup(signum: int, frame: FrameType | None) -> None:
+            # Not from inside the handler: loading logs and takes locks; one at a time.
+            threading.Thread(target=self.reload, name="reload", daemon=True).start()
+
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
         log.info(
             "daemon started: %s; source %s; next run %s",
             self.schedule.describe(),
@@ -525,6 +600,11 @@ class Daemon:
                 os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
         self.telemetry.shutdown()
         return 0 if finished else 1
+
+
+def _grace(settings: Settings) -> int:
+    """APScheduler's misfire grace time: `schedule.misfire_grace` in whole seconds, at least 1."""
+    return max(1, int(settings.schedule.misfire_grace.total_seconds()))
 
 
 def _shutdown(scheduler: Any) -> None:

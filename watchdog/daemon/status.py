@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from alerts.lifecycle import Alert
 from alerts.records import AlertRecord, Backlog, RunRecord, alert_states, last_runs, outbox_backlog
-from alerts.state import REPLAY, schema_exists, table
+from alerts.state import REPLAY, readable_columns, schema_exists, table
+from checks.base import Status
 from watchdog.core.durations import human_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -33,10 +35,12 @@ def last_completed_at(store: Store, settings: Settings, now: datetime) -> dateti
     """
     if not schema_exists(store, settings):
         return None
+    # A run log from before `kind` existed holds live runs only.
+    live = "kind != {replay:String}" if "kind" in readable_columns(store, settings, "runs") else "1"
     row = store.query(
         "SELECT count() AS n, toUnixTimestamp64Milli(max(at)) AS at_ms"
         f" FROM {table(settings, 'runs')} FINAL"
-        " WHERE source = {source:String} AND problem = '' AND kind != {replay:String}"
+        f" WHERE source = {{source:String}} AND problem = '' AND {live}"
         " AND at <= {latest:DateTime64(3, 'UTC')}",
         {"source": settings.source.display_name, "replay": REPLAY, "latest": now + CLOCK_SKEW},
     ).first()
@@ -125,6 +129,7 @@ def _alert_json(record: AlertRecord) -> dict[str, Any]:
         "last_status": a.last_status,
         "last_value": a.last_value,
         "summary": a.summary,
+        "no_data_since": _time(a.no_data_since),
         "pending_outbox": record.pending_outbox,
         "silenced_until": _time(record.silenced_until),
     }
@@ -169,6 +174,14 @@ def ago(delta: timedelta) -> str:
     )
 
 
+def _why(alert: Alert) -> str:
+    """A firing alert's latest word: its summary, or since when its windows had no data."""
+    summary = printable(alert.summary, 300)
+    if alert.last_status != Status.NO_DATA.value or alert.no_data_since is None:
+        return summary
+    return f"no data since {rfc3339(alert.no_data_since)} (latest window: {summary})"
+
+
 def render_text(status: DaemonStatus) -> str:
     """The status for people."""
     lines = [
@@ -206,10 +219,7 @@ def render_text(status: DaemonStatus) -> str:
     for record in firing:
         a = record.alert
         since = f" since {rfc3339(a.fired_at)}" if a.fired_at else ""
-        lines.append(
-            f"  {a.check_id} ({a.severity}) on {printable(a.source)}{since}:"
-            f" {printable(a.summary, 300)}"
-        )
+        lines.append(f"  {a.check_id} ({a.severity}) on {printable(a.source)}{since}: {_why(a)}")
     lines.append("")
     if not status.backlog:
         lines.append("Outbox: empty")

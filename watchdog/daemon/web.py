@@ -33,8 +33,9 @@ from markupsafe import escape
 
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
+from watchdog.core.links import ARCHIVE, STAMP, parse_stamp
 from watchdog.core.times import CLOCK_SKEW
-from watchdog.report.files import ARCHIVE, LATEST, STAMP, parse_stamp
+from watchdog.report.files import LATEST
 
 log = logging.getLogger(__name__)
 

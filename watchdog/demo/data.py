@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checks.source_ddl import create_table_sql
+from watchdog.core.settings import EventSettings
 from watchdog.demo.builder import (
     Builder,
     build_background,
@@ -85,16 +86,29 @@ def _row(event: Event, received_ms: int) -> list[Any]:
     ]
 
 
+# The memory pipeline's own events, which it writes through an outbox and so may write
+# twice: what the demo retries. The session checks read every one of them, so each
+# retry is a row the report's `data_quality.duplicate_rows` counts.
+_SETTINGS_EVENTS = EventSettings()
+RETRIED_NAMES = frozenset(
+    _SETTINGS_EVENTS.recall_any + _SETTINGS_EVENTS.recall_injected + _SETTINGS_EVENTS.observe_any
+)
+
+
 def _rows(events: list[Event], rng: random.Random, at_ms: int) -> tuple[list[list[Any]], int]:
-    """Rows in time order, with ~1% re-written later (same id and timestamp) as outbox retries do."""
-    old_enough = [i for i, e in enumerate(events) if e.ts < at_ms - 20 * MINUTE]
-    retried = set(rng.sample(old_enough, min(len(old_enough), round(0.01 * len(events)))))
+    """Rows in time order, then ~1% of the memory events again (same id and timestamp, received
+    later), as the pipeline's outbox retries them."""
+    old_enough = [
+        i for i, e in enumerate(events) if e.ts < at_ms - 20 * MINUTE and e.action in RETRIED_NAMES
+    ]
+    retried = sorted(rng.sample(old_enough, min(len(old_enough), round(0.01 * len(events)))))
     rows: list[list[Any]] = []
-    for i, event in enumerate(events):
-        received = min(event.ts + rng.randint(20, 1_500), at_ms - 1)
-        rows.append(_row(event, received))
-        if i in retried:
-            rows.append(_row(event, received + rng.randint(SECOND, 10 * MINUTE)))
+    received: list[int] = []
+    for event in events:
+        received.append(min(event.ts + rng.randint(20, 1_500), at_ms - 1))
+        rows.append(_row(event, received[-1]))
+    for i in retried:
+        rows.append(_row(events[i], received[i] + rng.randint(SECOND, 10 * MINUTE)))
     return rows, len(retried)
 
 
@@ -103,6 +117,8 @@ def generate_rows(
 ) -> tuple[list[list[Any]], DemoPlan]:
     """Demo telemetry for the 24 hours before `at`, as rows in JOELCLAW_COLUMNS order.
 
+    The first `plan.events` rows are the events in time order; the
+    `plan.duplicates` rows after them are retried writes of some of them.
     The same seed, sessions and `at` give the same rows. Every timestamp is
     before `at` and within 24 hours of it; timestamps are aware UTC
     datetimes with millisecond precision.
@@ -147,6 +163,13 @@ def write_demo(
 ) -> DemoPlan:
     """Create `table` (and its database) in the joelclaw layout and fill it with demo telemetry.
 
+    The retried rows are written as a later insert, as an outbox retry
+    arrives: ReplacingMergeTree collapses rows of the same key within one
+    insert at once, so written in the same batch they would never exist.
+    Background merges collapse them later too, so merges of `table` are
+    stopped in this process from then on: an evaluation here counts every
+    retry (`merge_retries` collapses them when the demo is done).
+
     Rows are appended: a table that already holds demo rows for another `at`
     will mix both, so the demo command should start from a fresh store.
     """
@@ -158,6 +181,16 @@ def write_demo(
     if database:
         store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
     store.command(create_table_sql("joelclaw", table))
-    for offset in range(0, len(rows), INSERT_BATCH):
-        store.insert(table, rows[offset : offset + INSERT_BATCH], JOELCLAW_COLUMNS)
+    originals, retries = rows[: plan.events], rows[plan.events :]
+    for offset in range(0, len(originals), INSERT_BATCH):
+        store.insert(table, originals[offset : offset + INSERT_BATCH], JOELCLAW_COLUMNS)
+    store.command(f"SYSTEM STOP MERGES {table}")
+    if retries:
+        store.insert(table, retries, JOELCLAW_COLUMNS)
     return plan
+
+
+def merge_retries(store: Writer, table: str) -> None:
+    """Merge `table` as ClickHouse would in time: each retried row collapses into its event."""
+    store.command(f"SYSTEM START MERGES {table}")
+    store.command(f"OPTIMIZE TABLE {table} FINAL")

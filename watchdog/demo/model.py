@@ -106,9 +106,12 @@ class DemoPlan:
     - agent_deviation_contract = deviation_breaches and
       agent_deviation_evidence = deviation_missing_evidence.
 
-    `events` counts distinct event ids; the table holds `events + duplicates`
-    rows. `lost_observes` counts requested-role events left without an
-    outcome ("lost" in docs/spec.md section 4): each lost worker run leaves two, its
+    `events` counts distinct event ids; `duplicates` memory events are
+    written again by a later insert (outbox retries), so the table holds
+    `events + duplicates` rows until they are merged, and a check counts
+    them in `data_quality.duplicate_rows` (see `write_demo`). `lost_observes`
+    counts requested-role events left without an outcome ("lost" in
+    docs/spec.md section 4): each lost worker run leaves two, its
     `memory.observe.requested` and its `observe.started`.
     """
 

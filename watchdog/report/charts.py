@@ -53,6 +53,12 @@ class Episode:
     check_id: str
     fired_at: datetime
     resolved_at: datetime | None
+    no_data: bool = False  # a no-data alert (`no_data = "alerting"`), not a breach
+
+    @property
+    def name(self) -> str:
+        """The alert as people read it: its check, and "(no data)" for a no-data alert."""
+        return f"{self.check_id} (no data)" if self.no_data else self.check_id
 
 
 UNIT_LABEL = {"ratio": "%", "ms": "ms", "s": "seconds", "count": "count"}
@@ -350,7 +356,7 @@ def timeline_chart(
             left = x(e.fired_at)
             finish = x(e.resolved_at or end)
             state = "resolved" if e.resolved_at else "firing"
-            label = f"{check_id}: fired {rfc3339(e.fired_at)}" + (
+            label = f"{e.name}: fired {rfc3339(e.fired_at)}" + (
                 f", resolved {rfc3339(e.resolved_at)}" if e.resolved_at else ", still firing"
             )
             out.append(
@@ -387,6 +393,15 @@ def window_span(points: Sequence[Point], fallback_end: datetime, length: timedel
     if not points:
         return fallback_end - length
     return min(p.window_end for p in points) - length
+
+
+def has_trend(points: Sequence[Point]) -> bool:
+    """Whether a sparkline has a line to draw: two windows with a value at least.
+
+    With fewer, a tile's sparkline would be a lone marker (a breach's triangle
+    floating in a box) that reads as an icon, not as a history.
+    """
+    return sum(p.value is not None for p in points) >= 2
 
 
 def sparkline(points: Sequence[Point], *, target: float, unit: str, title: str) -> Markup:

@@ -1,8 +1,7 @@
 """The page files: `report.html` (the latest) and `reports/<window-end>.html`, pruned.
 
-`write_reports` is what the daemon calls after each run; `stamp` (from
-watchdog.core.pages, with `report_url`) and `parse_stamp` name a window's
-page in file names and URLs.
+`write_reports` is what the daemon calls after each run; a window's page is
+named by `watchdog.core.links` (`stamp`), as its URL is.
 """
 
 from __future__ import annotations
@@ -14,23 +13,10 @@ from datetime import datetime
 from pathlib import Path
 
 from checks.base import Report
-from watchdog.core.pages import ARCHIVE, STAMP, STAMP_FORMAT, report_url, stamp
+from watchdog.core.links import ARCHIVE, STAMP, stamp
 from watchdog.core.settings import Settings
 from watchdog.report.history import History
 from watchdog.report.page import render_page
-
-__all__ = [
-    "ARCHIVE",
-    "LATEST",
-    "STAMP",
-    "STAMP_FORMAT",
-    "parse_stamp",
-    "prune",
-    "report_dir",
-    "report_url",
-    "stamp",
-    "write_reports",
-]
 
 LATEST = "report.html"
 
@@ -38,20 +24,6 @@ LATEST = "report.html"
 def report_dir(settings: Settings) -> Path:
     """Where pages are written: `report.dir`, else the data directory."""
     return Path(settings.report.dir) if settings.report.dir else settings.data_dir
-
-
-def parse_stamp(text: str) -> str | None:
-    """A window end from a URL (20261128T040000Z or RFC 3339) as its stamp; None if neither."""
-    text = text.removesuffix(".html")
-    if STAMP.match(text):
-        return text
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return stamp(moment)
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -95,11 +95,15 @@ def _replay(
             continue
         step = advance(alert, evaluated, at, rules).alert
         if alert.firing and not step.firing and alert.fired_at is not None:
-            episodes.append(Episode(result.id, alert.fired_at, p.window_end))
+            episodes.append(Episode(result.id, alert.fired_at, p.window_end, _no_data(alert)))
         alert = step
     if alert.firing and alert.fired_at is not None:
-        episodes.append(Episode(result.id, alert.fired_at, None))
+        episodes.append(Episode(result.id, alert.fired_at, None, _no_data(alert)))
     return AlertReplay(tuple(episodes), shadow.streak, since if shadow.streak else None)
+
+
+def _no_data(alert: Alert) -> bool:
+    return alert.cause == Status.NO_DATA.value
 
 
 def replay_alerts(history: History, report: Report, rules: Rules) -> dict[str, AlertReplay]:

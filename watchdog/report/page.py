@@ -13,6 +13,7 @@ to from `watchdog.report.files`.
 from __future__ import annotations
 
 import functools
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,9 +41,11 @@ from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339
+from watchdog.core.urls import mask_url
 from watchdog.report.charts import (
     BREACHING,
     Point,
+    has_trend,
     sparkline,
     timeline_chart,
     value_chart,
@@ -139,7 +142,7 @@ def _tile(result: CheckResult, series: Sequence[Point] = (), since: str = "") ->
         "spark": sparkline(
             series, target=result.target, unit=result.unit, title=f"{result.id} history"
         )
-        if series and result.status is not Status.DISABLED
+        if has_trend(series) and result.status is not Status.DISABLED
         else None,
         "id": result.id,
         "status": result.status.value,
@@ -200,12 +203,18 @@ def _triage(found: Triage | None) -> dict[str, Any] | None:
     }
 
 
-def reproduce_command(report: Report) -> str:
-    """The exact `memory-watchdog check` that evaluates this window again."""
-    return (
+def reproduce_command(report: Report, settings: Settings | None = None) -> str:
+    """The exact `memory-watchdog check` that evaluates this window again, on the same store.
+
+    The store URL is shown with its password masked (`***`): whoever reruns it
+    puts the password back, or sets WATCHDOG_STORE_URL instead.
+    """
+    command = (
         f"memory-watchdog check --at {rfc3339(report.window.at)}"
         f" --window {format_duration(report.window.length)}"
     )
+    url = settings.store.url if settings is not None else ""
+    return f"{command} --store {shlex.quote(mask_url(url))}" if url else command
 
 
 def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
@@ -261,7 +270,7 @@ def _alerts(report: Report, history: History, replays: Mapping[str, AlertReplay]
         ),
         "episodes": [
             {
-                "check": e.check_id,
+                "check": e.name,
                 "fired_at": rfc3339(e.fired_at),
                 "resolved_at": rfc3339(e.resolved_at) if e.resolved_at else None,
             }
@@ -281,7 +290,7 @@ def render_page(
     """The report as one self-contained HTML document."""
     settings = settings or Settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
-    replays = replay_alerts(history, report, Rules.of(settings.alerts))
+    replays = replay_alerts(history, report, Rules.of(settings.alerts, configured_checks(settings)))
     ordered = report.ordered()
     length = report.window.length
     context = {
@@ -307,7 +316,7 @@ def render_page(
         ],
         "details": _details(report, settings),
         "deviations": _deviation_table(report, settings.deviation.tipos),
-        "reproduce": reproduce_command(report),
+        "reproduce": reproduce_command(report, settings),
         "charts": _charts(report, history),
         "history": history,
         **_alerts(report, history, replays),

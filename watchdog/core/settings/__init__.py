@@ -19,7 +19,13 @@ from watchdog.core.settings.alerts import (
     WebhookSettings,
 )
 from watchdog.core.settings.custom import CustomCheck
-from watchdog.core.settings.load import data_dir_from, load_settings, settings_from_mapping
+from watchdog.core.settings.load import (
+    DEMO_STORE_DIR,
+    STORE_DIR,
+    data_dir_from,
+    load_settings,
+    settings_from_mapping,
+)
 from watchdog.core.settings.model import (
     BUILTIN_CHECK_IDS,
     NORMALIZED_COLUMNS,
@@ -38,10 +44,12 @@ from watchdog.core.settings.model import (
 
 __all__ = [
     "BUILTIN_CHECK_IDS",
+    "DEMO_STORE_DIR",
     "NORMALIZED_COLUMNS",
     "PAGERDUTY_EVENTS_URL",
     "PRESET_TABLES",
     "STORE_CHECK_ID",
+    "STORE_DIR",
     "AlertSettings",
     "CheckOverride",
     "CustomCheck",

@@ -33,6 +33,7 @@ class _Custom(BaseModel):
     enabled: bool = True
     window: Duration | None = None
     description: str = ""
+    no_data: Literal["keep_state", "alerting"] = "keep_state"
 
     @field_validator("id")
     @classmethod

@@ -25,6 +25,9 @@ from watchdog.core.settings.values import MissingSecret
 from watchdog.core.urls import StoreURLError, parse_store_url
 
 APP_DIR = "memory-watchdog"
+# Under the data directory: the default embedded store, and the one `memory-watchdog demo` fills.
+STORE_DIR = "store"
+DEMO_STORE_DIR = "demo-store"
 
 
 def data_dir_from(env: Mapping[str, str]) -> Path:
@@ -215,7 +218,7 @@ def settings_from_mapping(
         raise ConfigError(exc.key, exc.problem, origin=origin) from None
     # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
     from_env = env.get("WATCHDOG_STORE_URL")
-    url = from_env or settings.store.url or f"chdb://{settings.data_dir / 'store'}"
+    url = from_env or settings.store.url or f"chdb://{settings.data_dir / STORE_DIR}"
     check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if url != settings.store.url:
         settings = settings.with_store_url(url)

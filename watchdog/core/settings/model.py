@@ -189,6 +189,8 @@ class DeviationSettings(_Settings):
 
 
 Severity = Literal["critical", "warning", "info"]
+# What a check's no_data does to its alert (checks.base.NoDataPolicy).
+NoDataPolicyName = Literal["keep_state", "alerting"]
 
 
 class CheckOverride(_Settings):
@@ -198,6 +200,7 @@ class CheckOverride(_Settings):
     target: FiniteFloat | None = None
     severity: Severity | None = None
     min_samples: int | None = Field(default=None, ge=0)
+    no_data: NoDataPolicyName | None = None
 
 
 class ScheduleSettings(_Settings):
@@ -242,8 +245,22 @@ class ReportSettings(_Settings):
     dir: str | None = None  # default: the data directory
     keep: int = Field(default=200, ge=1)
     error_classes: bool = True
-    base_url: str | None = None
+    base_url: str | None = None  # where `daemon --http` is reached: alerts link to its pages
     history: int = Field(default=42, ge=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _page_root(cls, value: str | None) -> str | None:
+        """An http(s) root the page path is appended to, and that Slack's `<url|text>` can hold."""
+        if value is None:
+            return value
+        if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
+            raise ValueError(f"{value!r} is not an http(s) URL (e.g. https://watchdog.example)")
+        if re.search(r"[?#<>|&\s]", value):
+            raise ValueError(
+                f"{value!r}: a page root has no query, fragment, space or any of < > | &"
+            )
+        return value
 
 
 class Settings(_Settings):

@@ -1,9 +1,9 @@
 """Where a window's page lives: its name (the window end as `20261128T040000Z`) and its URL.
 
-The report writes the pages (watchdog.report.files) and the daemon serves
-them under `/reports/`; alert messages link to them under `report.base_url`
-(the generator URL of a webhook alert, the link of a PagerDuty event), so
-the naming lives down here, where every layer can read it.
+The report layer writes the pages (watchdog.report.files), the daemon serves
+them under `/reports/` (watchdog.daemon.web), and alert messages link to them
+under `report.base_url` (alerts.render, and any receiver that carries a
+link). The naming lives down here so that every layer reads the same one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-ARCHIVE = "reports"
+ARCHIVE = "reports"  # the archived pages' directory, and their URL path
 # reports/<window-end>.html, e.g. reports/20261128T040000Z.html
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 STAMP = re.compile(r"^\d{8}T\d{6}Z$")
@@ -20,6 +20,20 @@ STAMP = re.compile(r"^\d{8}T\d{6}Z$")
 def stamp(window_end: datetime) -> str:
     """The file and URL name of a window: its end as 20261128T040000Z."""
     return window_end.astimezone(UTC).strftime(STAMP_FORMAT)
+
+
+def parse_stamp(text: str) -> str | None:
+    """A window end from a URL (20261128T040000Z or RFC 3339) as its stamp; None if neither."""
+    text = text.removesuffix(".html")
+    if STAMP.match(text):
+        return text
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return stamp(moment)
 
 
 def report_url(base_url: str, window_end: datetime) -> str:
