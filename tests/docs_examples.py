@@ -15,7 +15,9 @@ set and the repository as the working directory. They run in the order of
 `DOCS`, each file top to bottom, so an example sees what the ones before it
 did (`check --notify` before `alerts`). The markers:
 
-- `example: CMD`: the block is what CMD prints on stdout. `CMD 2>&1` shows
+- `example: CMD`: the block is what CMD prints on stdout. `NAME=value CMD`
+  sets environment variables for that command only (a secret a config
+  references, say). `CMD 2>&1` shows
   stdout then stderr, `CMD 2>&1 >/dev/null` stderr only; `| head -n N` and
   `| tail -n N` keep the first or last lines, `| sed -n '/TEXT/,$p'` the
   lines from the first one containing TEXT (no regex characters), `| jq FILTER` a part of a JSON
@@ -170,6 +172,9 @@ def same(shown: str, produced: str) -> bool:
 # --- running commands ------------------------------------------------------------------
 
 
+_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
 @dataclass(frozen=True)
 class Command:
     """A marker's command line: the program's arguments, which streams to show, a filter."""
@@ -177,10 +182,16 @@ class Command:
     args: tuple[str, ...]
     streams: str  # stdout | both | stderr
     filter: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # NAME=value words before the program
+
 
     @classmethod
     def parse(cls, line: str) -> Command:
         words = shlex.split(line)
+        env: list[tuple[str, str]] = []
+        while words and _ASSIGNMENT.match(words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env.append((name, value))
         filter_: tuple[str, ...] = ()
         if "|" in words:
             at = words.index("|")
@@ -194,7 +205,7 @@ class Command:
             raise DocsError(f"{line!r}: an example command starts with memory-watchdog")
         if any(w in ("|", ">", "2>", "2>&1", ">/dev/null") for w in words):
             raise DocsError(f"{line!r}: only `2>&1`, `2>&1 >/dev/null` and one `|` are supported")
-        return cls(tuple(words[1:]), streams, filter_)
+        return cls(tuple(words[1:]), streams, filter_, tuple(env))
 
 
 def jq(document: str, expression: str) -> str:
@@ -232,6 +243,11 @@ def apply_filter(text: str, words: Sequence[str]) -> str:
     )
 
 
+# Variables of the caller's environment the examples never see: the watchdog's own, and
+# the secrets the example configs reference (set per command with NAME=value instead).
+_UNSET = ("WATCHDOG_", "OTEL_", "SLACK_", "ALERT_WEBHOOK_", "PAGERDUTY_")
+
+
 class Scratch:
     """The scratch directory the examples run in, shown as /tmp/demo."""
 
@@ -240,7 +256,7 @@ class Scratch:
         self.env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("WATCHDOG_", "OTEL_")) and k not in ("COLUMNS", "LINES")
+            if not k.startswith(_UNSET) and k not in ("COLUMNS", "LINES")
         }
         self.env.update(
             {
@@ -264,7 +280,7 @@ class Scratch:
         done = subprocess.run(
             [sys.executable, "-m", "tests.docs_cli", *(self.real(a) for a in command.args)],
             cwd=REPO,
-            env=self.env,
+            env={**self.env, **{k: self.real(v) for k, v in command.env}},
             capture_output=True,
             text=True,
             encoding="utf-8",
