@@ -184,7 +184,6 @@ class Command:
     filter: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # NAME=value words before the program
 
-
     @classmethod
     def parse(cls, line: str) -> Command:
         words = shlex.split(line)
