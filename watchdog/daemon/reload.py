@@ -43,7 +43,7 @@ class Reload:
         names = " and ".join(self.kept)
         return (
             f"SIGHUP: {names} changed in the config; that takes a restart:"
-            f" the running {names} stay until then"
+            f" the running {names} {'stay' if len(self.kept) > 1 else 'stays'} until then"
         )
 
     def taken_line(self) -> str:
