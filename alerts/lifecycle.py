@@ -169,8 +169,48 @@ def advance(
     at = window.at
     if previous.last_at is not None and at <= previous.last_at:
         return Step(previous, stale=True)
+    alert = replace(
+        _transition(previous, result, window, rules),
+        last_at=at,
+        last_status=result.status.value,
+        last_value=result.value,
+        target=result.target,
+        severity=result.severity.value,
+        summary=result.summary,
+        silenced_until=silenced_until,
+        version=previous.version + 1,
+    )
+    kind = _announcement(previous, alert, result.status, at, rules)
+    if kind is None:
+        return Step(alert)
+    if silenced_until is not None:
+        return Step(alert, held=True)
+    resolved = kind is Kind.RESOLVE
+    notification = Notification(
+        kind=kind,
+        source=previous.source,
+        check_id=previous.check_id,
+        cause=previous.cause if resolved else alert.cause,
+        result=result,
+        window=window,
+        firing_since=alert.fired_at,
+        fired_for=(
+            alert.since - alert.fired_at if resolved and alert.since and alert.fired_at else None
+        ),
+        after_silence=previous.silenced_until is not None,
+        no_data_since=alert.no_data_since,
+    )
+    alert = replace(
+        alert,
+        notified_state=AlertState.OK if resolved else AlertState.FIRING,
+        last_notified_at=at,
+    )
+    return Step(alert, notification)
 
-    status = result.status
+
+def _transition(previous: Alert, result: CheckResult, window: Window, rules: Rules) -> Alert:
+    """The alert's state after `result`: what opens, keeps and resolves it (module docstring)."""
+    at, status = window.at, result.status
     state, cause, streak = previous.state, previous.cause, previous.streak
     since, fired_at = previous.since, previous.fired_at
     no_data_since = previous.no_data_since
@@ -192,57 +232,29 @@ def advance(
         if state is AlertState.FIRING:
             state, since = AlertState.OK, at
     # insufficient_data, disabled, and no_data under keep_state: the state stays as it is.
-
-    kind: Kind | None = None
-    if state is AlertState.FIRING:
-        if previous.notified_state is not AlertState.FIRING:
-            kind = Kind.FIRE
-        elif (
-            status is not Status.DISABLED
-            and previous.last_notified_at is not None
-            and at - previous.last_notified_at >= rules.repeat_interval
-        ):
-            kind = Kind.REPEAT
-    elif previous.notified_state is AlertState.FIRING:
-        kind = Kind.RESOLVE
-
-    alert = replace(
+    return replace(
         previous,
         state=state,
         cause=cause,
         streak=streak,
         since=since if since is not None else at,
         fired_at=fired_at,
-        last_at=at,
-        last_status=status.value,
-        last_value=result.value,
-        target=result.target,
-        severity=result.severity.value,
-        summary=result.summary,
-        silenced_until=silenced_until,
         no_data_since=no_data_since,
-        version=previous.version + 1,
     )
-    if kind is None:
-        return Step(alert)
-    if silenced_until is not None:
-        return Step(alert, held=True)
 
-    notification = Notification(
-        kind=kind,
-        source=previous.source,
-        check_id=previous.check_id,
-        cause=cause if kind is not Kind.RESOLVE else previous.cause,
-        result=result,
-        window=window,
-        firing_since=fired_at,
-        fired_for=(since - fired_at) if kind is Kind.RESOLVE and since and fired_at else None,
-        after_silence=previous.silenced_until is not None,
-        no_data_since=no_data_since,
-    )
-    alert = replace(
-        alert,
-        notified_state=AlertState.OK if kind is Kind.RESOLVE else AlertState.FIRING,
-        last_notified_at=at,
-    )
-    return Step(alert, notification)
+
+def _announcement(
+    previous: Alert, alert: Alert, status: Status, at: datetime, rules: Rules
+) -> Kind | None:
+    """What chat must be told now: a fire, a reminder, a resolution, or nothing."""
+    if alert.state is AlertState.FIRING:
+        if previous.notified_state is not AlertState.FIRING:
+            return Kind.FIRE
+        if (
+            status is not Status.DISABLED
+            and previous.last_notified_at is not None
+            and at - previous.last_notified_at >= rules.repeat_interval
+        ):
+            return Kind.REPEAT
+        return None
+    return Kind.RESOLVE if previous.notified_state is AlertState.FIRING else None
