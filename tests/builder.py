@@ -155,6 +155,15 @@ class SessionBuilder:
             return self.emits("observe.store.failed", ts + S, success=0, error="store failed")
         return self.emits("observe.store.completed", ts + S, meta={"sessionId": self.id})
 
+    def asks(self, ts: datetime, *, kind: str | None = None, **fields: Any) -> SessionBuilder:
+        """A human message; `kind` (a greeting, an ack...) when the emitter names one."""
+        meta = {"kind": kind} if kind is not None else {}
+        return self.emits("message.received", ts, meta=meta, **fields)
+
+    def answers(self, ts: datetime) -> SessionBuilder:
+        """The agent's response."""
+        return self.emits("message.sent", ts)
+
     def ends(self, ts: datetime) -> SessionBuilder:
         return self.emits("session.ended", ts)
 

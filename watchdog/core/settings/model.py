@@ -43,6 +43,7 @@ BUILTIN_CHECK_IDS = (
     "recall_injection",
     "write_gate_drift",
     "agent_deviation_contract",
+    "recall_before_response",
     "agent_deviation_evidence",
 )
 
@@ -169,6 +170,12 @@ class EventSettings(_Settings):
     observe_failed: tuple[str, ...] = ("memory.observe.failed", "observe.store.failed")
     gate_decision: tuple[str, ...] = ("memory.gate.decision",)
     agent_deviation: tuple[str, ...] = ("anamnese.agent_deviation",)
+    human_message: tuple[str, ...] = ("message.received", "gateway.message.received")
+    agent_response: tuple[str, ...] = ("message.sent", "gateway.message.sent", "agent.response")
+    # A human message whose payload field `trivial_field` is one of `trivial_kinds` is
+    # trivial (a greeting, an ack, a heartbeat): no recall is owed before answering it.
+    trivial_field: str = Field(default="kind", min_length=1)
+    trivial_kinds: tuple[str, ...] = ("greeting", "ack", "heartbeat")
 
     @property
     def recall_any(self) -> tuple[str, ...]:
