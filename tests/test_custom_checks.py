@@ -314,7 +314,7 @@ def test_example_rule_file_passes(store: Store) -> None:
     """The example custom checks pass their rule file."""
     rules = load_rule_file(str(ROOT / "config/examples/knowledge.rules.toml"))
     outcomes = run_rule_file(store, rules, settings_for_rules(rules, None))
-    assert len(outcomes) == 3 and all(o.passed for o in outcomes)
+    assert len(outcomes) == 4 and all(o.passed for o in outcomes)
 
 
 def test_test_checks_cli_fails_with_readable_lines(tmp_path: Path) -> None:
