@@ -54,6 +54,8 @@ PRESET_TABLES = {
     "otel_traces": "otel.otel_traces",
     "normalized": "watchdog.memory_events",
 }
+OTEL_PRESETS = ("otel_logs", "otel_traces")
+DEFAULT_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 PresetName = Literal["joelclaw", "otel_logs", "otel_traces", "normalized"]
 NORMALIZED_COLUMNS = (
     "event_id",
@@ -93,6 +95,9 @@ class SourceSettings(_Settings):
     ignore_sessions: tuple[str, ...] = ("", "interactive", "gateway", "unknown")
     session_filter: str | None = None
     columns: dict[str, str] = Field(default_factory=dict)
+    # otel presets: the attribute keys holding the session id, first present wins, in the
+    # event's own attributes then the resource's (OpenTelemetry GenAI: the conversation).
+    session_keys: tuple[str, ...] = DEFAULT_SESSION_KEYS
 
     @field_validator("table")
     @classmethod
@@ -112,6 +117,25 @@ class SourceSettings(_Settings):
                     f"unknown normalized column {key!r} (accepted: {', '.join(NORMALIZED_COLUMNS)})"
                 )
         return value
+
+    @field_validator("session_keys")
+    @classmethod
+    def _attribute_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("needs at least one attribute key")
+        for key in value:
+            if not re.fullmatch(r"[^\x00-\x1f\x7f]{1,256}", key):
+                raise ValueError(f"{key!r} is not an attribute key (1 to 256 printable characters)")
+        return value
+
+    @model_validator(mode="after")
+    def _keys_for_otel(self) -> SourceSettings:
+        if self.session_keys != DEFAULT_SESSION_KEYS and self.preset not in OTEL_PRESETS:
+            raise ValueError(
+                f"session_keys: the {self.preset} preset reads no attribute keys"
+                f" (only {' and '.join(OTEL_PRESETS)} do)"
+            )
+        return self
 
     @property
     def table_name(self) -> str:
