@@ -49,7 +49,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f" {plan.unobserved_compactions} unobserved compactions, {plan.lost_observes} lost and"
         f" {plan.failed_observes} failed observes, a failure streak of {plan.failure_streak},"
         f" {plan.slow_recalls} slow recalls, {plan.deviation_breaches} deviation contract breaches,"
-        f" {plan.deviation_missing_evidence} deviations citing missing ids, {plan.duplicates} duplicate rows.\n\n"
+        f" {plan.deviation_missing_evidence} deviations citing missing ids,"
+        f" {plan.answered_without_recall} questions answered without recall,"
+        f" {plan.duplicates} duplicate rows.\n\n"
     )
     out.write(render(report, "text", color=out.isatty()))
     at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
