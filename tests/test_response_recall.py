@@ -8,11 +8,23 @@ comes sooner.
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import timedelta
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+
+from alerts.pipeline import process
+from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
 from tests.builder import T0, H, M, S, Scenario, evaluate
+from watchdog.core.settings import BUILTIN_CHECK_IDS, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.daemon.telemetry import Telemetry
+from watchdog.report.page import render_page
+from watchdog.report.text import render_json, render_text
 
 AT = T0 + 4 * H  # the window is [T0, T0 + 4h)
 MS = timedelta(milliseconds=1)
@@ -227,3 +239,71 @@ def test_it_is_a_warning_that_breaches_above_zero(store: Store) -> None:
     sc.session("s1").asks(ASKED).answers(ASKED + S)
     result = evaluate(store, sc, AT).checks[CHECK]
     assert (result.target, result.comparison.value, result.severity.value) == (0, ">", "warning")
+
+
+# --- every output shows it ------------------------------------------------------------------
+
+
+def _unanswered(store: Store, config: dict | None = None):  # type: ignore[no-untyped-def, type-arg]
+    """A report whose only breach is one question answered without recall (event q1)."""
+    sc = Scenario()
+    sc.session("s1").starts(ASKED).recalls(ASKED).asks(ASKED + M, id="q1").answers(ASKED + 2 * M)
+    sc.session("s1").ends(ASKED + 3 * M).observes(ASKED + 4 * M)
+    return evaluate(store, sc, AT, config)
+
+
+def test_the_json_report_has_it_with_its_evidence(store: Store) -> None:
+    """schema_version 1 lists every check id of SPEC section 5, this one included."""
+    document = json.loads(render_json(_unanswered(store)))
+    assert list(document["checks"]) == list(BUILTIN_CHECK_IDS)
+    found = document["checks"][CHECK]
+    assert (found["status"], found["value"], found["sample_size"]) == ("breached", 1, 1)
+    assert found["evidence"] == {"events": ["q1"]}
+
+
+def test_the_text_report_lists_its_evidence(store: Store) -> None:
+    """The text report shows the breach and the message's event id."""
+    text = render_text(_unanswered(store))
+    assert "recall_before_response" in text and "1 of 1 human messages had no recall" in text
+    assert "events: q1" in text
+
+
+def test_the_page_shows_its_tile_and_evidence(store: Store) -> None:
+    """The HTML page has the check's tile and its evidence id."""
+    page = render_page(_unanswered(store))
+    assert "recall_before_response" in page and "q1" in page
+
+
+def test_it_fires_an_alert_naming_the_message(store: Store) -> None:
+    """A breach opens an alert whose message names the check and the event id."""
+    settings = settings_from_mapping({"store": {"database": f"wd_{uuid.uuid4().hex[:12]}"}}, env={})
+    notifier = RecordingNotifier()
+    process(
+        store,
+        settings,
+        _unanswered(store),
+        now=AT,
+        notifiers={notifier.name: notifier},
+        timer=FakeTimer(),
+    )
+    (sent,) = notifier.sent
+    assert "recall_before_response" in sent.plain and "q1" in sent.plain
+
+
+def test_its_value_is_a_metric(store: Store) -> None:
+    """The daemon's telemetry records the check's value as the check-value gauge."""
+    report = _unanswered(store)
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(TracerProvider(), MeterProvider(metric_readers=[reader]), source="src")
+    telemetry.record_run(report.window, status="breached", start_ns=1, end_ns=2, report=report)
+    data = reader.get_metrics_data()
+    assert data is not None
+    values = {
+        dict(point.attributes or {}).get("check"): point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "memory_watchdog.check.value"
+        for point in metric.data.data_points
+    }
+    assert values[CHECK] == 1.0
