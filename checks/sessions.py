@@ -36,8 +36,11 @@ from watchdog.core.times import from_ms, rfc3339
 EVIDENCE = 20
 
 # Per session, its role events: (t, mask, event id, has results). The result count is
-# parsed for role events only (`if` evaluates its branch lazily).
-ROLES = "groupArrayIf((t, _m, event_id, if(_m != 0, ifNull(result_count, 0) > 0, false)), _m != 0)"
+# parsed for role events only (`if` evaluates its branch lazily). `_mr` is the mask's
+# bits of the sets kept here: a side set's events have arrays of their own.
+ROLES = (
+    "groupArrayIf((t, _m, event_id, if(_mr != 0, ifNull(result_count, 0) > 0, false)), _mr != 0)"
+)
 
 
 @dataclass
@@ -47,23 +50,36 @@ class NameSets:
     A set with a `skip` filter is its own set: an event named in it whose
     payload matches the filter does not count as a member (a trivial human
     message creates no obligation), while it still does for a plain set of
-    the same names.
+    the same names. A `side` set's events are kept in a per-session array of
+    their own (see SessionQueryBuilder), so that busy names (every human
+    message, every response) do not lengthen the array of memory events
+    every other figure scans; each side set has its own arrays, of times or
+    of (time, event id).
     """
 
-    bits: dict[tuple[tuple[str, ...], PayloadMatch | None], int] = field(default_factory=dict)
+    bits: dict[tuple[tuple[str, ...], PayloadMatch | None, bool], int] = field(default_factory=dict)
 
-    def bit(self, names: Sequence[str], skip: PayloadMatch | None = None) -> int:
-        key = (tuple(sorted(set(names))), skip)
+    def bit(
+        self, names: Sequence[str], skip: PayloadMatch | None = None, side: bool = False
+    ) -> int:
+        key = (tuple(sorted(set(names))), skip, side)
         if key not in self.bits:
             if len(self.bits) == 64:
                 raise ValueError("more than 64 distinct event-name sets in one query")
             self.bits[key] = len(self.bits)
         return self.bits[key]
 
+    def is_side(self, bit: int) -> bool:
+        return any(side for (_, _, side), b in self.bits.items() if b == bit)
+
+    def side_mask(self) -> int:
+        """The bits of the side sets (0: there are none)."""
+        return sum(1 << bit for (_, _, side), bit in self.bits.items() if side)
+
     def _skips(self) -> dict[PayloadMatch, int]:
         """Each distinct payload filter, and the mask of the sets it applies to."""
         masks: dict[PayloadMatch, int] = {}
-        for (_, skip), bit in self.bits.items():
+        for (_, skip, _), bit in self.bits.items():
             if skip is not None:
                 masks[skip] = masks.get(skip, 0) | (1 << bit)
         return masks
@@ -71,10 +87,12 @@ class NameSets:
     def params(self) -> dict[str, Any]:
         """`role_names` and `role_masks` (each name with the mask of the sets it is in), filters."""
         masks: dict[str, int] = {}
-        for (names, _), bit in self.bits.items():
+        for (names, _, _), bit in self.bits.items():
             for name in names:
                 masks[name] = masks.get(name, 0) | (1 << bit)
         params: dict[str, Any] = {"role_names": list(masks), "role_masks": list(masks.values())}
+        if self.side_mask():
+            params["side_mask"] = self.side_mask()
         for i, (skip, mask) in enumerate(self._skips().items()):
             params.update(
                 {
@@ -86,9 +104,10 @@ class NameSets:
         return params
 
     def mask_sql(self) -> str:
-        """SQL: `_m0 AS _m`, the event's mask from its name, less the filtered sets' bits.
+        """SQL: the event's masks, `_m` (all its sets) and `_mr` (its sets but the side sets).
 
-        The payload is parsed only for events in a filtered set (`and` evaluates
+        `_m` is the mask of its name, less the bits of filtered sets its payload
+        excludes it from. The payload is parsed only for events in a filtered set (`and` evaluates
         its second argument only where the first holds).
         """
         mask = "_m0"
@@ -99,9 +118,10 @@ class NameSets:
                 f" IN {{skip{i}_values:Array(String)}}"
             )
             mask = f"bitAnd({mask}, bitNot(if({excluded}, {bits}, toUInt64(0))))"
+        roles = "bitAnd(_m, bitNot({side_mask:UInt64}))" if self.side_mask() else "_m"
         return (
             "transform(name, {role_names:Array(String)}, {role_masks:Array(UInt64)}, toUInt64(0))"
-            f" AS _m0, {mask} AS _m"
+            f" AS _m0, {mask} AS _m, {roles} AS _mr"
         )
 
 
@@ -127,19 +147,31 @@ class SessionQueryBuilder:
         """
         return f"arrayFilter(x -> bitTest(x.2, {k}){extra}, _roles)"
 
-    def times(self, names: Sequence[str]) -> str:
+    def times(self, names: Sequence[str], side: bool = False) -> str:
         """Per session: the times of its events named in `names`."""
-        k = self.sets.bit(names)
+        k = self.sets.bit(names, side=side)
         alias = f"times_{k}"
-        self.outer[alias] = f"if(session_id != '', arrayMap(x -> x.1, {self._roles(k)}), [])"
+        if side:
+            self.inner[f"_side_times_{k}"] = f"groupArrayIf(t, bitTest(_m, {k}))"
+            self.outer[alias] = f"if(session_id != '', _side_times_{k}, [])"
+        else:
+            self.outer[alias] = f"if(session_id != '', arrayMap(x -> x.1, {self._roles(k)}), [])"
         return alias
 
     def anchors(
-        self, names: Sequence[str], positive: bool, skip: PayloadMatch | None = None
+        self,
+        names: Sequence[str],
+        positive: bool,
+        skip: PayloadMatch | None = None,
+        side: bool = False,
     ) -> str:
         """Per session: (time, event id) of each trigger event, duplicates counted once."""
-        k = self.sets.bit(names, skip)
+        k = self.sets.bit(names, skip, side)
         alias = f"anchors_{k}{'_pos' if positive else ''}"
+        if side:
+            self.inner[f"_side_events_{k}"] = f"groupArrayIf((t, event_id), bitTest(_m, {k}))"
+            self.outer[alias] = f"if(session_id != '', arrayDistinct(_side_events_{k}), [])"
+            return alias
         events = self._roles(k, " AND x.4" if positive else "")
         self.outer[alias] = (
             f"if(session_id != '', arrayDistinct(arrayMap(x -> (x.1, x.3), {events})), [])"
@@ -216,11 +248,14 @@ class SessionQueryBuilder:
                 f" arrayExists(x -> x >= last_seen - {lead} AND x <= last_seen, {met_by})))"
             )
             return due, unmet, None
-        triggers = self.anchors(ob.triggers, ob.positive_results, ob.skip)
+        # An obligation closed by `until` (a response to each human message) reads
+        # conversation events: they are kept aside from the memory events.
+        side = bool(ob.until)
+        triggers = self.anchors(ob.triggers, ob.positive_results, ob.skip, side)
         if ob.until:
             # The deadline of each trigger: trigger + grace, or the first `until` event
             # after it (ts > the trigger's) when that comes sooner. c.3 is the deadline.
-            closers = self.times(ob.until)
+            closers = self.times(ob.until, side)
             deadlined = f"{tag}_deadlined"
             self.outer[deadlined] = (
                 f"arrayMap(c -> (c.1, c.2, arrayMin(arrayConcat([c.1 + {g}],"
@@ -272,13 +307,13 @@ FROM (
 
 # Rows the checks ignore or keep with a caveat, counted by reason for the
 # report's `data_quality` section: (per-session aggregate, total or None for sum).
-# Role events are those whose name belongs to any role (mask != 0).
+# Role events are those whose name belongs to a role of the memory events (`_mr` != 0).
 DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     # The same event id written more than once (retries); counted once everywhere.
     # (Role events only, from `_roles`: no second per-session set of ids.)
     "duplicate_rows": ("length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))", None),
     # A latency that is not a finite, non-negative number: left out of latency checks.
-    "latency_ignored": ("countIf(_m != 0 AND latency_invalid)", None),
+    "latency_ignored": ("countIf(_mr != 0 AND latency_invalid)", None),
     # A payload that is not a JSON object: contract checks count it, others ignore it. Any
     # event, not only role events: a session start whose metadata cannot be read loses the
     # session id it carries (joelclaw), and that must not go uncounted.
