@@ -267,8 +267,16 @@ class SourceSchemaError(Exception):
 _QUOTED_QUERY = re.compile(r"(:? In scope |: while executing |\. Stack trace).*$", re.S)
 
 
+# A syntax error quotes the query from the failing token on: keep the token and what the
+# parser expected instead (its position is in the watchdog's query, not in the config).
+_SYNTAX = re.compile(r"Syntax error: failed at position \d+ \((.*?)\).*?(Expected [^.]*)", re.S)
+
+
 def _server_words(problem: str) -> str:
     line = problem.strip().splitlines()[0] if problem.strip() else problem
+    syntax = _SYNTAX.search(line)
+    if syntax:
+        return f"syntax error at {syntax.group(1)}: {syntax.group(2)}"
     return _QUOTED_QUERY.sub("", line).strip()
 
 

@@ -283,6 +283,8 @@ def test_a_session_filter_that_does_not_compile_names_its_key(store: Store) -> N
     with pytest.raises(ConfigError) as err:
         open_source(store, settings_for(table, config).source)
     assert err.value.key == "source.session_filter"
+    assert err.value.problem.startswith("does not compile: syntax error at ")
+    assert "Expected" in err.value.problem and "FROM" not in err.value.problem
 
 
 # --- the narrow table ---------------------------------------------------------------------
