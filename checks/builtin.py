@@ -1,4 +1,4 @@
-"""The eleven built-in checks of docs/spec.md section 5, as instances of the check kinds."""
+"""The twelve built-in checks of docs/spec.md section 5, as instances of the check kinds."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from checks.custom import to_spec
 from checks.kinds import (
     Anchor,
     CheckSpec,
+    Counted,
     Coverage,
     DeviationContract,
     DeviationEvidence,
     Freshness,
     Obligation,
     OutcomeRate,
+    PayloadMatch,
     Quantile,
     Share,
     Streak,
@@ -225,6 +227,36 @@ def _agent_deviation_contract(s: Settings) -> CheckSpec:
     )
 
 
+def _recall_before_response(s: Settings) -> CheckSpec:
+    return CheckSpec(
+        id="recall_before_response",
+        params=Coverage(
+            obligations=(
+                Obligation(
+                    anchor=Anchor.EVENT,
+                    required=s.events.recall_any,
+                    grace_ms=duration_ms(s.window.recall_grace),
+                    triggers=s.events.human_message,
+                    until=s.events.agent_response,
+                    skip=PayloadMatch(s.events.trivial_field, s.events.trivial_kinds)
+                    if s.events.trivial_kinds
+                    else None,
+                    label="recall before response",
+                ),
+            ),
+            noun="human messages",
+            breach_phrase="had no recall before the response",
+            counted=Counted.EVENTS,
+        ),
+        target=0,
+        comparison=Comparison.GT,
+        severity=Severity.WARNING,
+        min_samples=0,
+        unit="count",
+        description="The agent recalls memory before answering a non-trivial human message.",
+    )
+
+
 def _agent_deviation_evidence(s: Settings) -> CheckSpec:
     return CheckSpec(
         id="agent_deviation_evidence",
@@ -249,6 +281,7 @@ BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
     "recall_injection": _recall_injection,
     "write_gate_drift": _write_gate_drift,
     "agent_deviation_contract": _agent_deviation_contract,
+    "recall_before_response": _recall_before_response,
     "agent_deviation_evidence": _agent_deviation_evidence,
 }
 

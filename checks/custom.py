@@ -8,6 +8,7 @@ from checks.base import Comparison, NoDataPolicy, Severity
 from checks.kinds import (
     Anchor,
     CheckSpec,
+    Counted,
     Coverage,
     Freshness,
     KindParams,
@@ -33,21 +34,34 @@ from watchdog.core.settings.custom import (
 def _params(check: CustomCheck) -> tuple[KindParams, Unit]:
     """The kind parameters and unit of one custom check."""
     if isinstance(check, CoverageCheck):
+        required = " or ".join(check.required)
         if check.trigger:
+            label = f"{required} after {' or '.join(check.trigger)}"
+            if check.until:
+                label += f", before {' or '.join(check.until)}"
             obligation = Obligation(
                 anchor=Anchor.EVENT,
                 required=check.required,
                 grace_ms=duration_ms(check.grace),
                 lead_ms=duration_ms(check.lead),
                 triggers=check.trigger,
+                until=check.until,
+                label=label,
             )
         else:
             obligation = Obligation(
-                anchor=Anchor.START, required=check.required, grace_ms=duration_ms(check.grace)
+                anchor=Anchor.START,
+                required=check.required,
+                grace_ms=duration_ms(check.grace),
+                label=f"{required} at the start",
             )
-        phrase = f"missed {' or '.join(check.required)}"
+        counted = Counted(check.count)
         return Coverage(
-            obligations=(obligation,), breach_phrase=phrase, session_filter=check.session_filter
+            obligations=(obligation,),
+            noun="events" if counted is Counted.EVENTS else "sessions",
+            breach_phrase=f"missed {required}",
+            session_filter=check.session_filter,
+            counted=counted,
         ), "count"
     if isinstance(check, OutcomeRateCheck):
         return OutcomeRate(

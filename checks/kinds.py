@@ -1,6 +1,6 @@
 """Check kinds: the parameterised shapes every check is an instance of.
 
-The eleven built-in checks of docs/spec.md section 5 are declared in
+The twelve built-in checks of docs/spec.md section 5 are declared in
 `checks.builtin` as instances of these kinds; custom checks from config are
 instances too. A kind's parameters are plain values: event names, durations
 in milliseconds, payload keys.
@@ -24,13 +24,29 @@ class Anchor(StrEnum):
     EVENT = "event"  # each trigger event
 
 
+class Counted(StrEnum):
+    """What a coverage check counts: the sessions that missed, or the trigger events."""
+
+    SESSIONS = "sessions"
+    EVENTS = "events"
+
+
+@dataclass(frozen=True)
+class PayloadMatch:
+    """Events whose payload `field` (a string) is one of `values`."""
+
+    field: str
+    values: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Obligation:
     """A rule with a deadline (docs/spec.md section 4).
 
-    Met when one of `required` happens in [anchor - lead, anchor + grace];
-    due at anchor + grace (a silent end: at last_seen + idle, met in
-    [last_seen - lead, last_seen]).
+    Met when one of `required` happens in [anchor - lead, deadline]; the
+    deadline is anchor + grace, or for Anchor.EVENT with `until` the first
+    of `until` after the trigger when that comes sooner (a silent end: due
+    at last_seen + idle, met in [last_seen - lead, last_seen]).
     """
 
     anchor: Anchor
@@ -41,6 +57,12 @@ class Obligation:
     ends: tuple[str, ...] = ()  # Anchor.END: the session's end events
     idle_ms: int = 0  # Anchor.END: a session without an end event ends after this
     positive_results: bool = False  # Anchor.EVENT: only triggers with result_count > 0
+    # Anchor.EVENT: the first of these after the trigger (ts > the trigger's) is the
+    # deadline, when it comes before trigger + grace ("X before Y, after each Z").
+    until: tuple[str, ...] = ()
+    # Anchor.EVENT: triggers matching this create no obligation (trivial human messages).
+    skip: PayloadMatch | None = None
+    label: str = ""  # the obligation in the words of SPEC section 4 (triage); "" derives one
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,15 @@ class Coverage:
     noun: str = "sessions"
     breach_phrase: str = "missed an obligation"
     session_filter: str | None = None  # SQL: only sessions with a matching event are judged
+    # EVENTS: value, sample and evidence are the trigger events (every obligation is
+    # Anchor.EVENT), not the sessions.
+    counted: Counted = Counted.SESSIONS
+
+    def __post_init__(self) -> None:
+        if self.counted is Counted.EVENTS and any(
+            ob.anchor is not Anchor.EVENT for ob in self.obligations
+        ):
+            raise ValueError("a coverage check counting events needs trigger events")
 
 
 @dataclass(frozen=True)

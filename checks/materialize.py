@@ -19,7 +19,7 @@ The view keeps the event's columns as the source preset computes them, with
 the session id before the ignore list (the normalized preset applies it at
 read time, so changing `ignore_sessions` needs no rebuild). The payload is
 kept for the events whose checks read it (write-gate decisions, deviations,
-custom checks on `payload.<key>`); any other event stores `{}` in its place,
+human messages, custom checks on `payload.<key>`); any other event stores `{}` in its place,
 or its payload as written when that is not a JSON object, so the data-quality
 count of non-object payloads is unchanged. Re-apply after changing those
 event names. A view's definition is stored by the server, so the event names
@@ -35,8 +35,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence, Quantile, Share
-from checks.sources import PRESETS, compile_source
+from checks.kinds import (
+    CheckSpec,
+    Coverage,
+    DeviationContract,
+    DeviationEvidence,
+    Quantile,
+    Share,
+)
+from checks.sources import compile_source
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.times import rfc3339, to_ms
@@ -120,6 +127,8 @@ def payload_names(specs: Sequence[CheckSpec]) -> list[str]:
             names += p.contract.events
         elif isinstance(p, Quantile) and p.field.startswith("payload."):
             names += p.events
+        elif isinstance(p, Coverage):  # triggers a payload field may exempt (trivial messages)
+            names += [name for ob in p.obligations if ob.skip for name in ob.triggers]
     return sorted(set(names))
 
 
@@ -159,7 +168,7 @@ class NarrowPlan:
 
 def narrow_select(
     settings: Settings,
-    present: set[str] | None,
+    present: Mapping[str, str] | None,
     specs: Sequence[CheckSpec],
     source_table: str,
     where: str = "",
@@ -177,7 +186,6 @@ def narrow_select(
             ' source.preset = "normalized"'
         )
     compiled = compile_source(settings.source, present)
-    preset = PRESETS[settings.source.preset]
     typed = compiled.typed
     keep = payload_names(specs)
     is_object = "isValidJSON(_payload) AND JSONType(_payload) = 'Object'"
@@ -195,7 +203,7 @@ def narrow_select(
         "    SELECT\n"
         + "".join(f"        {typed[name]} AS {name},\n" for name in NARROW_COLUMNS)
         + f"        {typed['payload']} AS _payload\n"
-        f"    FROM {source_table} {preset.array_join}".rstrip()
+        f"    FROM {source_table} {compiled.array_join}".rstrip()
         + f"{tail}\n)"
     )
 
@@ -242,7 +250,10 @@ def table_statements(settings: Settings, plan: NarrowPlan) -> list[Statement]:
 
 
 def view_statement(
-    settings: Settings, plan: NarrowPlan, present: set[str] | None, specs: Sequence[CheckSpec]
+    settings: Settings,
+    plan: NarrowPlan,
+    present: Mapping[str, str] | None,
+    specs: Sequence[CheckSpec],
 ) -> Statement:
     """The materialized view copying each new source row into the narrow table."""
     select = narrow_select(settings, present, specs, plan.source_local)
@@ -257,7 +268,7 @@ def view_statement(
 def backfill_statement(
     settings: Settings,
     plan: NarrowPlan,
-    present: set[str] | None,
+    present: Mapping[str, str] | None,
     specs: Sequence[CheckSpec],
     since: datetime,
     until: datetime,
@@ -281,7 +292,7 @@ def backfill_statement(
 def materialize_statements(
     settings: Settings,
     plan: NarrowPlan,
-    present: set[str] | None,
+    present: Mapping[str, str] | None,
     specs: Sequence[CheckSpec],
     *,
     since: datetime,

@@ -13,16 +13,14 @@ preset reads, is a store problem (exit 3), as `check` says it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from checks.sources import LB, SOURCE_ALIAS, CompiledSource, MissingColumnsError, compile_source
+from checks.presets import LB, SOURCE_ALIAS
+from checks.sources import CompiledSource, SourceSchemaError, compile_source, server_words
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.custom import CoverageCheck
 from watchdog.core.store import Store
-
-MAX_PROBLEM = 240
 
 
 @dataclass(frozen=True)
@@ -52,15 +50,6 @@ class Probe:
         return tuple(f for f in self.findings if not f.ok)
 
 
-def server_words(problem: str) -> str:
-    """The server's message without the query it echoes back, on one line."""
-    text = " ".join(problem.split())
-    for cut in (" In scope ", ": while executing", " SETTINGS max_execution_time", " (line "):
-        text = text.split(cut, 1)[0]
-    text = re.sub(r"\s*\(version [^)]*\)", "", text)
-    return text if len(text) <= MAX_PROBLEM else text[: MAX_PROBLEM - 1] + "…"
-
-
 def _compiles(store: Store, sql: str, params: dict[str, object] | None = None) -> str:
     """'' when ClickHouse analyses `sql` (run with LIMIT 0), else its words."""
     try:
@@ -86,16 +75,16 @@ def probe_source(store: Store, settings: Settings) -> Probe:
     source = settings.source
     table = source.table_name
     try:
-        present = set(store.table_columns(table))
+        types = store.table_columns(table)
     except StoreError as exc:
         if "not found" not in exc.problem:
             raise
         finding = Finding("source.table", f"table {table} not found ({exc.url_masked})")
         return Probe(table, 0, (finding,))
     try:
-        compiled = compile_source(source, present)
-    except MissingColumnsError as exc:
-        return Probe(table, len(present), (Finding("source.preset", str(exc)),))
+        compiled = compile_source(source, types)
+    except SourceSchemaError as exc:
+        return Probe(table, len(types), (Finding("source.preset", str(exc)),))
     findings = [_column(store, settings, compiled, key) for key in compiled.typed]
     if "ts" in source.columns:  # the read range compares it with a time: it must be one
         problem = _compiles(
@@ -118,7 +107,7 @@ def probe_source(store: Store, settings: Settings) -> Probe:
         )
         failed = problem and f"the source query fails: {problem}"
         findings.append(Finding("source", failed, label="the source query"))
-    return Probe(table, len(present), tuple(findings))
+    return Probe(table, len(types), tuple(findings))
 
 
 def _column(store: Store, settings: Settings, compiled: CompiledSource, key: str) -> Finding:

@@ -18,7 +18,16 @@ from typing import Any
 
 from checks.base import CheckResult, Window
 from checks.evidence import Evidence
-from checks.kinds import Anchor, CheckSpec, Coverage, Freshness, Obligation, OutcomeRate
+from checks.kinds import (
+    Anchor,
+    CheckSpec,
+    Counted,
+    Coverage,
+    Freshness,
+    Obligation,
+    OutcomeRate,
+    PayloadMatch,
+)
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
 from watchdog.core.durations import human_duration
@@ -28,31 +37,93 @@ from watchdog.core.times import from_ms
 EVIDENCE = 20
 
 # Per session, its role events: (t, mask, event id, has results). The result count is
-# parsed for role events only (`if` evaluates its branch lazily).
-ROLES = "groupArrayIf((t, _m, event_id, if(_m != 0, ifNull(result_count, 0) > 0, false)), _m != 0)"
+# parsed for role events only (`if` evaluates its branch lazily). `_mr` is the mask's
+# bits of the sets kept here: a side set's events have arrays of their own.
+ROLES = (
+    "groupArrayIf((t, _m, event_id, if(_mr != 0, ifNull(result_count, 0) > 0, false)), _mr != 0)"
+)
 
 
 @dataclass
 class NameSets:
-    """Assigns one bit to each distinct tuple of event names."""
+    """Assigns one bit to each distinct tuple of event names (and payload filter).
 
-    bits: dict[tuple[str, ...], int] = field(default_factory=dict)
+    A set with a `skip` filter is its own set: an event named in it whose
+    payload matches the filter does not count as a member (a trivial human
+    message creates no obligation), while it still does for a plain set of
+    the same names. A `side` set's events are kept in a per-session array of
+    their own (see SessionQueryBuilder), so that busy names (every human
+    message, every response) do not lengthen the array of memory events
+    every other figure scans; each side set has its own arrays, of times or
+    of (time, event id).
+    """
 
-    def bit(self, names: Sequence[str]) -> int:
-        key = tuple(sorted(set(names)))
+    bits: dict[tuple[tuple[str, ...], PayloadMatch | None, bool], int] = field(default_factory=dict)
+
+    def bit(
+        self, names: Sequence[str], skip: PayloadMatch | None = None, side: bool = False
+    ) -> int:
+        key = (tuple(sorted(set(names))), skip, side)
         if key not in self.bits:
             if len(self.bits) == 64:
                 raise ValueError("more than 64 distinct event-name sets in one query")
             self.bits[key] = len(self.bits)
         return self.bits[key]
 
-    def params(self) -> dict[str, list[Any]]:
-        """`role_names` and `role_masks`: each name with the mask of the sets it is in."""
+    def is_side(self, bit: int) -> bool:
+        return any(side for (_, _, side), b in self.bits.items() if b == bit)
+
+    def side_mask(self) -> int:
+        """The bits of the side sets (0: there are none)."""
+        return sum(1 << bit for (_, _, side), bit in self.bits.items() if side)
+
+    def _skips(self) -> dict[PayloadMatch, int]:
+        """Each distinct payload filter, and the mask of the sets it applies to."""
+        masks: dict[PayloadMatch, int] = {}
+        for (_, skip, _), bit in self.bits.items():
+            if skip is not None:
+                masks[skip] = masks.get(skip, 0) | (1 << bit)
+        return masks
+
+    def params(self) -> dict[str, Any]:
+        """`role_names` and `role_masks` (each name with the mask of the sets it is in), filters."""
         masks: dict[str, int] = {}
-        for names, bit in self.bits.items():
+        for (names, _, _), bit in self.bits.items():
             for name in names:
                 masks[name] = masks.get(name, 0) | (1 << bit)
-        return {"role_names": list(masks), "role_masks": list(masks.values())}
+        params: dict[str, Any] = {"role_names": list(masks), "role_masks": list(masks.values())}
+        if self.side_mask():
+            params["side_mask"] = self.side_mask()
+        for i, (skip, mask) in enumerate(self._skips().items()):
+            params.update(
+                {
+                    f"skip{i}_mask": mask,
+                    f"skip{i}_field": skip.field,
+                    f"skip{i}_values": list(skip.values),
+                }
+            )
+        return params
+
+    def mask_sql(self) -> str:
+        """SQL: the event's masks, `_m` (all its sets) and `_mr` (its sets but the side sets).
+
+        `_m` is the mask of its name, less the bits of filtered sets its payload
+        excludes it from. The payload is parsed only for events in a filtered set (`and` evaluates
+        its second argument only where the first holds).
+        """
+        mask = "_m0"
+        for i in range(len(self._skips())):
+            bits = f"{{skip{i}_mask:UInt64}}"
+            excluded = (
+                f"bitAnd(_m0, {bits}) != 0 AND JSONExtractString(payload, {{skip{i}_field:String}})"
+                f" IN {{skip{i}_values:Array(String)}}"
+            )
+            mask = f"bitAnd({mask}, bitNot(if({excluded}, {bits}, toUInt64(0))))"
+        roles = "bitAnd(_m, bitNot({side_mask:UInt64}))" if self.side_mask() else "_m"
+        return (
+            "transform(name, {role_names:Array(String)}, {role_masks:Array(UInt64)}, toUInt64(0))"
+            f" AS _m0, {mask} AS _m, {roles} AS _mr"
+        )
 
 
 @dataclass
@@ -77,17 +148,31 @@ class SessionQueryBuilder:
         """
         return f"arrayFilter(x -> bitTest(x.2, {k}){extra}, _roles)"
 
-    def times(self, names: Sequence[str]) -> str:
+    def times(self, names: Sequence[str], side: bool = False) -> str:
         """Per session: the times of its events named in `names`."""
-        k = self.sets.bit(names)
+        k = self.sets.bit(names, side=side)
         alias = f"times_{k}"
-        self.outer[alias] = f"if(session_id != '', arrayMap(x -> x.1, {self._roles(k)}), [])"
+        if side:
+            self.inner[f"_side_times_{k}"] = f"groupArrayIf(t, bitTest(_m, {k}))"
+            self.outer[alias] = f"if(session_id != '', _side_times_{k}, [])"
+        else:
+            self.outer[alias] = f"if(session_id != '', arrayMap(x -> x.1, {self._roles(k)}), [])"
         return alias
 
-    def anchors(self, names: Sequence[str], positive: bool) -> str:
+    def anchors(
+        self,
+        names: Sequence[str],
+        positive: bool,
+        skip: PayloadMatch | None = None,
+        side: bool = False,
+    ) -> str:
         """Per session: (time, event id) of each trigger event, duplicates counted once."""
-        k = self.sets.bit(names)
+        k = self.sets.bit(names, skip, side)
         alias = f"anchors_{k}{'_pos' if positive else ''}"
+        if side:
+            self.inner[f"_side_events_{k}"] = f"groupArrayIf((t, event_id), bitTest(_m, {k}))"
+            self.outer[alias] = f"if(session_id != '', arrayDistinct(_side_events_{k}), [])"
+            return alias
         events = self._roles(k, " AND x.4" if positive else "")
         self.outer[alias] = (
             f"if(session_id != '', arrayDistinct(arrayMap(x -> (x.1, x.3), {events})), [])"
@@ -164,14 +249,31 @@ class SessionQueryBuilder:
                 f" arrayExists(x -> x >= last_seen - {lead} AND x <= last_seen, {met_by})))"
             )
             return due, unmet, None
-        triggers = self.anchors(ob.triggers, ob.positive_results)
+        # An obligation closed by `until` (a response to each human message) reads
+        # conversation events: they are kept aside from the memory events.
+        side = bool(ob.until)
+        triggers = self.anchors(ob.triggers, ob.positive_results, ob.skip, side)
+        if ob.until:
+            # The deadline of each trigger: trigger + grace, or the first `until` event
+            # after it (ts > the trigger's) when that comes sooner. c.3 is the deadline.
+            closers = self.times(ob.until, side)
+            deadlined = f"{tag}_deadlined"
+            self.outer[deadlined] = (
+                f"arrayMap(c -> (c.1, c.2, arrayMin(arrayConcat([c.1 + {g}],"
+                f" arrayFilter(x -> x > c.1, {closers})))), {triggers})"
+            )
+            triggers, deadline = deadlined, "c.3"
+        else:
+            deadline = f"c.1 + {g}"
         dues, misses = f"{tag}_dues", f"{tag}_misses"
-        self.outer[dues] = f"arrayFilter(c -> {in_w.format(d=f'c.1 + {g}')}, {triggers})"
+        self.outer[dues] = f"arrayFilter(c -> {in_w.format(d=deadline)}, {triggers})"
         self.outer[due] = f"length({dues})"
-        self.outer[misses] = (
-            f"arrayFilter(c -> NOT arrayExists(x -> x >= c.1 - {lead} AND x <= c.1 + {g},"
-            f" {met_by}), {dues})"
+        missed = (
+            f"arrayFilter(c -> NOT arrayExists("
+            f"x -> x >= c.1 - {lead} AND x <= {deadline}, {met_by}), {dues})"
         )
+        # Misses are (time, event id), whatever the triggers carried.
+        self.outer[misses] = f"arrayMap(c -> (c.1, c.2), {missed})" if ob.until else missed
         self.outer[unmet] = f"length({misses})"
         return due, unmet, misses
 
@@ -196,8 +298,7 @@ FROM (
         count() AS n_events,
         {inner}
     FROM (
-      SELECT *, transform(name, {{role_names:Array(String)}}, {{role_masks:Array(UInt64)}},
-                          toUInt64(0)) AS _m
+      SELECT *, {self.sets.mask_sql()}
       FROM {source.events()}
     )
     GROUP BY session_id
@@ -207,7 +308,7 @@ FROM (
 
 # Rows the checks ignore or keep with a caveat, counted by reason for the
 # report's `data_quality` section: (per-session aggregate, total or None for sum).
-# Role events are those whose name belongs to any role (mask != 0).
+# Role events are those whose name belongs to a role of the memory events (`_mr` != 0).
 DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     # The same event id written more than once (retries); counted once everywhere.
     # Counted among the events this query reads as roles (recall, observe, session end,
@@ -215,7 +316,7 @@ DATA_QUALITY: dict[str, tuple[str, str | None]] = {
     # per-session set of every event id would cost a hash set of the whole lookback.
     "duplicate_rows": ("length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))", None),
     # A latency that is not a finite, non-negative number: left out of latency checks.
-    "latency_ignored": ("countIf(_m != 0 AND latency_invalid)", None),
+    "latency_ignored": ("countIf(_mr != 0 AND latency_invalid)", None),
     # A payload that is not a JSON object: contract checks count it, others ignore it. Any
     # event, not only role events: a session start whose metadata cannot be read loses the
     # session id it carries (joelclaw), and that must not go uncounted.
@@ -262,22 +363,32 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
     for i, spec in enumerate(specs):
         p = spec.params
         if isinstance(p, Coverage):
-            dues, unmets = [], []
+            dues, unmets, missed = [], [], []
             for j, ob in enumerate(p.obligations):
-                due, unmet, _ = b.obligation(f"c{i}_{j}", ob)
+                due, unmet, misses = b.obligation(f"c{i}_{j}", ob)
                 dues.append(due)
                 unmets.append(unmet)
+                missed.append(misses or "[]")
             scoped = "scoped"
             if p.session_filter:
                 scoped = f"scoped_c{i}"
                 b.inner[scoped] = f"max(scope_{spec.id})"
-            judged = f"real AND {scoped} AND ({' + '.join(dues)}) > 0"
-            failed = f"real AND {scoped} AND ({' + '.join(unmets)}) > 0"
-            b.final[f"c{i}_sample"] = f"countIf({judged})"
-            b.final[f"c{i}_value"] = f"countIf({failed})"
-            b.final[f"c{i}_evidence"] = (
-                f"groupArraySortedIf({EVIDENCE})((first_seen, session_id), {failed})"
-            )
+            judged = f"real AND {scoped}"
+            if p.counted is Counted.EVENTS:
+                # The trigger events: those due in W, those unmet, the oldest unmet.
+                b.final[f"c{i}_sample"] = f"sumIf({' + '.join(dues)}, {judged})"
+                b.final[f"c{i}_value"] = f"sumIf({' + '.join(unmets)}, {judged})"
+                b.final[f"c{i}_evidence"] = (
+                    f"groupArraySortedArray({EVIDENCE})"
+                    f"(if({judged}, arrayConcat({', '.join(missed)}), []))"
+                )
+            else:
+                failed = f"{judged} AND ({' + '.join(unmets)}) > 0"
+                b.final[f"c{i}_sample"] = f"countIf({judged} AND ({' + '.join(dues)}) > 0)"
+                b.final[f"c{i}_value"] = f"countIf({failed})"
+                b.final[f"c{i}_evidence"] = (
+                    f"groupArraySortedIf({EVIDENCE})((first_seen, session_id), {failed})"
+                )
             seen = None
             if p.requires_seen:
                 seen = f"c{i}_seen"
@@ -345,6 +456,8 @@ def _coverage(
     sample_alias, value_alias, evidence_alias, seen_alias = aliases
     sample, value = int(row[sample_alias]), int(row[value_alias])
     never_seen = seen_alias is not None and int(row[seen_alias]) == 0
+    # Sessions by first_seen, or trigger events by ts: (time, id) either way, oldest first.
+    ids = tuple(str(item_id) for _, item_id in row[evidence_alias])
     summary = f"{value} of {sample} {p.noun} {p.breach_phrase}"
     if never_seen:
         reason = (
@@ -357,7 +470,7 @@ def _coverage(
         float(value),
         sample,
         summary,
-        Evidence(sessions=tuple(sid for _, sid in row[evidence_alias])),
+        Evidence(sessions=ids) if p.counted is Counted.SESSIONS else Evidence(events=ids),
         no_data=sample == 0 or never_seen,
         no_data_summary=reason,
     )

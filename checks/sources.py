@@ -11,248 +11,41 @@ trusted, like a datasource query in Grafana); data values never are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchdog.core.errors import StoreError
-from watchdog.core.settings import NORMALIZED_COLUMNS, SourceSettings
+from checks.otel import logs_preset, traces_preset
+from checks.presets import (
+    AT,
+    JOELCLAW,
+    LB,
+    NO_ID_HINT,
+    NORMALIZED,
+    PAYLOAD_OBJECT,
+    PAYLOAD_UTF8,
+    SOURCE_ALIAS,
+    Expr,
+    Preset,
+)
+from watchdog.core.errors import ConfigError, StoreError
+from watchdog.core.settings import SourceSettings
 from watchdog.core.store import Store
 
 # service.name of the watchdog's own OpenTelemetry (watchdog.daemon.telemetry uses it).
 OWN_SERVICE_NAME = "memory-watchdog"
 OWN_TELEMETRY_PRESETS = ("otel_logs", "otel_traces")
-
-LB = "fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
-AT = "fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC')"
-# The source table's alias in the compiled SELECT, to name a raw column an alias shadows.
-SOURCE_ALIAS = "_source"
+PRESET_NAMES = ("joelclaw", "otel_logs", "otel_traces", "normalized")
 
 
-@dataclass(frozen=True)
-class Expr:
-    """A column expression and the raw columns it reads."""
-
-    sql: str
-    reads: tuple[str, ...] = ()
-
-
-_PAYLOAD_OBJECT = Expr("JSONType(payload) = 'Object'")
-_PAYLOAD_UTF8 = Expr("isValidUTF8(payload)")
-_NO_ID_HINT = Expr("''")
-
-
-@dataclass(frozen=True)
-class Preset:
-    """How one table layout maps to the normalized event."""
-
-    name: str
-    columns: Mapping[str, Expr]  # normalized column -> expression (session_id before ignore)
-    ts_filter: Expr  # the WHERE clause restricting the read range; may use {lb}/{at}
-    array_join: str = ""  # e.g. traces: one span yields a start and an end event
-    # The latency as written, to tell "not a number" apart from "absent" (data quality).
-    latency_raw: Expr | None = None
-    variants: Mapping[str, Mapping[str, Expr]] = field(default_factory=dict)
-    # Triage: what a failing event can be grouped by (name -> raw-column expression).
-    dimensions: Mapping[str, Expr] = field(default_factory=dict)
-    # Data quality, counted on every event: whether the payload is a JSON object and
-    # whether it is valid UTF-8. The defaults parse the payload text; a preset may
-    # give an exact equivalent that is cheaper on its layout.
-    payload_object: Expr = _PAYLOAD_OBJECT
-    payload_utf8: Expr = _PAYLOAD_UTF8
-    # An expression equal to event_id wherever it is not empty, cheaper to read (the
-    # evidence lookup filters on it before computing event_id); "" when there is none.
-    event_id_hint: Expr = _NO_ID_HINT
-    # The session id is read from inside the payload (joelclaw's metadata): a payload that
-    # is no JSON object leaves its event without a session, which the report says.
-    session_in_payload: bool = False
-
-    def resolve(self, present: set[str]) -> dict[str, Expr]:
-        """The column expressions for a table with the `present` raw columns."""
-        columns = dict(self.columns)
-        for marker, override in self.variants.items():
-            if (marker.startswith("!") and marker[1:] not in present) or (
-                not marker.startswith("!") and marker in present
-            ):
-                columns.update(override)
-        return columns
-
-
-def _readable(extract: str) -> str:
-    """`extract` (a SQL template on `{m}`) of joelclaw's metadata, read as ClickHouse can read it.
-
-    The JSON functions refuse a whole document with one invalid UTF-8 byte in
-    it (a query cut mid-character): such metadata is read again with the bad
-    bytes replaced by U+FFFD. The `if` evaluates its branches lazily, so valid
-    metadata (nearly all of it) is parsed once, as before.
-    """
-    return (
-        f"if(isValidUTF8(metadata_json), {extract.format(m='metadata_json')},"
-        f" {extract.format(m='toValidUTF8(metadata_json)')})"
-    )
-
-
-# joelclaw's session id keys in metadata. The session id and the payload test share
-# these very expressions, so ClickHouse parses the metadata once for both.
-_META_SESSION_ID = _readable("JSONExtractString({m}, 'session_id')")
-_META_SESSION_ID_WORKERS = _readable("JSONExtractString({m}, 'sessionId')")
-_META_LATENCY = _readable("JSONExtract({m}, 'latency_ms', 'Nullable(Float64)')")
-
-_JOELCLAW = Preset(
-    name="joelclaw",
-    columns={
-        "event_id": Expr("id", ("id",)),
-        "ts": Expr("timestamp", ("timestamp",)),
-        # First non-empty of metadata.session_id (extensions), metadata.sessionId
-        # (workers), then the top-level column (often a placeholder).
-        "session_id": Expr(
-            f"multiIf({_META_SESSION_ID} != '', {_META_SESSION_ID},"
-            f" {_META_SESSION_ID_WORKERS} != '', {_META_SESSION_ID_WORKERS}, ifNull(sessionId, ''))",
-            ("metadata_json", "sessionId"),
-        ),
-        "name": Expr("action", ("action",)),
-        "latency_ms": Expr(
-            f"coalesce({_META_LATENCY}, toFloat64(duration_ms))", ("metadata_json", "duration_ms")
-        ),
-        "trigger": Expr(_readable("JSONExtractString({m}, 'trigger')"), ("metadata_json",)),
-        "result_count": Expr(
-            _readable("JSONExtract({m}, 'result_count', 'Nullable(Int64)')"), ("metadata_json",)
-        ),
-        # Read as the session id is: invalid bytes replaced (only where a check reads it).
-        "payload": Expr(_readable("{m}"), ("metadata_json",)),
-    },
-    ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
-    latency_raw=Expr(_readable("JSONExtractRaw({m}, 'latency_ms')"), ("metadata_json",)),
-    # Metadata a session id was read from parsed as an object: the session id's own
-    # parse answers for most rows, and only the others are parsed again.
-    payload_object=Expr(
-        f"({_META_SESSION_ID} != '' OR {_META_SESSION_ID_WORKERS} != ''"
-        f" OR {_readable('JSONType({m})')} = 'Object')",
-        ("metadata_json",),
-    ),
-    # The bytes as written (the payload column above is already repaired).
-    payload_utf8=Expr("isValidUTF8(metadata_json)", ("metadata_json",)),
-    session_in_payload=True,
-    dimensions={
-        "source": Expr("source", ("source",)),
-        "component": Expr("component", ("component",)),
-        "error": Expr("error", ("error",)),
-    },
-)
-
-
-def _map_utf8(column: str) -> Expr:
-    """Whether every key and value of a Map column is valid UTF-8.
-
-    A Map payload serialises to a JSON object unless one of them is not
-    (toJSONString passes the bytes through, and the text then does not parse):
-    both payload checks are this one test, without serialising the map.
-    """
-    return Expr(
-        f"(arrayAll(x -> isValidUTF8(x), mapKeys({column}))"
-        f" AND arrayAll(x -> isValidUTF8(x), mapValues({column})))",
-        (column,),
-    )
-
-
-_OTEL_SESSION = Expr(
-    "if(LogAttributes['session.id'] != '', LogAttributes['session.id'],"
-    " ResourceAttributes['session.id'])",
-    ("LogAttributes", "ResourceAttributes"),
-)
-
-_OTEL_LOGS = Preset(
-    name="otel_logs",
-    columns={
-        "event_id": Expr(
-            "if(LogAttributes['event.id'] != '', LogAttributes['event.id'],"
-            " hex(cityHash64(Timestamp, ServiceName, Body, TraceId, SpanId,"
-            " toString(LogAttributes), toString(ResourceAttributes))))",
-            ("LogAttributes", "Timestamp", "ServiceName", "Body", "TraceId", "SpanId"),
-        ),
-        "ts": Expr("toDateTime64(Timestamp, 3, 'UTC')", ("Timestamp",)),
-        "session_id": _OTEL_SESSION,
-        "name": Expr(
-            "if(EventName != '', EventName, LogAttributes['event.name'])",
-            ("EventName", "LogAttributes"),
-        ),
-        "latency_ms": Expr(
-            "coalesce(toFloat64OrNull(LogAttributes['latency_ms']),"
-            " toFloat64OrNull(LogAttributes['duration_ms']))",
-            ("LogAttributes",),
-        ),
-        "trigger": Expr("LogAttributes['trigger']", ("LogAttributes",)),
-        "result_count": Expr("toInt64OrNull(LogAttributes['result_count'])", ("LogAttributes",)),
-        "payload": Expr("toJSONString(LogAttributes)", ("LogAttributes",)),
-    },
-    ts_filter=Expr(f"Timestamp >= {LB} AND Timestamp < {AT}", ("Timestamp",)),
-    latency_raw=Expr("LogAttributes['latency_ms']", ("LogAttributes",)),
-    variants={
-        # The older exporter schema has no EventName: the name is an attribute.
-        "!EventName": {"name": Expr("LogAttributes['event.name']", ("LogAttributes",))},
-    },
-    dimensions={
-        "ServiceName": Expr("ServiceName", ("ServiceName",)),
-        "SeverityText": Expr("SeverityText", ("SeverityText",)),
-    },
-    event_id_hint=Expr("LogAttributes['event.id']", ("LogAttributes",)),
-    payload_object=_map_utf8("LogAttributes"),
-    payload_utf8=_map_utf8("LogAttributes"),
-)
-
-# The older schema also has TimestampTime (DateTime), which leads its ORDER BY:
-# filtering on it too lets ClickHouse skip granules.
-_OTEL_LOGS_LEGACY_FILTER = Expr(
-    f"TimestampTime >= toDateTime(intDiv({{lb_ms:Int64}}, 1000), 'UTC')"
-    f" AND TimestampTime <= toDateTime(intDiv({{at_ms:Int64}}, 1000), 'UTC')"
-    f" AND Timestamp >= {LB} AND Timestamp < {AT}",
-    ("Timestamp", "TimestampTime"),
-)
-
-_TRACE_FAILED = "StatusCode IN ('Error', 'STATUS_CODE_ERROR')"
-_OTEL_TRACES = Preset(
-    name="otel_traces",
-    # A span yields `<SpanName>.started` at its start and `<SpanName>.completed`
-    # or `.failed` at its end, with the span's duration as latency.
-    columns={
-        "event_id": Expr("concat(SpanId, if(_phase = 0, ':start', ':end'))", ("SpanId",)),
-        "ts": Expr(
-            "toDateTime64(if(_phase = 0, Timestamp,"
-            " Timestamp + toIntervalNanosecond(Duration)), 3, 'UTC')",
-            ("Timestamp", "Duration"),
-        ),
-        "session_id": Expr(
-            "if(SpanAttributes['session.id'] != '', SpanAttributes['session.id'],"
-            " ResourceAttributes['session.id'])",
-            ("SpanAttributes", "ResourceAttributes"),
-        ),
-        "name": Expr(
-            f"concat(SpanName, if(_phase = 0, '.started', if({_TRACE_FAILED}, '.failed', '.completed')))",
-            ("SpanName", "StatusCode"),
-        ),
-        "latency_ms": Expr("if(_phase = 1, Duration / 1e6, NULL)", ("Duration",)),
-        "trigger": Expr("SpanAttributes['trigger']", ("SpanAttributes",)),
-        "result_count": Expr("toInt64OrNull(SpanAttributes['result_count'])", ("SpanAttributes",)),
-        "payload": Expr("toJSONString(SpanAttributes)", ("SpanAttributes",)),
-    },
-    ts_filter=Expr(f"Timestamp >= {LB} AND Timestamp < {AT}", ("Timestamp",)),
-    array_join="ARRAY JOIN [0, 1] AS _phase",
-    dimensions={
-        "ServiceName": Expr("ServiceName", ("ServiceName",)),
-        "StatusMessage": Expr("StatusMessage", ("StatusMessage",)),
-    },
-    payload_object=_map_utf8("SpanAttributes"),
-    payload_utf8=_map_utf8("SpanAttributes"),
-)
-
-_NORMALIZED = Preset(
-    name="normalized",
-    # Qualified: the compiled SELECT defines aliases with these very names.
-    columns={name: Expr(f"{SOURCE_ALIAS}.{name}", (name,)) for name in NORMALIZED_COLUMNS},
-    ts_filter=Expr(f"{SOURCE_ALIAS}.ts >= {LB} AND {SOURCE_ALIAS}.ts < {AT}", ("ts",)),
-)
-
-PRESETS: dict[str, Preset] = {p.name: p for p in (_JOELCLAW, _OTEL_LOGS, _OTEL_TRACES, _NORMALIZED)}
+def preset_for(settings: SourceSettings, types: Mapping[str, str] | None) -> Preset:
+    """The configured preset for a table with these column types (None: its usual layout)."""
+    if settings.preset == "otel_logs":
+        return logs_preset(types, settings.session_keys)
+    if settings.preset == "otel_traces":
+        return traces_preset(types, settings.session_keys)
+    return JOELCLAW if settings.preset == "joelclaw" else NORMALIZED
 
 
 @dataclass(frozen=True)
@@ -269,6 +62,7 @@ class CompiledSource:
     session_in_payload: bool = False  # Preset.session_in_payload
     dims: Mapping[str, str] = field(default_factory=dict)  # triage dimension -> expression
     dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
+    array_join: str = ""  # the preset's: one raw row may yield more than one event
 
     def events_with_dims(self) -> str:
         """The normalized-event relation with the triage dimensions, as a subquery."""
@@ -279,6 +73,19 @@ class CompiledSource:
         return f"({self.sql})"
 
 
+# How each normalized column's expression is converted to the column's type.
+_CONVERT: dict[str, Callable[[str], str]] = {
+    "event_id": lambda sql: f"toString({sql})",
+    "ts": lambda sql: f"toDateTime64({sql}, 3, 'UTC')",
+    "session_id": lambda sql: f"toString({sql})",
+    "name": lambda sql: f"toString({sql})",
+    "latency_ms": lambda sql: f"toFloat64OrNull(toString({sql}))",
+    "trigger": lambda sql: f"toString({sql})",
+    "result_count": lambda sql: f"toInt64OrNull(toString({sql}))",
+    "payload": lambda sql: f"toString({sql})",
+}
+
+
 def typed_columns(columns: Mapping[str, Expr]) -> dict[str, str]:
     """Each normalized column as the SQL that converts its expression to the column's type.
 
@@ -287,17 +94,7 @@ def typed_columns(columns: Mapping[str, Expr]) -> dict[str, str]:
     would have computed. The session id is before the ignore list, the
     latency before the finite-and-not-negative rule: both are applied at read.
     """
-    c = {key: expr.sql for key, expr in columns.items()}
-    return {
-        "event_id": f"toString({c['event_id']})",
-        "ts": f"toDateTime64({c['ts']}, 3, 'UTC')",
-        "session_id": f"toString({c['session_id']})",
-        "name": f"toString({c['name']})",
-        "latency_ms": f"toFloat64OrNull(toString({c['latency_ms']}))",
-        "trigger": f"toString({c['trigger']})",
-        "result_count": f"toInt64OrNull(toString({c['result_count']}))",
-        "payload": f"toString({c['payload']})",
-    }
+    return {key: convert(columns[key].sql) for key, convert in _CONVERT.items()}
 
 
 @dataclass(frozen=True)
@@ -311,11 +108,9 @@ class _Resolved:
     id_hint: Expr
 
 
-def _resolve(preset: Preset, settings: SourceSettings, present: set[str] | None) -> _Resolved:
-    columns = preset.resolve(present or set(preset.columns) | {"EventName"})
+def _resolve(preset: Preset, settings: SourceSettings) -> _Resolved:
+    columns = dict(preset.columns)
     ts_filter = preset.ts_filter
-    if preset.name == "otel_logs" and present is not None and "TimestampTime" in present:
-        ts_filter = _OTEL_LOGS_LEGACY_FILTER
     for key, sql in settings.columns.items():
         columns[key] = Expr(sql)
     if "ts" in settings.columns:
@@ -324,8 +119,8 @@ def _resolve(preset: Preset, settings: SourceSettings, present: set[str] | None)
         ts_filter = Expr(f"({ts}) >= {LB} AND ({ts}) < {AT}")
     payload_object, payload_utf8 = preset.payload_object, preset.payload_utf8
     if "payload" in settings.columns:  # the user's own payload: parse it
-        payload_object, payload_utf8 = _PAYLOAD_OBJECT, _PAYLOAD_UTF8
-    id_hint = _NO_ID_HINT if "event_id" in settings.columns else preset.event_id_hint
+        payload_object, payload_utf8 = PAYLOAD_OBJECT, PAYLOAD_UTF8
+    id_hint = NO_ID_HINT if "event_id" in settings.columns else preset.event_id_hint
     return _Resolved(columns, ts_filter, payload_object, payload_utf8, id_hint)
 
 
@@ -365,18 +160,29 @@ def _select_items(
 
 def compile_source(
     settings: SourceSettings,
-    present: set[str] | None = None,
+    types: Mapping[str, str] | None = None,
     scopes: Mapping[str, str] | None = None,
 ) -> CompiledSource:
-    """Compile the configured source; `present` is the table's raw columns, when known.
+    """Compile the configured source; `types` is the table's raw columns and types, when known.
 
-    `scopes` maps a name to a SQL predicate (a check's own session filter):
-    each becomes a `scope_<name>` column, like `in_scope` for the source's.
+    The preset is built for the layout those types show (the exporter's Map
+    or JSON layout, each version). A raw column the preset reads that the
+    table lacks, or holds in a type the preset cannot read, is a
+    SourceSchemaError. `scopes` maps a name to a SQL predicate (a check's own
+    session filter): each becomes a `scope_<name>` column, like `in_scope` for
+    the source's.
     """
-    preset = PRESETS[settings.preset]
+    preset = preset_for(settings, types)
     table = settings.table_name
-    resolved = _resolve(preset, settings, present)
+    resolved = _resolve(preset, settings)
     columns, ts_filter = resolved.columns, resolved.ts_filter
+    if types is not None:
+        reads = set(ts_filter.reads)
+        for key, expr in columns.items():
+            if key not in settings.columns:
+                reads.update(expr.reads)
+        _check_columns(table, preset, types, reads)
+    present = set(types) if types is not None else None
     select = _select_items(preset, settings, resolved, scopes)
 
     # The watchdog's own telemetry (exported over OTLP) may land in these very
@@ -403,14 +209,6 @@ def compile_source(
     dims_sql = assemble(
         select + "".join(f",\n    toString({expr}) AS dim_{name}" for name, expr in dims.items())
     )
-    reads = set(ts_filter.reads)
-    for key, expr in columns.items():
-        if key not in settings.columns:
-            reads.update(expr.reads)
-    if present is not None:
-        missing = sorted(reads - present)
-        if missing:
-            raise MissingColumnsError(table, preset.name, missing)
     return CompiledSource(
         name=settings.name or table,
         preset=preset.name,
@@ -425,7 +223,26 @@ def compile_source(
         session_in_payload=preset.session_in_payload and "session_id" not in settings.columns,
         dims=dims,
         dims_sql=dims_sql,
+        array_join=preset.array_join,
     )
+
+
+def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: set[str]) -> None:
+    """Every raw column the preset reads exists and has a type it can read."""
+    missing = sorted(reads - set(types))
+    if missing:
+        raise SourceSchemaError(
+            f"table {table} has no column {', '.join(missing)} (the {preset.name} preset reads"
+            " it; map your own under [source.columns])"
+        )
+    for column in sorted(reads):
+        rule = preset.types.get(column)
+        if rule is not None and not rule.accepts(types[column]):
+            raise SourceSchemaError(
+                f"table {table}: column {column} is of type {types[column]}, which the"
+                f" {preset.name} preset cannot read (accepted: {rule.accepted}); map your own"
+                " under [source.columns]"
+            )
 
 
 def _latency_invalid(preset: Preset, settings: SourceSettings) -> str:
@@ -440,24 +257,101 @@ def _latency_invalid(preset: Preset, settings: SourceSettings) -> str:
     return f"toUInt8({bad_number} OR {unparsable})"
 
 
-class MissingColumnsError(Exception):
-    """The table lacks columns the preset reads (turned into a StoreError by the caller)."""
+class SourceSchemaError(Exception):
+    """The table lacks a column the preset reads, or holds it in a type it cannot read.
 
-    def __init__(self, table: str, preset: str, missing: list[str]) -> None:
-        self.table, self.preset, self.missing = table, preset, missing
-        super().__init__(
-            f"table {table} has no column {', '.join(missing)} (the {preset} preset reads it;"
-            " map your own under [source.columns])"
-        )
+    The caller turns it into a StoreError (exit 3) naming the store.
+    """
+
+
+# A syntax error quotes the query from the failing token on: keep the token and what the
+# parser expected instead (its position is in the watchdog's query, not in the config).
+_SYNTAX = re.compile(r"Syntax error: failed at position \d+ \((.*?)\).*?(Expected [^.]*)", re.S)
+# Where the server starts echoing the query, our settings or its stack after its words.
+_ECHOES = (
+    " In scope ",
+    ": while executing",
+    ". Stack trace",
+    " SETTINGS max_execution_time",
+    " (line ",
+)
+MAX_SERVER_WORDS = 240
+
+
+def server_words(problem: str) -> str:
+    """The first line of the server's words, without the query text it quotes after them."""
+    text = problem.strip().splitlines()[0] if problem.strip() else problem
+    syntax = _SYNTAX.search(text)
+    if syntax:
+        return f"syntax error at {syntax.group(1)}: {syntax.group(2)}"
+    for cut in _ECHOES:
+        text = text.split(cut, 1)[0]
+    text = re.sub(r"\s*\(version [^)]*\)", "", " ".join(text.split()))
+    return text if len(text) <= MAX_SERVER_WORDS else text[: MAX_SERVER_WORDS - 1] + "…"
+
+
+def _user_sql(settings: SourceSettings, scopes: Mapping[str, str] | None) -> dict[str, str]:
+    """The SQL the config wrote, by config key, as the compiled source converts it."""
+    found = {f"source.columns.{key}": _CONVERT[key](sql) for key, sql in settings.columns.items()}
+    if settings.session_filter:
+        found["source.session_filter"] = f"toUInt8(({settings.session_filter}) != 0)"
+    for check_id, predicate in (scopes or {}).items():
+        found[f"checks.custom.{check_id}.session_filter"] = f"toUInt8(({predicate}) != 0)"
+    return found
+
+
+def _planned(select: str) -> str:
+    """A query that plans `select` and reads none of its rows.
+
+    Counted rather than returned, so that its answer is one row: an empty
+    result over HTTP reads like a response cut short (Store.query).
+    """
+    return f"SELECT count() AS n FROM ({select} LIMIT 0)"
+
+
+def _compiles(
+    store: Store, source: CompiledSource, settings: SourceSettings, scopes: Mapping[str, str] | None
+) -> None:
+    """Plan the compiled source without reading a row; name the config key it trips on.
+
+    A column expression or session filter of the config that does not compile
+    is a ConfigError naming its key (exit 2); anything else that keeps the
+    preset from compiling is a StoreError (exit 3).
+    """
+    params = {**source.params, "lb_ms": 0, "at_ms": 0}
+    try:
+        store.aggregate(_planned(f"SELECT * FROM {source.events_with_dims()}"), params)
+    except StoreError as exc:
+        problem = exc
+    else:
+        return
+    table = f"{source.table} AS {SOURCE_ALIAS}"
+    store.aggregate(_planned(f"SELECT 1 FROM {table}"))  # the table itself answers (or raises)
+    for key, sql in _user_sql(settings, scopes).items():
+        try:
+            store.aggregate(_planned(f"SELECT {sql} FROM {table}"))
+        except StoreError as exc:
+            raise ConfigError(key, f"does not compile: {server_words(exc.problem)}") from None
+    raise StoreError(
+        store.url.masked,
+        f"the {source.preset} preset cannot read table {source.table}:"
+        f" {server_words(problem.problem)}",
+    ) from None
 
 
 def open_source(
     store: Store, settings: SourceSettings, scopes: Mapping[str, str] | None = None
 ) -> CompiledSource:
-    """Compile the source against the live table, naming what is missing as a StoreError."""
-    table = settings.table_name
-    present = set(store.table_columns(table))
+    """Compile the source against the live table, and make sure it compiles there.
+
+    What the table lacks or holds in an unreadable type is a StoreError
+    naming the column; a config expression that does not compile is a
+    ConfigError naming its key.
+    """
+    types = store.table_columns(settings.table_name)
     try:
-        return compile_source(settings, present, scopes)
-    except MissingColumnsError as exc:
+        source = compile_source(settings, types, scopes)
+    except SourceSchemaError as exc:
         raise StoreError(store.url.masked, str(exc)) from None
+    _compiles(store, source, settings, scopes)
+    return source

@@ -201,6 +201,8 @@ def _plain(dims: Sequence[str]) -> list[str]:
 
 def _obligation_label(ob: Obligation, silent: bool = False) -> str:
     """An obligation in the words of docs/spec.md section 4."""
+    if ob.label and ob.anchor is not Anchor.END:
+        return ob.label
     if ob.anchor is Anchor.START:
         return "start recall"
     if ob.anchor is Anchor.END:

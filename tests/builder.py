@@ -155,6 +155,15 @@ class SessionBuilder:
             return self.emits("observe.store.failed", ts + S, success=0, error="store failed")
         return self.emits("observe.store.completed", ts + S, meta={"sessionId": self.id})
 
+    def asks(self, ts: datetime, *, kind: str | None = None, **fields: Any) -> SessionBuilder:
+        """A human message; `kind` (a greeting, an ack...) when the emitter names one."""
+        meta = {"kind": kind} if kind is not None else {}
+        return self.emits("message.received", ts, meta=meta, **fields)
+
+    def answers(self, ts: datetime) -> SessionBuilder:
+        """The agent's response."""
+        return self.emits("message.sent", ts)
+
     def ends(self, ts: datetime) -> SessionBuilder:
         return self.emits("session.ended", ts)
 
@@ -193,87 +202,6 @@ def evaluate(
     scenario.write(store, table)
     settings = settings_for(table, config)
     return run_once(store, settings, window_at(settings, at, length))
-
-
-def _attr(value: Any) -> str:
-    """OTel attribute maps hold strings: numbers as text, arrays and maps as JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
-
-
-def write_otel_logs(
-    store: Store,
-    table: str,
-    scenario: Scenario,
-    *,
-    legacy: bool = False,
-    name_in_attributes: bool = False,
-) -> None:
-    """Write the scenario as OpenTelemetry Collector log rows (current or legacy schema)."""
-    database = table.split(".")[0]
-    store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
-    store.command(create_table_sql("otel_logs_legacy" if legacy else "otel_logs", table))
-    rows = []
-    for e in scenario.events:
-        attributes = {k: _attr(v) for k, v in e.meta.items()}
-        if e.metadata_json is not None:
-            attributes = {k: _attr(v) for k, v in json.loads(e.metadata_json).items()}
-        if e.session is not None:
-            attributes.setdefault("session.id", e.session)
-        attributes["event.id"] = e.id
-        if legacy or name_in_attributes:
-            attributes["event.name"] = e.name
-        row: list[Any] = [e.ts, "svc", "INFO", attributes, {"service.name": "agent"}]
-        if not legacy:
-            row.append("" if name_in_attributes else e.name)
-        rows.append(row)
-    columns = ["Timestamp", "ServiceName", "SeverityText", "LogAttributes", "ResourceAttributes"]
-    if not legacy:
-        columns.append("EventName")
-    store.insert(table, rows, columns)
-
-
-@dataclass(frozen=True)
-class Span:
-    name: str
-    start: datetime
-    duration_ms: float
-    session: str
-    status: str = "Ok"
-    attributes: dict[str, str] = field(default_factory=dict)
-
-
-def write_otel_traces(store: Store, table: str, spans: list[Span]) -> None:
-    """Write spans as OpenTelemetry Collector trace rows."""
-    database = table.split(".")[0]
-    store.command(f"CREATE DATABASE IF NOT EXISTS {database}")
-    store.command(create_table_sql("otel_traces", table))
-    rows = [
-        [
-            s.start,
-            f"span-{i:06d}",
-            s.name,
-            "agent",
-            {"session.id": s.session, **s.attributes},
-            int(s.duration_ms * 1_000_000),
-            s.status,
-        ]
-        for i, s in enumerate(spans)
-    ]
-    store.insert(
-        table,
-        rows,
-        [
-            "Timestamp",
-            "SpanId",
-            "SpanName",
-            "ServiceName",
-            "SpanAttributes",
-            "Duration",
-            "StatusCode",
-        ],
-    )
 
 
 def evaluate_table(

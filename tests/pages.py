@@ -36,6 +36,7 @@ KNOWN: dict[str, tuple[Status, float | None, int]] = {
     "recall_injection": (Status.NO_DATA, None, 0),
     "write_gate_drift": (Status.DISABLED, None, 0),
     "agent_deviation_contract": (Status.ERROR, None, 0),
+    "recall_before_response": (Status.OK, 0, 57),
     "agent_deviation_evidence": (Status.OK, 0, 4),
 }
 

@@ -100,8 +100,8 @@ def assert_png(path: Path) -> None:
 def assert_rendered(dom: str) -> None:
     """The DOM Chromium built has every tile, the charts, and nothing that fetches."""
     root = parse(dom)
-    assert len(root.find("li", cls="tile")) == 11
-    assert len(root.find("svg", cls="chart")) == 10  # every check but the disabled one
+    assert len(root.find("li", cls="tile")) == 12
+    assert len(root.find("svg", cls="chart")) == 11  # every check but the disabled one
     assert not root.find("script") and not root.find("img") and not root.find("link")
     for element in root.walk():
         for name in ("src", "href"):

@@ -89,7 +89,7 @@ def test_breach_exits_1_with_json_report(breached: str) -> None:
     assert report["window"] == {"start": "2026-11-28T00:00:00Z", "end": AT}
     assert report["status"] == "breached"
     assert report["checks"]["recall_coverage"]["evidence"] == {"sessions": ["cold"]}
-    assert len(report["checks"]) == 11
+    assert len(report["checks"]) == 12  # every check id of SPEC section 5
 
 
 def test_output_file_and_python_dash_m(breached: str, tmp_path: Path) -> None:

@@ -50,6 +50,34 @@ def test_coverage_after_each_trigger(store: Store) -> None:
     assert (result.value, result.sample_size, result.evidence) == (1, 2, Evidence(sessions=("b",)))
 
 
+def test_coverage_until_closes_each_obligation_at_the_first_until_event(store: Store) -> None:
+    """coverage with `until`: the required event must come before the next `until` event."""
+    sc = Scenario()
+    sc.session("edge").emits("compaction.before", T0 + H).emits("kr.started", T0 + H + M)
+    sc.session("edge").emits("reply", T0 + H + M)  # at the reply's millisecond: in time
+    sc.session("late").emits("compaction.before", T0 + H).emits("reply", T0 + H + M)
+    sc.session("late").emits("kr.started", T0 + H + M + S)  # after the reply: too late
+    sc.session("slow").emits("compaction.before", T0 + H).emits("kr.started", T0 + H + 9 * M)
+    config = custom(
+        kind="coverage", required=KR, trigger=["compaction.before"], until=["reply"], grace="10m"
+    )
+    result = evaluate(store, sc, AT, config).checks["mine"]
+    assert (result.value, result.sample_size, result.evidence) == (1, 3, {"sessions": ["late"]})
+
+
+def test_coverage_can_count_trigger_events(store: Store) -> None:
+    """count = "events": value, sample and evidence are the trigger events, not the sessions."""
+    sc = Scenario()
+    s = sc.session("s")
+    s.emits("dispatch", T0 + H, id="d1").emits("dispatch", T0 + 2 * H, id="d2")
+    s.emits("dispatch", T0 + 3 * H, id="d3").emits("kr.completed", T0 + 2 * H + S)
+    config = custom(kind="coverage", required=KR, trigger=["dispatch"], grace="1m", count="events")
+    result = evaluate(store, sc, AT, config).checks["mine"]
+    assert (result.value, result.sample_size) == (2, 3)
+    assert result.evidence == {"events": ["d1", "d3"]}
+    assert result.summary == "2 of 3 events missed kr.started or kr.completed or kr.failed"
+
+
 def test_coverage_deadline_at_window_end_waits(store: Store) -> None:
     """An obligation due exactly at `at` is judged by the next window."""
     sc = Scenario()
@@ -242,6 +270,14 @@ def test_builtin_declared_as_custom_gives_identical_results(store: Store) -> Non
             {"checks": {"custom": [{"id": "Bad Id", "kind": "freshness", "target": 1}]}},
             "checks.custom[0].id:",
         ),
+        (
+            custom(kind="coverage", required=KR, grace="1m", until=["reply"]),
+            "checks.custom[0]: until needs trigger",
+        ),
+        (
+            custom(kind="coverage", required=KR, grace="1m", trigger=["t"], count="messages"),
+            "checks.custom[0].count: 'messages' is not accepted (accepted: 'sessions' or 'events')",
+        ),
     ],
 )
 def test_malformed_custom_checks_name_index_and_key(config: dict[str, Any], message: str) -> None:
@@ -279,7 +315,7 @@ def test_example_rule_file_passes(store: Store) -> None:
     """The example custom checks pass their rule file."""
     rules = load_rule_file(str(ROOT / "config/examples/knowledge.rules.toml"))
     outcomes = run_rule_file(store, rules, settings_for_rules(rules, None))
-    assert len(outcomes) == 3 and all(o.passed for o in outcomes)
+    assert len(outcomes) == 4 and all(o.passed for o in outcomes)
 
 
 def test_test_checks_cli_fails_with_readable_lines(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from checks.base import Status
 from tests.builder import settings_for, unique_table
+from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.demo.data import generate_rows, write_demo
 from watchdog.demo.model import JOELCLAW_COLUMNS, DemoPlan
@@ -45,6 +47,9 @@ OBSERVE_FAILED = {"memory.observe.failed", "observe.store.failed"}
 OBSERVE_OUTCOME = OBSERVE_COMPLETED | OBSERVE_FAILED
 OBSERVE = OBSERVE_REQUESTED | OBSERVE_OUTCOME
 FAILED = {"memory.recall.failed"} | OBSERVE_FAILED
+HUMAN_MESSAGE = {"message.received", "gateway.message.received"}
+AGENT_RESPONSE = {"message.sent", "gateway.message.sent", "agent.response"}
+TRIVIAL = {"greeting", "ack", "heartbeat"}
 DEVIATION_KEYS = {"agente", "tipo", "evidenceEventIds"}
 ENVELOPE_KEYS = {"session.id", "session_id", "sessionId", "event.name", "event.id"}
 DEVIATION_TYPES = {"laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario"}
@@ -112,6 +117,9 @@ class Verdict:
     deviation_breaches: int = 0
     deviation_missing: int = 0
     deviations: int = 0
+    answered_without_recall: list[tuple[datetime, str]] = field(default_factory=list)
+    questions_due: int = 0
+    trivial_messages: int = 0
 
     @property
     def observe_failure_rate(self) -> float:
@@ -161,6 +169,23 @@ def _judge_sessions(events: list[Event], start: datetime, at: datetime, out: Ver
             injectable = e.name == "memory.recall.completed" and (e.result_count or 0) > 0
             if injectable and unmet(e.ts + RECALL_GRACE, evs, {"memory.recall.injected"}, e.ts):
                 out.injection_unmet.add(sid)
+            if e.name in HUMAN_MESSAGE:
+                _judge_message(e, evs, start, at, out)
+
+
+def _judge_message(
+    message: Event, evs: list[Event], start: datetime, at: datetime, out: Verdict
+) -> None:
+    """Recall before response: a recall in [message, the first reply after it or the grace]."""
+    if message.payload.get("kind") in TRIVIAL:
+        out.trivial_messages += 1
+        return
+    replies = [e.ts for e in evs if e.name in AGENT_RESPONSE and e.ts > message.ts]
+    deadline = min([message.ts + RECALL_GRACE, *replies])
+    if start <= deadline < at:
+        out.questions_due += 1
+        if not _any(evs, RECALL, message.ts, deadline):
+            out.answered_without_recall.append((message.ts, message.id))
 
 
 def _longest_run(outcomes: list[Event]) -> int:
@@ -314,6 +339,19 @@ def test_the_default_window_shows_exactly_the_plan(
     assert got.deviation_breaches == plan.deviation_breaches
     assert got.deviation_missing == plan.deviation_missing_evidence
     assert got.deviations > plan.deviation_breaches + plan.deviation_missing_evidence
+    assert len(got.answered_without_recall) == plan.answered_without_recall > 0
+
+
+def test_questions_answered_without_recall_are_a_small_share(
+    demo: tuple[list[list[Any]], DemoPlan], events: list[Event]
+) -> None:
+    """The window holds many questions, a few trivial messages, and a few unanswered by recall."""
+    _, plan = demo
+    got = evaluate(events, AT)
+    assert got.questions_due > 20 * plan.answered_without_recall
+    assert got.trivial_messages > 0
+    kinds = {e.payload.get("kind") for e in events if e.name in HUMAN_MESSAGE}
+    assert {"greeting", "ack", "question", None} <= kinds, "a missing kind is a question too"
 
 
 def test_cold_and_late_starts_are_told_apart(
@@ -343,6 +381,7 @@ def test_earlier_windows_are_healthy(events: list[Event], hours_back: int) -> No
     assert got.observe_failed == got.observe_lost == got.recall_lost == 0
     assert got.p95 is not None and got.p95 < 3000 and got.slow == 0
     assert got.deviation_breaches == got.deviation_missing == 0
+    assert not got.answered_without_recall and got.questions_due > 0
 
 
 @pytest.mark.parametrize(("sessions", "seed"), [(100, 1), (100, 2), (1000, 3)])
@@ -361,6 +400,7 @@ def test_other_sizes_and_seeds_keep_their_plan(sessions: int, seed: int) -> None
     assert got.p95 is not None and got.p95 >= 3000
     assert got.deviation_breaches == plan.deviation_breaches
     assert got.deviation_missing == plan.deviation_missing_evidence
+    assert len(got.answered_without_recall) == plan.answered_without_recall
 
 
 def test_too_few_sessions_is_refused() -> None:
@@ -463,3 +503,17 @@ def test_the_demo_report_counts_what_it_announces_and_leaves_the_retries_merged(
     )
     announced, counted, left = json.loads(done.stdout.strip().splitlines()[-1])
     assert announced > 0 and (counted, left) == (announced, 0)
+
+
+def test_the_watchdog_finds_the_unrecalled_answers_of_the_plan(
+    store: Store, events: list[Event]
+) -> None:
+    """On the demo store, recall_before_response breaches with the plan's messages as evidence."""
+    table = unique_table()
+    plan = write_demo(store, table, sessions=500, seed=0, at=AT)
+    settings = settings_from_mapping({"source": {"table": table}}, env={})
+    result = run_once(store, settings, window_at(settings, AT)).checks["recall_before_response"]
+    expected = evaluate(events, AT)
+    assert (result.status, result.value) == (Status.BREACHED, plan.answered_without_recall)
+    assert result.sample_size == expected.questions_due
+    assert result.evidence == {"events": [i for _, i in sorted(expected.answered_without_recall)]}

@@ -529,7 +529,7 @@ def test_demo_and_check_write_the_page(tmp_path: Path) -> None:
     path = Path(demo.stdout.strip().splitlines()[-1].rpartition(": ")[2])
     assert path == tmp_path / "store-report" / "report.html"
     demo_page = parse(path.read_text())
-    assert len(demo_page.find("li", cls="tile")) == 11
+    assert len(demo_page.find("li", cls="tile")) == 12
     assert len(demo_page.find("rect", cls="band")) >= 7  # this window's breaches, in the charts
     output = tmp_path / "check.html"
     check = subprocess.run(

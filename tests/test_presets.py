@@ -10,12 +10,10 @@ from tests.builder import (
     M,
     S,
     Scenario,
-    Span,
     evaluate_table,
     unique_table,
-    write_otel_logs,
-    write_otel_traces,
 )
+from tests.exporter import Span, write_otel_logs, write_otel_traces
 from watchdog.core.store import Store
 
 AT = T0 + 4 * H

@@ -107,14 +107,17 @@ def test_source_ttl_is_read_from_engine_full() -> None:
 
 
 def test_payload_kept_only_where_a_check_reads_it() -> None:
-    """Gate decisions and deviations keep their payload; the view escapes the names."""
+    """Gate decisions, deviations and human messages keep their payload; the view escapes names."""
     settings = settings_from_mapping({"events": {"gate_decision": ["gate's decision"]}}, env={})
     assert payload_names(configured_checks(settings)) == [
         "anamnese.agent_deviation",
         "gate's decision",
+        "gateway.message.received",
+        "message.received",
     ]
     _, _, view, _ = _statements({"events": {"gate_decision": ["gate's decision"]}})
-    assert "name IN ('anamnese.agent_deviation', 'gate\\'s decision')" in view.sql
+    assert "'gate\\'s decision'" in view.sql
+    assert "name IN ('anamnese.agent_deviation', 'gate\\'s decision'," in view.sql
 
 
 def test_state_statements_create_the_watchdog_tables() -> None:
@@ -186,7 +189,7 @@ def applied(store: Store) -> tuple[str, NarrowPlan]:
     _scenario().write(store, raw)
     settings = settings_for(raw)
     plan = plan_for(settings, ttl=None, database=f"narrow_{uuid.uuid4().hex[:10]}")
-    present = set(store.table_columns(raw))
+    present = store.table_columns(raw)
     for statement in materialize_statements(
         settings, plan, present, configured_checks(settings), since=SINCE, until=UNTIL
     ):

@@ -125,7 +125,7 @@ def test_a_run_is_one_span_with_a_child_span_per_check(rig: Rig) -> None:
     assert run.attributes["watchdog.run.status"] == "breached"
     assert run.attributes["watchdog.run.catchup"] is False
     checks = rig.finished("watchdog.check")
-    assert len(checks) == 11
+    assert len(checks) == 12
     assert run.context is not None
     for span in checks:
         assert span.parent is not None and span.parent.span_id == run.context.span_id

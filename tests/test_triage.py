@@ -16,12 +16,10 @@ from tests.builder import (
     M,
     S,
     Scenario,
-    Span,
     settings_for,
     unique_table,
-    write_otel_logs,
-    write_otel_traces,
 )
+from tests.exporter import Span, write_otel_logs, write_otel_traces
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.report.page import render_page

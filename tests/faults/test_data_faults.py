@@ -26,8 +26,8 @@ from tests.builder import (
     evaluate_table,
     settings_for,
     unique_table,
-    write_otel_logs,
 )
+from tests.exporter import write_otel_logs
 from tests.faults.chserver import ClickHouseHTTPServer
 from watchdog.core.store import Store
 from watchdog.report.text import render_text

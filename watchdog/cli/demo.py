@@ -50,6 +50,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f" {plan.failed_observes} failed observes, a failure streak of {plan.failure_streak},"
         f" {plan.slow_recalls} slow recalls, {plan.deviation_breaches} deviation contract breaches,"
         f" {plan.deviation_missing_evidence} deviations citing missing ids,"
+        f" {plan.answered_without_recall} questions answered without recall,"
         f" {plan.duplicates} duplicate rows (memory events written again, as an outbox retry"
         " does: data_quality.duplicate_rows; merged away after this check, as"
         " ReplacingMergeTree does in time).\n\n"

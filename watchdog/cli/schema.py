@@ -17,8 +17,9 @@ from typing import Any
 from alerts.state import TABLES, create_table_sql
 from checks.builtin import configured_checks
 from checks.materialize import NarrowPlan, Statement, materialize_statements, plan_for, source_ttl
+from checks.sources import SourceSchemaError
 from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load
-from watchdog.core.errors import UsageError
+from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import system_clock
@@ -67,9 +68,9 @@ def _schema_usage(args: argparse.Namespace) -> int:
     raise UsageError("schema: an action is required (apply; see memory-watchdog schema --help)")
 
 
-def _read_source(store: Store, table: str) -> tuple[set[str], str | None]:
-    """The source table's columns and its TTL interval, if any."""
-    present = set(store.table_columns(table))
+def _read_source(store: Store, table: str) -> tuple[dict[str, str], str | None]:
+    """The source table's columns (name -> type) and its TTL interval, if any."""
+    present = store.table_columns(table)
     database, _, name = table.rpartition(".")
     rows = store.query(
         "SELECT engine_full FROM system.tables"
@@ -97,9 +98,12 @@ def cmd_schema_apply(args: argparse.Namespace) -> int:
             present, ttl = _read_source(store, source_table)
             plan = plan_for(settings, ttl=ttl, source_local=args.source_local)
             until = system_clock().astimezone(UTC).replace(microsecond=0)
-            statements += materialize_statements(
-                settings, plan, present, specs, since=until - since_length, until=until
-            )
+            try:
+                statements += materialize_statements(
+                    settings, plan, present, specs, since=until - since_length, until=until
+                )
+            except SourceSchemaError as exc:
+                raise StoreError(store.url.masked, str(exc)) from None
         _print(out, statements, plan, settings, executing=args.yes)
         if not args.yes:
             return 0

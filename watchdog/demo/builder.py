@@ -9,14 +9,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from watchdog.demo.model import (
+    CHANNELS,
     HANDLE_WORDS,
     LOOKBACK_MS,
     MINUTE,
     QUERY_TEMPLATES,
+    QUESTION_KINDS,
     SECOND,
     SLOW_RECALL_MS,
     TOOLS,
     TOPICS,
+    TRIVIAL_KINDS,
+    TRIVIAL_SHARE,
     VERDICT_WEIGHTS,
     VERDICTS,
     WINDOW_MS,
@@ -24,6 +28,7 @@ from watchdog.demo.model import (
     ObserveRun,
     Recall,
     Session,
+    Turn,
 )
 
 
@@ -220,6 +225,56 @@ class Builder:
             if failed:
                 event.success, event.level, event.error = 0, "warn", "exit code 1"
 
+    def message(self, session: Session, ts: int, kind: str | None) -> Event:
+        """A human message reaching the agent; `kind` left out when None."""
+        metadata: dict[str, Any] = {"channel": self.rng.choice(CHANNELS)}
+        if kind is not None:
+            metadata["kind"] = kind
+        metadata["chars"] = (
+            self.rng.randint(2, 20) if kind in TRIVIAL_KINDS else self.between(20, 900)
+        )
+        return self.pi(session, ts, "message.received", metadata, "conversation")
+
+    def reply(self, session: Session, ts: int) -> Event:
+        metadata = {"chars": self.between(40, 4_000)}
+        return self.pi(session, ts, "message.sent", metadata, "conversation")
+
+    def conversation(
+        self, session: Session, first: int, end: int, start_recall: Recall | None, broken: str
+    ) -> None:
+        """Human messages and replies from `first` to `end`, a few minutes apart.
+
+        The agent recalls memory after each question and replies once the
+        recall is back; a greeting or an ack gets a quick reply and no recall.
+        The first question is answered by the session's start recall. The
+        second turn is `broken` when asked: `no_recall` (answered without
+        one) or `recall_after_reply` (the recall came only after the answer).
+        """
+        ts, index = first, 0
+        while ts < end - 2 * MINUTE or index == 0:
+            trivial = (
+                index > 0 and not (index == 1 and broken) and self.rng.random() < TRIVIAL_SHARE
+            )
+            kind = self.rng.choice(TRIVIAL_KINDS if trivial else QUESTION_KINDS)
+            message = self.message(session, ts, kind)
+            recall: Recall | None = None
+            if index == 0:
+                recall = start_recall
+                answered = (recall.completed.ts if recall else ts) + self.between(
+                    2 * SECOND, 30 * SECOND
+                )
+            elif trivial:
+                answered = ts + self.between(SECOND, 6 * SECOND)
+            elif index == 1 and broken:
+                answered = ts + self.between(5 * SECOND, 40 * SECOND)
+                if broken == "recall_after_reply":
+                    recall = self.recall(session, answered + self.between(200, 5 * SECOND))
+            else:
+                recall = self.recall(session, ts + self.between(300, 2_500))
+                answered = recall.completed.ts + self.between(2 * SECOND, 40 * SECOND)
+            session.turns.append(Turn(message, recall, self.reply(session, answered)))
+            ts, index = answered + self.between(3 * MINUTE, 12 * MINUTE), index + 1
+
     def observe_run(self, session: Session, ts: int, trigger: str) -> ObserveRun:
         """Request an observe, then the worker extracts, gates and stores the memories."""
         requested = self.pi(
@@ -266,22 +321,33 @@ class Builder:
         ends: bool = True,
         observe_end: bool = True,
         healthy: bool = True,
+        talks: bool = False,
+        broken_turn: str = "",
     ) -> Session:
-        """One session: handle, recall, tool calls, compactions with observes, end and observe.
+        """One session: handle, recall, conversation, tool calls, compactions with observes, end.
 
         `recall_after` is the recall's delay after the first event (0: a
         few seconds, as a healthy session does; None: a cold start).
         `compactions` are absolute times, those also in `unobserved` get no
-        observe. A session that does not end stops with its last tool call
-        at start + duration.
+        observe. A session that `talks` has a conversation with a human
+        (see `conversation`, `broken_turn`). A session that does not end
+        stops with its last tool call at start + duration.
         """
         session = self.new_session(healthy=healthy)
         end = start + duration
         handle = f"{self.rng.choice(HANDLE_WORDS)}-{self.rng.randint(10, 99)}"
         self.pi(session, start, "session.handle.generated", {"handle": handle}, "session")
         self.knowledge(session, start)
+        start_recall = None
         if recall_after is not None:
-            self.recall(session, start + (recall_after or self.between(300, 4 * SECOND)))
+            start_recall = self.recall(
+                session, start + (recall_after or self.between(300, 4 * SECOND))
+            )
+        if talks:
+            # The human's first message opens the session; the start recall answers it.
+            self.conversation(
+                session, start + self.between(20, 250), end, start_recall, broken_turn
+            )
         # Tool calls begin once a recall (even a slow one) has returned.
         tools_end = end if not ends else end - 2 * SECOND
         self.tool_calls(session, start + 25 * SECOND, tools_end, last_at_end=not ends)
@@ -343,7 +409,8 @@ def build_healthy_sessions(builder: Builder, count: int) -> None:
     for _ in range(count):
         start = rng.randint(at - LOOKBACK_MS + MINUTE, at - 3 * MINUTE)
         duration = _healthy_duration(rng)
-        builder.session(start, duration, compactions=_compaction_times(rng, start, duration))
+        compactions = _compaction_times(rng, start, duration)
+        builder.session(start, duration, compactions=compactions, talks=True)
 
 
 def build_background(builder: Builder, sessions: int) -> None:

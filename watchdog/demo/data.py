@@ -153,6 +153,7 @@ def generate_rows(
         slow_recalls=slow,
         deviation_breaches=counts.breaches_per_kind * len(BREACH_KINDS),
         deviation_missing_evidence=counts.missing_evidence,
+        answered_without_recall=counts.answered_without_recall,
         duplicates=duplicates,
     )
     return rows, plan

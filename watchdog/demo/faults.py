@@ -32,7 +32,7 @@ from watchdog.demo.model import (
 
 
 def build_fault_sessions(builder: Builder, counts: FaultCounts) -> None:
-    """Sessions whose start, end or compaction obligation is due in the window and unmet."""
+    """Sessions whose start, end, compaction or response obligation is due in the window and unmet."""
     rng, at, w0 = builder.rng, builder.at_ms, builder.window_start()
     for _ in range(counts.cold):
         # Deadline first_seen + 5m lands in the window.
@@ -53,6 +53,14 @@ def build_fault_sessions(builder: Builder, counts: FaultCounts) -> None:
         end = rng.randint(w0 + 5 * MINUTE, at - 20 * MINUTE)
         duration = rng.randint(10, 50) * MINUTE
         builder.session(end - duration, duration, observe_end=False, healthy=False)
+    for i in range(counts.answered_without_recall):
+        # A question in the window answered without a recall: none at all, or one
+        # only after the reply (alternately); the session is otherwise healthy.
+        start = rng.randint(w0 + 2 * MINUTE, at - 60 * MINUTE)
+        broken = ("no_recall", "recall_after_reply")[i % 2]
+        builder.session(
+            start, rng.randint(30, 50) * MINUTE, healthy=False, talks=True, broken_turn=broken
+        )
     for _ in range(counts.unobserved_compactions):
         # The session's only compaction, far from its end observe, so nothing else covers it.
         compaction = rng.randint(w0 + 10 * MINUTE, at - 90 * MINUTE)

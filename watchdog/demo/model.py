@@ -53,6 +53,11 @@ DEVIATION_TYPES = ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")
 BREACH_KINDS = ("extra_key", "unknown_tipo", "too_many_ids", "duplicate_ids")
 TOOLS = ("bash", "read", "edit", "write", "grep", "glob", "web_fetch", "todo_write")
 HANDLE_WORDS = ("bright-otter", "calm-heron", "swift-lynx", "quiet-fox", "amber-owl", "bold-yak")
+# A human message's `kind`: None leaves the field out (SPEC: a missing kind is non-trivial).
+QUESTION_KINDS = ("question", "question", "task", "task", None)
+TRIVIAL_KINDS = ("greeting", "ack")
+TRIVIAL_SHARE = 0.2
+CHANNELS = ("tui", "tui", "slack", "telegram")
 VERDICTS = ("allow", "hold", "discard")
 # Discard well below the 0.7 drift target: the write gate is healthy in the demo.
 VERDICT_WEIGHTS = (0.62, 0.24, 0.14)
@@ -104,7 +109,10 @@ class DemoPlan:
       (above 5%), and circuit_breaker = failure_streak;
     - recall_latency_p95 >= 3000 ms, from slow_recalls recalls above 3000 ms;
     - agent_deviation_contract = deviation_breaches and
-      agent_deviation_evidence = deviation_missing_evidence.
+      agent_deviation_evidence = deviation_missing_evidence;
+    - recall_before_response = answered_without_recall (human messages
+      answered with no recall between the message and the reply, or with the
+      recall only after it).
 
     `events` counts distinct event ids; `duplicates` memory events are
     written again by a later insert (outbox retries), so the table holds
@@ -128,6 +136,7 @@ class DemoPlan:
     slow_recalls: int
     deviation_breaches: int
     deviation_missing_evidence: int
+    answered_without_recall: int
     duplicates: int
 
 
@@ -180,6 +189,15 @@ class ObserveRun:
 
 
 @dataclass(slots=True)
+class Turn:
+    """A human message and the agent's reply; `recall` is None for a trivial message."""
+
+    message: Event
+    recall: Recall | None
+    reply: Event
+
+
+@dataclass(slots=True)
 class Session:
     """A real agent session; `healthy` ones are free for fault injection."""
 
@@ -190,6 +208,7 @@ class Session:
     events: list[Event] = field(default_factory=list)
     recalls: list[Recall] = field(default_factory=list)
     runs: list[ObserveRun] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     end: Event | None = None
 
 
@@ -206,6 +225,7 @@ class FaultCounts:
     breaches_per_kind: int
     missing_evidence: int
     conforming_deviations: int
+    answered_without_recall: int
 
     @property
     def fault_sessions(self) -> int:
@@ -215,6 +235,7 @@ class FaultCounts:
             + self.crashed
             + self.ended_without_observe
             + self.unobserved_compactions
+            + self.answered_without_recall
         )
 
 
@@ -234,4 +255,5 @@ def fault_counts(sessions: int) -> FaultCounts:
         breaches_per_kind=rate(0.002),
         missing_evidence=rate(0.006),
         conforming_deviations=rate(0.08),
+        answered_without_recall=rate(0.012),
     )

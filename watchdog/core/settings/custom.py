@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.settings.values import FiniteFloat
@@ -51,14 +51,30 @@ class _Custom(BaseModel):
 
 
 class CoverageCheck(_Custom):
-    """Every session emits one of `required` within `grace` of its start (or of each trigger)."""
+    """Every session emits one of `required` within `grace` of its start (or of each trigger).
+
+    With `until`, each trigger's deadline is the first `until` event after it
+    when that comes before `grace`: "`required` before `until`, after each
+    `trigger`". `count = "events"` counts the triggers instead of the sessions.
+    """
 
     kind: Literal["coverage"]
     required: Names
     grace: Duration
     trigger: tuple[str, ...] = ()
+    until: tuple[str, ...] = ()
     lead: Duration = timedelta(0)
     session_filter: str | None = None
+    count: Literal["sessions", "events"] = "sessions"
+
+    @model_validator(mode="after")
+    def _needs_trigger(self) -> CoverageCheck:
+        if not self.trigger:
+            if self.until:
+                raise ValueError("until needs trigger (the events after which it applies)")
+            if self.count == "events":
+                raise ValueError('count = "events" needs trigger (the events it counts)')
+        return self
 
 
 class OutcomeRateCheck(_Custom):

@@ -36,6 +36,7 @@ BUILTIN_CHECK_IDS = (
     "recall_injection",
     "write_gate_drift",
     "agent_deviation_contract",
+    "recall_before_response",
     "agent_deviation_evidence",
 )
 
@@ -49,6 +50,8 @@ PRESET_TABLES = {
     "otel_traces": "otel.otel_traces",
     "normalized": "watchdog.memory_events",
 }
+OTEL_PRESETS = ("otel_logs", "otel_traces")
+DEFAULT_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 PresetName = Literal["joelclaw", "otel_logs", "otel_traces", "normalized"]
 NORMALIZED_COLUMNS = (
     "event_id",
@@ -84,6 +87,9 @@ class SourceSettings(_Settings):
     ignore_sessions: tuple[str, ...] = ("", "interactive", "gateway", "unknown")
     session_filter: str | None = None
     columns: dict[str, str] = Field(default_factory=dict)
+    # otel presets: the attribute keys holding the session id, first present wins, in the
+    # event's own attributes then the resource's (OpenTelemetry GenAI: the conversation).
+    session_keys: tuple[str, ...] = DEFAULT_SESSION_KEYS
 
     @field_validator("table")
     @classmethod
@@ -103,6 +109,25 @@ class SourceSettings(_Settings):
                     f"unknown normalized column {key!r} (accepted: {', '.join(NORMALIZED_COLUMNS)})"
                 )
         return value
+
+    @field_validator("session_keys")
+    @classmethod
+    def _attribute_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("needs at least one attribute key")
+        for key in value:
+            if not re.fullmatch(r"[^\x00-\x1f\x7f]{1,256}", key):
+                raise ValueError(f"{key!r} is not an attribute key (1 to 256 printable characters)")
+        return value
+
+    @model_validator(mode="after")
+    def _keys_for_otel(self) -> SourceSettings:
+        if self.session_keys != DEFAULT_SESSION_KEYS and self.preset not in OTEL_PRESETS:
+            raise ValueError(
+                f"session_keys: the {self.preset} preset reads no attribute keys"
+                f" (only {' and '.join(OTEL_PRESETS)} do)"
+            )
+        return self
 
     @property
     def table_name(self) -> str:
@@ -161,6 +186,12 @@ class EventSettings(_Settings):
     observe_failed: tuple[str, ...] = ("memory.observe.failed", "observe.store.failed")
     gate_decision: tuple[str, ...] = ("memory.gate.decision",)
     agent_deviation: tuple[str, ...] = ("anamnese.agent_deviation",)
+    human_message: tuple[str, ...] = ("message.received", "gateway.message.received")
+    agent_response: tuple[str, ...] = ("message.sent", "gateway.message.sent", "agent.response")
+    # A human message whose payload field `trivial_field` is one of `trivial_kinds` is
+    # trivial (a greeting, an ack, a heartbeat): no recall is owed before answering it.
+    trivial_field: str = Field(default="kind", min_length=1)
+    trivial_kinds: tuple[str, ...] = ("greeting", "ack", "heartbeat")
 
     @property
     def recall_any(self) -> tuple[str, ...]:
