@@ -100,6 +100,14 @@ def measure(bench: Bench, preset: str, events: int) -> dict[str, Any]:
         **{part: samples[part].to_json() for part in PARTS},
         "query_ratio": _ratio(samples["query_with"].median, samples["query_without"].median),
         "suite_ratio": _ratio(samples["suite_with"].median, samples["suite_without"].median),
+        # CPU seconds of this process (engine threads included): steadier than wall time
+        # on a shared machine.
+        "query_cpu_ratio": _ratio(
+            samples["query_with"].cpu_median, samples["query_without"].cpu_median
+        ),
+        "suite_cpu_ratio": _ratio(
+            samples["suite_with"].cpu_median, samples["suite_without"].cpu_median
+        ),
         "sql_chars": {label: len(sql) for label, (sql, _) in queries.items()},
         "check": {
             "status": judged["status"],
@@ -125,7 +133,8 @@ def cost_line(cost: dict[str, Any]) -> str:
     return (
         f"session query {_median(cost, 'query_without'):.3f}s -> {_median(cost, 'query_with'):.3f}s"
         f" (x{cost['query_ratio']}), suite {_median(cost, 'suite_without'):.3f}s ->"
-        f" {_median(cost, 'suite_with'):.3f}s (x{cost['suite_ratio']});"
+        f" {_median(cost, 'suite_with'):.3f}s (x{cost['suite_ratio']}); CPU x{cost['query_cpu_ratio']}"
+        f" and x{cost['suite_cpu_ratio']};"
         f" other verdicts agree: {cost['other_verdicts_agree']}"
     )
 
@@ -140,6 +149,8 @@ COLUMNS = (
     "suite without s",
     "with s",
     "ratio",
+    "query CPU ratio",
+    "suite CPU ratio",
 )
 
 
@@ -156,6 +167,8 @@ def rows(costs: Sequence[dict[str, Any]]) -> list[list[str]]:
             f"{_median(c, 'suite_without'):.3f}",
             f"{_median(c, 'suite_with'):.3f}",
             f"{c['suite_ratio']:.2f}",
+            f"{c['query_cpu_ratio']:.2f}",
+            f"{c['suite_cpu_ratio']:.2f}",
         ]
         for c in costs
     ]
