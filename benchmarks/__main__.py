@@ -2,6 +2,7 @@
 
 python -m benchmarks                                  # 1M, 5M, 20M x joelclaw, otel_logs + narrow
 python -m benchmarks --events 1000000 --preset joelclaw
+python -m benchmarks --recall-cost-only --events 1000000   # only what recall_before_response costs
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import recall_cost
 from benchmarks.run import Bench, render_table, to_json
 
 DEFAULT_EVENTS = (1_000_000, 5_000_000, 20_000_000)
@@ -55,6 +57,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="also time the suite on the narrow normalized table (auto: at 20M events)",
     )
     parser.add_argument(
+        "--recall-cost-only",
+        action="store_true",
+        help="measure only what recall_before_response costs (cases of at most 1M events),"
+        " replacing that part of the results file and keeping the rest",
+    )
+    parser.add_argument(
         "--output", default=str(RESULTS), help="results file (default benchmarks/results.json)"
     )
     return parser.parse_args(argv)
@@ -74,22 +82,36 @@ def main(argv: list[str] | None = None) -> int:
         cli_max=args.cli_max_events,
         naive_presets=tuple(args.naive or ("joelclaw",)),
     )
+    costs = []
     try:
         for preset in presets:
             for n in sorted(events):
-                bench.run_case(preset, n)
-                if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
-                    bench.run_narrow(preset, n)
+                if not args.recall_cost_only:
+                    bench.run_case(preset, n)
+                    if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
+                        bench.run_narrow(preset, n)
+                if n <= recall_cost.MAX_EVENTS:
+                    costs.append(recall_cost.measure(bench, preset, n))
     finally:
         bench.close()
-    command = "python -m benchmarks " + shlex.join(argv)
-    document = to_json(bench, command.strip(), started)
-    Path(args.output).write_text(json.dumps(document, indent=2) + "\n")
+    command = ("python -m benchmarks " + shlex.join(argv)).strip()
+    output = Path(args.output)
+    if args.recall_cost_only:
+        document = json.loads(output.read_text()) if output.exists() else {}
+    else:
+        document = to_json(bench, command, started)
+    document[recall_cost.KEY] = {"command": command, "repetitions": args.reps, "cases": costs}
+    output.write_text(json.dumps(document, indent=2) + "\n")
     print()
-    print(render_table(bench.cases))
-    print(
-        f"\n{len(bench.cases)} cases in {document['total_seconds']:.0f}s; results in {args.output}"
-    )
+    if bench.cases:
+        print(render_table(bench.cases))
+        print()
+    if costs:
+        print(f"What {recall_cost.CHECK} costs (medians of {args.reps}):")
+        print(recall_cost.render_table(costs))
+        print()
+    elapsed = time.perf_counter() - started
+    print(f"{len(bench.cases) + len(costs)} cases in {elapsed:.0f}s; results in {args.output}")
     return 0
 
 

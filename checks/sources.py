@@ -233,7 +233,7 @@ def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: 
     if missing:
         raise SourceSchemaError(
             f"table {table} has no column {', '.join(missing)} (the {preset.name} preset reads"
-            " it; map your own under [source.columns])"
+            f" {'them' if len(missing) > 1 else 'it'}; map your own under [source.columns])"
         )
     for column in sorted(reads):
         rule = preset.types.get(column)

@@ -131,11 +131,15 @@ def write_otel_traces(
     *,
     layout: str = "otel_traces",
     session_key: str = "session.id",
+    session_in_resource: bool = False,
 ) -> None:
-    """Write spans as trace rows of `layout`."""
+    """Write spans as trace rows of `layout`, the session in the span's (or resource's) attributes."""
     _create(store, layout, table)
     rows = []
     for i, s in enumerate(spans):
+        session = {session_key: s.session}
+        own = s.attributes if session_in_resource else {**session, **s.attributes}
+        resource = {"service.name": AGENT, **(session if session_in_resource else {})}
         row: dict[str, Any] = {
             "Timestamp": s.start,
             "SpanId": f"span-{i:06d}",
@@ -144,7 +148,7 @@ def write_otel_traces(
             "Duration": int(s.duration_ms * 1_000_000),
             "StatusCode": s.status,
         }
-        row |= _attributes(layout, {session_key: s.session, **s.attributes}, "SpanAttributes")
-        row |= _attributes(layout, {"service.name": AGENT}, "ResourceAttributes")
+        row |= _attributes(layout, own, "SpanAttributes")
+        row |= _attributes(layout, resource, "ResourceAttributes")
         rows.append(row)
     _insert(store, table, rows)

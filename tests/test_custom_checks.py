@@ -62,7 +62,11 @@ def test_coverage_until_closes_each_obligation_at_the_first_until_event(store: S
         kind="coverage", required=KR, trigger=["compaction.before"], until=["reply"], grace="10m"
     )
     result = evaluate(store, sc, AT, config).checks["mine"]
-    assert (result.value, result.sample_size, result.evidence) == (1, 3, {"sessions": ["late"]})
+    assert (result.value, result.sample_size, result.evidence) == (
+        1,
+        3,
+        Evidence(sessions=("late",)),
+    )
 
 
 def test_coverage_can_count_trigger_events(store: Store) -> None:
@@ -74,7 +78,7 @@ def test_coverage_can_count_trigger_events(store: Store) -> None:
     config = custom(kind="coverage", required=KR, trigger=["dispatch"], grace="1m", count="events")
     result = evaluate(store, sc, AT, config).checks["mine"]
     assert (result.value, result.sample_size) == (2, 3)
-    assert result.evidence == {"events": ["d1", "d3"]}
+    assert result.evidence == Evidence(events=("d1", "d3"))
     assert result.summary == "2 of 3 events missed kr.started or kr.completed or kr.failed"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from checks.base import Status
+from checks.evidence import Evidence
 from tests.builder import settings_for, unique_table
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
@@ -516,4 +517,6 @@ def test_the_watchdog_finds_the_unrecalled_answers_of_the_plan(
     expected = evaluate(events, AT)
     assert (result.status, result.value) == (Status.BREACHED, plan.answered_without_recall)
     assert result.sample_size == expected.questions_due
-    assert result.evidence == {"events": [i for _, i in sorted(expected.answered_without_recall)]}
+    assert result.evidence == Evidence(
+        events=tuple(i for _, i in sorted(expected.answered_without_recall))
+    )

@@ -9,6 +9,7 @@ report as the current Map layout's.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -19,6 +20,7 @@ import pytest
 
 from checks.base import Report, Status
 from checks.builtin import configured_checks
+from checks.evidence import Evidence
 from checks.materialize import materialize_statements, plan_for
 from checks.source_ddl import create_table_sql
 from checks.sources import open_source
@@ -182,7 +184,7 @@ def _sessions(store: Store, layout: str, config: dict[str, Any], **kwargs: Any) 
     table = unique_table()
     write_otel_logs(store, table, sc, layout=layout, **kwargs)
     result = evaluate_table(store, table, AT, config).checks["recall_coverage"]
-    return list(result.evidence.get("sessions", []))
+    return list(result.evidence.sessions or ())
 
 
 @pytest.mark.parametrize("layout", ["otel_logs", "otel_logs_json"])
@@ -219,13 +221,47 @@ def test_the_events_own_session_key_wins_over_the_resources(store: Store) -> Non
         ["Timestamp", "ServiceName", "LogAttributes", "ResourceAttributes"],
     )
     result = evaluate_table(store, table, AT, LOGS).checks["recall_coverage"]
-    assert result.evidence == {"sessions": ["own"]}
+    assert result.evidence == Evidence(sessions=("own",))
 
 
 def test_session_keys_belong_to_the_otel_presets() -> None:
     """session_keys with another preset is a config error naming the key."""
     with pytest.raises(ConfigError, match=r"source: .*session_keys: the joelclaw preset reads no"):
         settings_from_mapping({"source": {"session_keys": ["x"]}}, env={})
+
+
+def _span_sessions(store: Store, layout: str, config: dict[str, Any], **kwargs: Any) -> list[str]:
+    """The span sessions that missed their start recall (all of them: nobody recalls)."""
+    spans = [
+        Span("tool.call", T0 + H, 100.0, "conv-1"),
+        Span("tool.call", T0 + H + M, 100.0, "conv-2"),
+    ]
+    table = unique_table()
+    write_otel_traces(store, table, spans, layout=layout, **kwargs)
+    result = evaluate_table(store, table, AT, config).checks["recall_coverage"]
+    return list(result.evidence.sessions or ())
+
+
+@pytest.mark.parametrize("layout", ["otel_traces", "otel_traces_json"])
+def test_span_session_from_the_genai_conversation_id(store: Store, layout: str) -> None:
+    """Spans too: gen_ai.conversation.id in the span's attributes is the session id."""
+    found = _span_sessions(store, layout, TRACES, session_key="gen_ai.conversation.id")
+    assert found == ["conv-1", "conv-2"]
+
+
+@pytest.mark.parametrize("layout", ["otel_traces", "otel_traces_json"])
+def test_span_session_from_the_resource_attributes(store: Store, layout: str) -> None:
+    """A span without a session key of its own takes the resource's."""
+    found = _span_sessions(store, layout, TRACES, session_in_resource=True)
+    assert found == ["conv-1", "conv-2"]
+
+
+def test_span_session_keys_are_configurable(store: Store) -> None:
+    """source.session_keys replaces the list for the otel_traces preset too."""
+    config = {"source": {"preset": "otel_traces", "session_keys": ["thread.id"]}}
+    found = _span_sessions(store, "otel_traces_json", config, session_key="thread.id")
+    assert found == ["conv-1", "conv-2"]
+    assert _span_sessions(store, "otel_traces_json", config) == []
 
 
 # --- what cannot be read ------------------------------------------------------------------
@@ -290,75 +326,155 @@ def test_a_session_filter_that_does_not_compile_names_its_key(store: Store) -> N
 # --- the narrow table ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("layout", ["otel_logs_legacy", "otel_logs_json"])
-def test_the_narrow_table_from_each_layout_gives_the_same_report(
-    store: Store, map_logs: dict[str, Any], layout: str
-) -> None:
-    """schema apply --materialize from a JSON (or older Map) table: the same report again."""
-    raw = unique_table()
-    write_otel_logs(store, raw, _scenario(), layout=layout)
-    settings = settings_for(raw, LOGS)
+def _narrow_report(store: Store, raw: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Build the narrow table from `raw` (schema apply --materialize's statements), report on it."""
+    settings = settings_for(raw, config)
     plan = plan_for(settings, ttl=None, database=f"narrow_{uuid.uuid4().hex[:10]}")
     present = store.table_columns(raw)
     for statement in materialize_statements(
         settings, plan, present, configured_checks(settings), since=T0 - 24 * H, until=AT + H
     ):
         store.command(statement.sql, statement.params)
-    narrow = _comparable(
-        evaluate_table(store, plan.table, AT, {"source": {"preset": "normalized"}})
-    )
+    return _comparable(evaluate_table(store, plan.table, AT, {"source": {"preset": "normalized"}}))
+
+
+@pytest.mark.parametrize("layout", ["otel_logs_legacy", "otel_logs_json_v1", "otel_logs_json"])
+def test_the_narrow_table_from_each_layout_gives_the_same_report(
+    store: Store, map_logs: dict[str, Any], layout: str
+) -> None:
+    """schema apply --materialize from a JSON (or older Map) table: the same report again."""
+    raw = unique_table()
+    write_otel_logs(store, raw, _scenario(), layout=layout)
+    narrow = _narrow_report(store, raw, LOGS)
     # The narrow table holds latencies as numbers: one written as text that is not a
     # number is NULL there, no longer counted as a latency ignored.
     expected = {**map_logs, "data_quality": {**map_logs["data_quality"], "latency_ignored": 0}}
     assert narrow == expected
 
 
+@pytest.mark.parametrize("layout", ["otel_traces", "otel_traces_json"])
+def test_the_narrow_table_from_each_traces_layout_gives_the_same_report(
+    store: Store, layout: str
+) -> None:
+    """schema apply --materialize from a spans table, Map or JSON: the Map layout's report."""
+    expected_table, raw = unique_table(), unique_table()
+    write_otel_traces(store, expected_table, _spans())
+    expected = _comparable(evaluate_table(store, expected_table, AT, TRACES))
+    write_otel_traces(store, raw, _spans(), layout=layout)
+    assert _narrow_report(store, raw, TRACES) == expected
+
+
 # --- from the command line ----------------------------------------------------------------
 
 SETUP = """
 import sys
-from checks.source_ddl import create_table_sql
+from checks.source_ddl import create_table_sql as ddl
 from watchdog.core.store import open_store
 with open_store(sys.argv[1], create=True) as store:
     store.command("CREATE DATABASE IF NOT EXISTS otel")
-    store.command(create_table_sql("otel_logs_json", "otel.good"))
-    store.command(create_table_sql("otel_logs_json", "otel.bad").replace(
+    store.command(ddl("otel_logs_json", "otel.good"))
+    store.command(ddl("otel_logs_json", "otel.bad").replace(
         "LogAttributes JSON", "LogAttributes Array(String)"))
+    store.command(ddl("otel_traces_json", "otel.spans_untyped").replace(
+        "Duration UInt64", "Duration String"))
+    store.command(ddl("otel_traces_json", "otel.spans_lacking").replace(
+        "StatusCode LowCardinality(String),", ""))
 """
+AT_TEXT = "2026-11-28T04:00:00Z"
 
 
-def _check(url: str, config: Path, toml: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def exporter_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An embedded store with exporter tables: one readable, three the presets cannot read."""
+    url = f"chdb://{tmp_path_factory.mktemp('exporter') / 'store'}"
+    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=Path(__file__).parents[1])
+    return url
+
+
+def _check(url: str, tmp_path: Path, toml: str) -> subprocess.CompletedProcess[str]:
+    """`python -m watchdog check` with this config, as a user runs it."""
+    config = tmp_path / "watchdog.toml"
     config.write_text(toml)
-    bin_ = Path(sys.executable).parent / "memory-watchdog"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
     return subprocess.run(
-        [str(bin_), "check", "--store", url, "--config", str(config), "--at", AT_TEXT],
+        [
+            sys.executable,
+            "-m",
+            "watchdog",
+            "check",
+            "--store",
+            url,
+            "--config",
+            str(config),
+            "--at",
+            AT_TEXT,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
+        cwd=Path(__file__).parents[1],
         check=False,
     )
 
 
-AT_TEXT = "2026-11-28T04:00:00Z"
+def _one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
+    """The run's exit code is `code`, it printed no report, and said why in one line."""
+    assert result.returncode == code, result.stderr
+    assert result.stdout == ""  # no report of error rows
+    (line,) = result.stderr.strip().splitlines()
+    assert "SELECT" not in line
+    return line
 
 
-def test_cli_unreadable_source_is_exit_3_and_broken_expression_exit_2(tmp_path: Path) -> None:
-    """From the command line: an unreadable column is exit 3, a broken expression exit 2, one line each."""
-    url = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=Path(__file__).parents[1])
-    config = tmp_path / "watchdog.toml"
-    unreadable = _check(url, config, '[source]\npreset = "otel_logs"\ntable = "otel.bad"\n')
-    assert unreadable.returncode == 3, unreadable.stderr
-    (line,) = unreadable.stderr.strip().splitlines()
-    assert "table otel.bad: column LogAttributes is of type Array(String)" in line
+def test_cli_attribute_column_of_unknown_type_is_exit_3(
+    exporter_store: str, tmp_path: Path
+) -> None:
+    """An attribute column of a type the preset cannot read: exit 3, table, column, type, accepted."""
+    toml = '[source]\npreset = "otel_logs"\ntable = "otel.bad"\n'
+    line = _one_line(_check(exporter_store, tmp_path, toml), 3)
+    assert line.startswith(f"memory-watchdog: store {exporter_store}: table otel.bad: ")
+    assert "column LogAttributes is of type Array(String), which the otel_logs preset" in line
     assert "(accepted: Map(LowCardinality(String), String) or JSON)" in line
-    broken = _check(
-        url,
-        config,
-        '[source]\npreset = "otel_logs"\ntable = "otel.good"\n'
-        '[source.columns]\nsession_id = "no_such_column"\n',
+
+
+def test_cli_span_column_of_unknown_type_is_exit_3(exporter_store: str, tmp_path: Path) -> None:
+    """otel_traces on a Duration that is no integer: exit 3 naming the column and what is accepted."""
+    toml = '[source]\npreset = "otel_traces"\ntable = "otel.spans_untyped"\n'
+    line = _one_line(_check(exporter_store, tmp_path, toml), 3)
+    assert (
+        "table otel.spans_untyped: column Duration is of type String, which the otel_traces"
+        " preset cannot read (accepted: an integer type (UInt64, ...))" in line
     )
-    assert broken.returncode == 2, broken.stderr
-    (line,) = broken.stderr.strip().splitlines()
-    assert "source.columns.session_id: does not compile: " in line
+
+
+def test_cli_missing_column_is_exit_3_naming_table_and_column(
+    exporter_store: str, tmp_path: Path
+) -> None:
+    """A column the preset reads that the table lacks: exit 3 naming the table and the column."""
+    toml = '[source]\npreset = "otel_traces"\ntable = "otel.spans_lacking"\n'
+    line = _one_line(_check(exporter_store, tmp_path, toml), 3)
+    assert "table otel.spans_lacking has no column StatusCode (the otel_traces preset" in line
+
+
+def test_cli_broken_column_expression_is_exit_2(exporter_store: str, tmp_path: Path) -> None:
+    """A [source.columns] expression the server refuses: exit 2 naming the key and its words."""
+    toml = (
+        '[source]\npreset = "otel_logs"\ntable = "otel.good"\n'
+        '[source.columns]\nsession_id = "no_such_column"\n'
+    )
+    line = _one_line(_check(exporter_store, tmp_path, toml), 2)
+    assert line.startswith("memory-watchdog: source.columns.session_id: does not compile: ")
     assert "no_such_column" in line
+
+
+def test_cli_broken_session_filter_is_exit_2(exporter_store: str, tmp_path: Path) -> None:
+    """A session_filter that does not parse: exit 2 naming source.session_filter and the token."""
+    toml = (
+        '[source]\npreset = "otel_logs"\ntable = "otel.good"\nsession_filter = "ServiceName = "\n'
+    )
+    line = _one_line(_check(exporter_store, tmp_path, toml), 2)
+    assert line.startswith(
+        "memory-watchdog: source.session_filter: does not compile: syntax error at "
+    )
+    assert "Expected" in line

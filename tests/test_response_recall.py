@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from alerts.pipeline import process
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
+from checks.evidence import Evidence
 from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.settings import BUILTIN_CHECK_IDS, settings_from_mapping
 from watchdog.core.store import Store
@@ -48,7 +49,7 @@ def test_recall_just_before_the_message_does_not_count(store: Store) -> None:
     )
     result = evaluate(store, sc, AT).checks[CHECK]
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 1, 1)
-    assert result.evidence == {"events": ["m1"]}
+    assert result.evidence == Evidence(events=("m1",))
 
 
 def test_recall_exactly_at_the_reply_meets_it(store: Store) -> None:
@@ -141,7 +142,7 @@ def test_a_missing_kind_is_non_trivial(store: Store) -> None:
     sc.session("s1").asks(ASKED + 2 * M, kind="question").answers(ASKED + 2 * M + S)
     result = evaluate(store, sc, AT).checks[CHECK]
     assert (result.value, result.sample_size) == (2, 2)
-    assert result.evidence["events"][0] == "plain"
+    assert (result.evidence.events or ())[0] == "plain"
 
 
 def test_trivial_field_and_kinds_are_configurable(store: Store) -> None:
@@ -206,7 +207,9 @@ def test_an_obligation_due_before_the_window_was_judged_then(store: Store) -> No
     sc.session("s2").asks(T0 - M).answers(T0)
     result = evaluate(store, sc, AT).checks[CHECK]
     assert (result.value, result.sample_size) == (1, 1)
-    assert result.evidence == {"events": [e.id for e in sc.events if e.session == "s2"][:1]}
+    assert result.evidence == Evidence(
+        events=tuple(e.id for e in sc.events if e.session == "s2")[:1]
+    )
 
 
 def test_value_and_sample_count_messages_not_sessions(store: Store) -> None:
@@ -229,7 +232,7 @@ def test_evidence_lists_messages_oldest_first_each_once(store: Store) -> None:
     sc.session("s1").asks(ASKED, id="early").answers(ASKED + S)
     sc.duplicate(sc.events[0])
     result = evaluate(store, sc, AT).checks[CHECK]
-    assert result.evidence == {"events": ["early", "late"]}
+    assert result.evidence == Evidence(events=("early", "late"))
     assert (result.value, result.sample_size) == (2, 2)
 
 
