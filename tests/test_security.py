@@ -117,6 +117,16 @@ def world(h: Callable[[str], str]) -> Scenario:
         emit(
             "memory.gate.decision", t + 4 * S, s, meta={"verdict": "discard" if i % 3 else "allow"}
         )
+        # A question recalled at its own millisecond, then answered; a greeting answered
+        # at once (trivial: owes nothing); every seventh session answers a second
+        # question without recalling (recall_before_response).
+        emit("message.received", t + S, s)
+        emit("message.sent", t + 3 * S, s)
+        emit("message.received", t + 5 * M, s, meta={h("kind"): h("greeting")})
+        emit("message.sent", t + 5 * M + S, s)
+        if i % 7 == 0:
+            emit("message.received", t + 6 * M, s)
+            emit("message.sent", t + 6 * M + S, s)
         if i % 8 != 3:  # lost observes
             emit("memory.observe.requested", t + 10 * M, s)
             done = "observe.store.failed" if i % 6 == 0 else "observe.store.completed"
@@ -149,7 +159,10 @@ def world(h: Callable[[str], str]) -> Scenario:
 def configured(table: str, h: Callable[[str], str]) -> Settings:
     """Settings whose data-valued keys (role names, ignore list, vocabulary) go through `h`."""
     defaults = EventSettings()
-    events = {role: [h(n) for n in getattr(defaults, role)] for role in EventSettings.model_fields}
+    events: dict[str, str | list[str]] = {}
+    for role in EventSettings.model_fields:  # role names, and the trivial-message field and kinds
+        value = getattr(defaults, role)
+        events[role] = h(value) if isinstance(value, str) else [h(n) for n in value]
     return settings_from_mapping(
         {
             "source": {
