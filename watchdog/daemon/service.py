@@ -63,7 +63,6 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
@@ -473,7 +472,7 @@ class Daemon:
 
     # -- serving --------------------------------------------------------------
 
-    def serve_http(self) -> ThreadingHTTPServer | None:
+    def serve_http(self) -> web.BoundedHTTPServer | None:
         """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for.
 
         `serve` calls it; stop the server it returns with `shutdown()` then `server_close()`.
