@@ -7,8 +7,11 @@ daemon must close the store after each tick so that `memory-watchdog check`
 can use it in between. In a child the engine lives and dies with the tick;
 the daemon process never loads it, so its memory stays flat, a crash in the
 engine costs one tick, and a stuck tick can be killed. Everything crossing
-the process boundary is a plain picklable value: `TickRequest` in,
-`TickResult` out.
+the process boundary is a plain picklable value: `TickRequest` in, each
+window's `RunResult` as it is judged, then the `TickResult`. When the child
+dies without a result, `ChildCrashed` carries the runs it had finished and
+how it died, in words (a signal by name: SIGKILL is what the OOM killer and
+`kill -9` send).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from multiprocessing import forkserver
@@ -27,7 +31,14 @@ from typing import Any
 from alerts.notifiers import build_notifiers
 from watchdog.core.logs import configure_logging
 from watchdog.core.times import system_clock
-from watchdog.daemon.tick import StopFlag, TickRequest, TickResult, open_settings_store, run_tick
+from watchdog.daemon.tick import (
+    RunResult,
+    StopFlag,
+    TickRequest,
+    TickResult,
+    open_settings_store,
+    run_tick,
+)
 
 
 def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
@@ -46,9 +57,13 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
         notifiers=build_notifiers(request.settings),
         clock=system_clock,
         stop=stop,
+        progress=lambda run: writer.send((_RUN, run)),
     )
-    writer.send(result)
+    writer.send((_DONE, result))
     writer.close()
+
+
+_RUN, _DONE = "run", "done"  # what the child sends: a window's run, then the tick's result
 
 
 @contextlib.contextmanager
@@ -68,7 +83,28 @@ def _hangup_ignored() -> Iterator[None]:
 
 
 class ChildCrashed(Exception):
-    """The tick's process ended without a result (killed, or the engine crashed)."""
+    """The tick's process ended without a result (killed, or the engine crashed).
+
+    `runs` are the windows it had judged (and reported) before it died.
+    """
+
+    def __init__(self, problem: str, runs: list[RunResult]) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.runs = runs
+
+
+def describe_exit(code: int | None) -> str:
+    """How a process ended, in words: `killed by SIGKILL (signal 9)`, `exit code 1`."""
+    if code is None:
+        return "an unknown end"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "a signal"
+        return f"killed by {name} (signal {-code})"
+    return f"exit code {code}"
 
 
 # Queries, lock waits and deliveries each have their own timeouts; this bounds a tick
@@ -101,14 +137,25 @@ class ChildTicks:
         child.start()
         self._child = child
         writer.close()
+        runs: list[RunResult] = []
+        deadline = time.monotonic() + self.timeout.total_seconds()
         try:
-            if not reader.poll(self.timeout.total_seconds()):
-                child.kill()
-                raise ChildCrashed(f"the run process took longer than {self.timeout}; killed it")
-            result: TickResult = reader.recv()
+            while True:
+                if not reader.poll(max(0.0, deadline - time.monotonic())):
+                    child.kill()
+                    raise ChildCrashed(
+                        f"the run process took longer than {self.timeout}; killed it", runs
+                    )
+                kind, value = reader.recv()
+                if kind == _DONE:
+                    result: TickResult = value
+                    break
+                runs.append(value)
         except EOFError:
             child.join(timeout=10)
-            raise ChildCrashed(f"the run process ended with exit code {child.exitcode}") from None
+            raise ChildCrashed(
+                f"the run process died before it finished: {describe_exit(child.exitcode)}", runs
+            ) from None
         finally:
             reader.close()
             child.join(timeout=30)

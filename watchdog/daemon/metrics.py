@@ -149,6 +149,10 @@ class Metrics:
         self._status(STORE_CHECK, Status.ERROR.value)
         self.spooled.set(spooled)
 
+    def record_crash(self) -> None:
+        """A tick whose process died before it finished (the `run` alert)."""
+        self.runs.labels("crashed").inc()
+
     def record_tick(self, last_judged: datetime | None, spooled: int) -> None:
         """Where judging stands after a tick."""
         if last_judged is not None:

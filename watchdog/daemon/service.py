@@ -25,13 +25,25 @@ Failures never stop the daemon:
   `store` alert once through the outbox; judging resumes from that window
   at the next tick;
 - the store itself cannot be opened or written (unreachable, or the embedded
-  directory locked by another process), or the tick's process dies: the
-  error run goes to the local spool, the `store` alert is sent directly
-  through the notifiers (the outbox lives in the store), once per outage,
-  remembered in the spool; at the next tick that opens the store the spool
-  is flushed into the run log and the missed windows are judged;
+  directory locked by another process): the error run goes to the local
+  spool, the `store` alert is sent directly through the notifiers (the
+  outbox lives in the store), once per outage, remembered in the spool; at
+  the next tick that opens the store the spool is flushed into the run log
+  (never over a window that was judged) and the missed windows are judged;
+- the tick's process dies (killed, out of memory): that is no store
+  problem. The windows it finished keep their verdicts (it reports each as
+  it is judged); a new tick starts at once (once: if it dies too, the next
+  one is the scheduled one), records the crash as the `run` alert through
+  the outbox, judges the windows left, and resolves the alert when it
+  finishes;
 - chat failures stay in the outbox (alerts.outbox retries them);
 - anything else is logged with its traceback and the schedule goes on.
+
+Two watchdogs on one store (an HA pair, or a cron `check --notify` beside
+the daemon) take turns through the alert lease (alerts.lease): a tick whose
+lease another process holds is standby, evaluates the window due now for
+its page and says so in the log, and judging resumes from the run log when
+it holds the lease again.
 
 SIGTERM/SIGINT stop the scheduler and let the run in progress finish
 (the tick's process ignores both; a catch-up stops after the current
@@ -72,6 +84,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 
 from alerts.base import Deadline, Notifier, Timer
+from alerts.lease import holder_name
 from alerts.lifecycle import STORE_CHECK, Kind, Notification
 from alerts.notifiers import build_notifiers
 from alerts.outbox import compose
@@ -93,6 +106,7 @@ from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Keepalive, Notify
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
 from watchdog.daemon.tick import (
+    Crash,
     OpenStore,
     RunResult,
     TickRequest,
@@ -111,6 +125,7 @@ DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 STUCK_MARGIN = timedelta(minutes=5)
 _ONE_US = timedelta(microseconds=1)
 JOB_ID = "judge"
+MAX_CRASHES = 10  # crashes kept for the `run` alert until a tick records them (the newest)
 
 
 class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
@@ -179,6 +194,9 @@ class Daemon:
         self.last_judged: datetime | None = None  # end of the last window judged
         self._log_read = False
         self._store_alert_known = False  # the store holds a firing `store` alert
+        self.holder = holder_name("daemon")  # this daemon in the alert lease, for all its ticks
+        self._crashes: list[Crash] = []  # ticks that died, not yet recorded in the store
+        self.standby: str | None = None  # who held the alert lease at the last tick, if not us
         self._stop = threading.Event()
         self._busy = threading.Lock()
         self.systemd = systemd or Notify()
@@ -198,7 +216,9 @@ class Daemon:
         self.tick_started = time.monotonic()
         try:
             self._take_reloaded()
-            self._tick()
+            if not self._tick() and not self._stop.is_set():
+                log.info("starting a new run at once to judge what the one that died left")
+                self._tick()  # once: if it dies too, the scheduled run is the next try
         except Exception:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
         finally:
@@ -232,7 +252,8 @@ class Daemon:
         down = f"; store unusable, {spooled} error run(s) spooled" if spooled else ""
         return f"{judged}{down}; next run {rfc3339(self.schedule.next_run(self.clock()))}"
 
-    def _tick(self) -> None:
+    def _tick(self) -> bool:
+        """One run; False when its process died (what it left is for the next run)."""
         now = self.clock()
         request = TickRequest(
             settings=self.settings,
@@ -244,6 +265,8 @@ class Daemon:
             pages=self._pages,
             status=self._http is not None,
             debug=self._debug,
+            holder=self.holder,
+            crashes=tuple(self._crashes),
         )
         started_ns = time.time_ns()
         try:
@@ -261,11 +284,32 @@ class Daemon:
         except ChildCrashed as exc:
             if self._stop.is_set():  # killed at the stop timeout: not an outage
                 log.warning("the run was stopped unfinished: %s", exc)
-                return
-            window = aligned_window(self.settings, self.schedule, self.schedule.due_end(now))
-            self._store_down(window, str(exc), started_ns)
-            return
+                return True
+            self._crashed(exc, now)
+            return False
         self._take(result, started_ns)
+        return True
+
+    def _crashed(self, crash: ChildCrashed, now: datetime) -> None:
+        """A tick's process died: keep the windows it judged, remember the crash for the
+        `run` alert (the next tick records it); the store is not at fault."""
+        for run in crash.runs:
+            self._took(run)
+        judged = [run.window.end for run in crash.runs if run.judged and not run.standby]
+        if judged:
+            self.last_judged, self._log_read = max(judged), True
+        due = self.schedule.due_end(now)
+        end = self.schedule.next_end(self.last_judged) if self.last_judged else due
+        window = aligned_window(self.settings, self.schedule, min(end, due))
+        start, stop = bounds(window)
+        problem = f"{crash.problem}, while judging [{start}, {stop})"
+        self._crashes = [*self._crashes, Crash(self.clock(), window, problem)][-MAX_CRASHES:]
+        log.warning(
+            "%s; the store was not at fault: the next run judges the windows left and"
+            " raises the `run` alert",
+            problem,
+        )
+        self.metrics.record_crash()
 
     def _take(self, result: TickResult, started_ns: int) -> None:
         """Turn a tick's result into spool updates, telemetry and log lines."""
@@ -279,6 +323,10 @@ class Daemon:
                 f" ({dropped} older ones were dropped from the spool)" if dropped else "",
             )
         self.last_judged, self._log_read = result.last_judged, result.log_read
+        self._crashes = self._crashes[result.crashes_recorded :]
+        if result.run_alert:
+            log.info("run alert: %s", result.run_alert)
+        self._say_standby(result)
         if result.status is not None:
             self._status = result.status
         if result.plan is not None:
@@ -295,7 +343,23 @@ class Daemon:
             self._store_down(window, result.store_down.problem, started_ns)
         self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
+    def _say_standby(self, result: TickResult) -> None:
+        """Log when this daemon stands by, and when it holds the alert lease again."""
+        if result.standby is not None:
+            holder = result.standby.describe()
+            if holder != self.standby:
+                log.info("standby: %s; this daemon evaluates and records and sends nothing", holder)
+            self.standby = holder
+        elif self.standby is not None:
+            log.info("this daemon holds the alert lease of %s again", self.source)
+            self.standby = None
+
     def _took(self, run: RunResult) -> None:
+        if run.standby:
+            log.info(
+                "standby: evaluated [%s, %s): %s; %s", *bounds(run.window), run.status, run.summary
+            )
+            return
         self.telemetry.record_run(
             run.window,
             status=run.status,
@@ -310,7 +374,10 @@ class Daemon:
             self.telemetry.record_backlog(run.backlog)
         self.metrics.record_run(run)
         for problem in run.failed:
-            log.warning("notification not delivered (the outbox retries it): %s", problem)
+            if problem in run.given_up:
+                log.error("notification given up: %s", problem)
+            else:
+                log.warning("notification not delivered (the outbox retries it): %s", problem)
         self._store_alert_known = STORE_CHECK in run.firing
         start, end = bounds(run.window)
         if not run.judged:
