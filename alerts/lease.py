@@ -120,9 +120,15 @@ def _settings(settings: Settings, quorum: dict[str, Any]) -> dict[str, Any] | No
     return dict(quorum) if settings.store.cluster else None
 
 
-def current_lease(store: Store, settings: Settings, source: str) -> LeaseInfo | None:
-    """The lease of `source` (the earliest claim of its highest term), None if never claimed."""
-    if not table_exists(store, settings, "leases"):
+def current_lease(
+    store: Store, settings: Settings, source: str, *, known_table: bool = False
+) -> LeaseInfo | None:
+    """The lease of `source` (the earliest claim of its highest term), None if never claimed.
+
+    Read-only: without the table (an older store, or never claimed) None, unless
+    `known_table` says it exists.
+    """
+    if not known_table and not table_exists(store, settings, "leases"):
         return None
     rows = store.query(
         "SELECT term, holder, toUnixTimestamp64Micro(claimed_at) AS claimed_us,"
@@ -177,6 +183,7 @@ class Lease:
         self._term = 0
         self._version = 0
         self._deadline = 0.0  # clock() by which the lease has surely expired
+        self._schema = False  # the table is known to exist
         self.held = False
 
     def acquire(self) -> LeaseInfo | None:
@@ -184,8 +191,10 @@ class Lease:
         if self.exclusive:
             self.held = True
             return None
-        ensure_schema(self.store, self.settings)
-        current = current_lease(self.store, self.settings, self.source)
+        if not self._schema:
+            ensure_schema(self.store, self.settings)
+            self._schema = True
+        current = current_lease(self.store, self.settings, self.source, known_table=True)
         if current is not None and current.live and current.holder != self.holder:
             self.held = False
             return current
@@ -196,7 +205,7 @@ class Lease:
         started = self._clock()
         self._write(term, 1, claimed="now64(6)", expires=True)
         self._sleep(CLAIM_SETTLE)
-        winner = current_lease(self.store, self.settings, self.source)
+        winner = current_lease(self.store, self.settings, self.source, known_table=True)
         if winner is None or winner.term != term or winner.holder != self.holder:
             self.held = False
             return winner

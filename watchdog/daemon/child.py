@@ -17,6 +17,7 @@ how it died, in words (a signal by name: SIGKILL is what the OOM killer and
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import signal
@@ -32,6 +33,7 @@ from alerts.notifiers import build_notifiers
 from watchdog.core.logs import configure_logging
 from watchdog.core.times import system_clock
 from watchdog.daemon.tick import (
+    Progress,
     RunResult,
     StopFlag,
     TickRequest,
@@ -82,6 +84,26 @@ def _hangup_ignored() -> Iterator[None]:
         signal.signal(signal.SIGHUP, previous)
 
 
+class StopSignal:
+    """The daemon's "stop after this window", shared with its tick processes, lock-free.
+
+    A multiprocessing.Event takes a lock shared by every process on each
+    `is_set()`: a tick killed while holding it (SIGKILL between two windows)
+    leaves it held, and every later tick then hangs on its first check. One
+    shared byte, written by the daemon and read by the ticks, has no lock to
+    leave behind.
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._flag = ctx.RawValue(ctypes.c_bool, False)
+
+    def set(self) -> None:
+        self._flag.value = True
+
+    def is_set(self) -> bool:
+        return bool(self._flag.value)
+
+
 class ChildCrashed(Exception):
     """The tick's process ended without a result (killed, or the engine crashed).
 
@@ -120,16 +142,19 @@ class ChildTicks:
         self._ctx = multiprocessing.get_context("forkserver")
         # Pure-Python modules only: importing chdb starts threads, which must not be forked.
         self._ctx.set_forkserver_preload(["watchdog.daemon.child"])
+        self.stop_flag = StopSignal(self._ctx)
         with _hangup_ignored():
-            # The helper processes start now, and keep ignoring SIGHUP: a hangup of the
-            # whole process group (a closed terminal) reloads the daemon, and must not kill
-            # the forkserver or the resource tracker under it.
-            self.stop_flag: Any = self._ctx.Event()  # starts the resource tracker
+            # The helper processes start now (the forkserver starts the resource tracker),
+            # and keep ignoring SIGHUP: a hangup of the whole process group (a closed
+            # terminal) reloads the daemon, and must not kill them.
             forkserver.ensure_running()
         self._child: Any = None
 
-    def run(self, request: TickRequest) -> TickResult:
-        """Run one tick in a child and return its result; ChildCrashed when it died without one."""
+    def run(self, request: TickRequest, progress: Progress | None = None) -> TickResult:
+        """Run one tick in a child and return its result; ChildCrashed when it died without one.
+
+        `progress` is told each window's run as the child reports it.
+        """
         reader, writer = self._ctx.Pipe(duplex=False)
         child = self._ctx.Process(
             target=_child_main, args=(request, writer, self.stop_flag), name="memory-watchdog-tick"
@@ -151,6 +176,8 @@ class ChildTicks:
                     result: TickResult = value
                     break
                 runs.append(value)
+                if progress is not None:
+                    progress(value)
         except EOFError:
             child.join(timeout=10)
             raise ChildCrashed(

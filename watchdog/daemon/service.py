@@ -271,7 +271,7 @@ class Daemon:
         started_ns = time.time_ns()
         try:
             if self._ticks is not None:
-                result = self._ticks.run(request)
+                result = self._ticks.run(request, progress=self._took)
             else:
                 result = run_tick(
                     request,
@@ -280,6 +280,7 @@ class Daemon:
                     clock=self.clock,
                     stop=self._stop,
                     timer=self.timer,
+                    progress=self._took,
                 )
         except ChildCrashed as exc:
             if self._stop.is_set():  # killed at the stop timeout: not an outage
@@ -293,8 +294,6 @@ class Daemon:
     def _crashed(self, crash: ChildCrashed, now: datetime) -> None:
         """A tick's process died: keep the windows it judged, remember the crash for the
         `run` alert (the next tick records it); the store is not at fault."""
-        for run in crash.runs:
-            self._took(run)
         judged = [run.window.end for run in crash.runs if run.judged and not run.standby]
         if judged:
             self.last_judged, self._log_read = max(judged), True
@@ -331,8 +330,6 @@ class Daemon:
             self._status = result.status
         if result.plan is not None:
             self._say_skipped(result.plan)
-        for run in result.runs:
-            self._took(run)
         if result.stopped_before is not None:
             log.info(
                 "stopping: windows from %s on wait for the next start",
@@ -355,6 +352,7 @@ class Daemon:
             self.standby = None
 
     def _took(self, run: RunResult) -> None:
+        """One window's run, as soon as the tick reports it: telemetry, metrics, a log line."""
         if run.standby:
             log.info(
                 "standby: evaluated [%s, %s): %s; %s", *bounds(run.window), run.status, run.summary

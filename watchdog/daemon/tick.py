@@ -170,6 +170,8 @@ def run_tick(
                 holder = lease.acquire()
                 if holder is not None:
                     _stand_by(store, settings, schedule, request, result, holder, clock)
+                    if progress is not None:
+                        progress(result.runs[-1])
                     return result
                 _hold(
                     store,
