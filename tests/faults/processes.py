@@ -151,6 +151,7 @@ class Rig:
     store_url: str
     proxy: FaultProxy | None
     slack: SlackStandIn
+    direct_url: str = ""  # the store without the proxy
     started: list[subprocess.Popen[str]] = field(default_factory=list)
 
     @property
@@ -159,9 +160,10 @@ class Rig:
         assert self.proxy is not None, "this rig has no proxy"
         return self.proxy
 
-    def start(self, env: dict[str, str] | None = None) -> Daemon:
-        """A daemon (with `env`: a data directory of its own, as on another host)."""
-        proc = self.popen(["daemon"], env=env, stdout=subprocess.DEVNULL)
+    def start(self, env: dict[str, str] | None = None, *, direct: bool = False) -> Daemon:
+        """A daemon (with `env`: a data directory of its own, as on another host; `direct`:
+        on the store without the proxy)."""
+        proc = self.popen(["daemon"], env=env, stdout=subprocess.DEVNULL, direct=direct)
         return Daemon(proc)
 
     def popen(
@@ -170,10 +172,12 @@ class Rig:
         *,
         env: dict[str, str] | None = None,
         stdout: int = subprocess.PIPE,
+        direct: bool = False,
     ) -> subprocess.Popen[str]:
         """A watchdog command on this rig's config and store, in a process group of its own."""
+        store = self.direct_url if direct else self.store_url
         proc = subprocess.Popen(
-            [str(BIN), *command, "--config", str(self.config), "--store", self.store_url],
+            [str(BIN), *command, "--config", str(self.config), "--store", store],
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,
@@ -232,7 +236,7 @@ max_catchup = 30
 target = 1
 
 [alerts]
-lease_ttl = "4s"
+lease_ttl = "{lease_ttl}"
 delivery_timeout = "2s"
 {alerts}
 
@@ -258,6 +262,7 @@ def open_rig(
     proxy: bool = True,
     alerts: str = "",
     every: str = "2s",
+    lease_ttl: str = "4s",
 ) -> Iterator[Rig]:
     """A rig on `ch_server` (behind a fault proxy unless `proxy` is false); `alerts` adds keys
     to `[alerts]`, `every` is the schedule. Every process it started is killed with its group
@@ -272,12 +277,13 @@ def open_rig(
             alerts=alerts,
             webhook=slack.webhook_url,
             every=every,
+            lease_ttl=lease_ttl,
         ),
         encoding="utf-8",
     )
-    port = front.port if front is not None else ch_server.port
-    store_url = f"http://default:secret@127.0.0.1:{port}/default"
-    rig = Rig(config, clean_env(tmp_path / "xdg"), store_url, front, slack)
+    direct = f"http://default:secret@127.0.0.1:{ch_server.port}/default"
+    store_url = direct if front is None else direct.replace(str(ch_server.port), str(front.port))
+    rig = Rig(config, clean_env(tmp_path / "xdg"), store_url, front, slack, direct)
     try:
         yield rig
     finally:
