@@ -17,7 +17,9 @@ hosts' clocks never matter:
 - a process that finds it live and someone else's is standby; one that finds
   it free, expired or released claims the next term, waits `CLAIM_SETTLE`
   (so that a rival claim written at the same moment has landed), and reads
-  back who won: two claimants of one term always agree on the winner;
+  back who won: two claimants of one term always agree on the winner. A
+  claim the server refuses while a rival's claim of that term holds the lease
+  is a lost race (standby), not a store failure;
 - the holder renews it (a new version of its row, the same claim) whenever
   less than half of `alerts.lease_ttl` is left at one of its checkpoints:
   before the lifecycle of each window and before each message is sent
@@ -203,7 +205,14 @@ class Lease:
             return None
         term = (current.term if current is not None else 0) + 1
         started = self._clock()
-        self._write(term, 1, claimed="now64(6)", expires=True)
+        try:
+            self._write(term, 1, claimed="now64(6)", expires=True)
+        except StoreError:
+            rival = self._rival(term)  # StoreError too when the store itself fails
+            if rival is None:
+                raise
+            self.held = False
+            return rival
         self._sleep(CLAIM_SETTLE)
         winner = current_lease(self.store, self.settings, self.source, known_table=True)
         if winner is None or winner.term != term or winner.holder != self.holder:
@@ -236,6 +245,20 @@ class Lease:
             self._write(self._term, self._version + 1, claimed=None, expires=False)
         except StoreError as exc:  # it expires on its own
             log.warning("could not release the alert lease (it expires by itself): %s", exc)
+
+    def _rival(self, term: int) -> LeaseInfo | None:
+        """After our claim of `term` was refused: the rival claim of that term (or a later
+        one) that holds the lease once it has landed, else None.
+
+        On a replicated cluster a claim is refused while a rival's claim is still reaching
+        its quorum (`insert_quorum_parallel = 0`): two daemons of an HA pair claim a
+        released lease at the same tick. That is a lost race, not a failing store.
+        """
+        self._sleep(CLAIM_SETTLE)
+        rival = current_lease(self.store, self.settings, self.source, known_table=True)
+        if rival is not None and rival.live and rival.term >= term and rival.holder != self.holder:
+            return rival
+        return None
 
     def _renew(self, current: LeaseInfo) -> None:
         started = self._clock()

@@ -13,12 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from alerts.lease import Lease, LeaseLost, current_lease
+from alerts.lease import CLAIM_SETTLE, Lease, LeaseLost, current_lease
 from alerts.pipeline import process
 from alerts.testing import RecordingNotifier
 from checks.base import Status
 from tests.alerts.conftest import T0, H, make_settings, report
 from tests.faults.chserver import ClickHouseHTTPServer
+from tests.faults.proxy import FaultProxy
+from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_store
 
@@ -118,6 +120,63 @@ def test_concurrent_claims_elect_exactly_one_holder(
         assert [lease.held for lease in leases].count(True) == 1, round_
         for lease in leases:
             lease.release()
+
+
+# What ClickHouse answers a quorum insert while the previous one has not reached its quorum.
+QUORUM_REFUSED = (
+    "Code: 286. DB::Exception: Quorum for previous write has not been satisfied yet."
+    " (UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE) (version 24.8.4.13 (official build))"
+)
+
+
+def test_a_claim_refused_while_a_rival_claims_is_standby_not_a_store_failure(
+    server: ClickHouseHTTPServer, settings: Settings
+) -> None:
+    """A claim the server refuses while another process claims the same lease is a lost race."""
+    url = "http://default@127.0.0.1:{port}/default"
+    with (
+        FaultProxy(server.port, error_code=286, error_message=QUORUM_REFUSED) as proxy,
+        open_store(url.format(port=proxy.port)) as mine,
+        open_store(url.format(port=server.port)) as theirs,
+    ):
+        rival = Lease(theirs, settings, "rival")
+
+        def the_rival_claims_first() -> float:  # called just before our claim is written
+            assert rival.acquire() is None
+            proxy.set_mode("http_500")  # our claim is refused, as a quorum in flight refuses it
+            return time.monotonic()
+
+        def settle(seconds: float) -> None:
+            proxy.set_mode("pass")
+            time.sleep(seconds)
+
+        me = Lease(mine, settings, "me", clock=the_rival_claims_first, sleep=settle)
+        holder = me.acquire()
+        assert holder is not None and holder.holder == "rival" and not me.held
+        rival.release()
+
+
+def test_a_refused_claim_with_no_rival_is_the_store_failing(
+    server: ClickHouseHTTPServer, settings: Settings
+) -> None:
+    """A claim the server refuses while nobody else holds the lease is a store error, said as one."""
+    with (
+        FaultProxy(server.port) as proxy,
+        open_store(f"http://default@127.0.0.1:{proxy.port}/default") as mine,
+    ):
+
+        def refuse_the_claim() -> float:  # called just before the claim is written
+            proxy.set_mode("http_500")
+            return time.monotonic()
+
+        def settle(seconds: float) -> None:
+            proxy.set_mode("pass")  # the store answers again: nobody else claimed
+            assert seconds == CLAIM_SETTLE
+
+        me = Lease(mine, settings, "me", clock=refuse_the_claim, sleep=settle)
+        with pytest.raises(StoreError, match="MEMORY_LIMIT_EXCEEDED"):
+            me.acquire()
+        assert not me.held
 
 
 def test_a_standby_process_records_and_sends_nothing(
