@@ -188,9 +188,10 @@ class Rig:
         self.started.append(proc)
         return proc
 
-    def run(self, command: list[str]) -> subprocess.CompletedProcess[str]:
+    def run(self, command: list[str], *, direct: bool = False) -> subprocess.CompletedProcess[str]:
+        store = self.direct_url if direct else self.store_url
         return subprocess.run(
-            [str(BIN), *command, "--config", str(self.config), "--store", self.store_url],
+            [str(BIN), *command, "--config", str(self.config), "--store", store],
             capture_output=True,
             text=True,
             timeout=120,
@@ -198,8 +199,8 @@ class Rig:
             check=False,
         )
 
-    def status(self) -> dict[str, Any]:
-        result = self.run(["status", "--format", "json", "--runs", "200"])
+    def status(self, *, direct: bool = False) -> dict[str, Any]:
+        result = self.run(["status", "--format", "json", "--runs", "200"], direct=direct)
         assert result.returncode in (0, 1), result.stderr
         document: dict[str, Any] = json.loads(result.stdout)
         return document

@@ -74,10 +74,15 @@ def test_a_standby_daemon_takes_over_when_the_holder_dies(rig: Rig, tmp_path: Pa
     holder.wait_for(lambda: frozen() == 1)
     other = rig.start(env=clean_env(tmp_path / "host-b"), direct=True)  # not frozen
     other.wait_for(lambda: other.said("standby:"))
+    assert other.said(f"daemon[{holder.proc.pid}]")  # it names the holder
     holder.kill()  # the lease the other waits for is held by a dead process until it expires
     rig.front.set_mode("pass")
     other.wait_for(lambda: len(other.judged()) >= 2, seconds=60)
     other.kill()
+    print("\n".join(other.lines))
+    assert other.said("this daemon holds the alert lease of")  # it says it took over
+    lease = rig.status()["alert_lease"]  # what `status` shows an operator
+    assert f"daemon[{other.proc.pid}]" in lease["holder"]
     texts = collections.Counter(rig.texts())
     assert max(texts.values()) <= 2, texts  # the message cut short: sent once more at most
     runs = rig.status()["runs"]

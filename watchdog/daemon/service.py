@@ -81,25 +81,19 @@ from typing import Any
 from apscheduler.events import EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
-from apscheduler.triggers.base import BaseTrigger
 
-from alerts.base import Deadline, Notifier, Timer
+from alerts.base import Notifier, Timer
 from alerts.lease import holder_name
-from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from alerts.lifecycle import STORE_CHECK
 from alerts.notifiers import build_notifiers
-from alerts.outbox import compose
-from alerts.pipeline import source_unreadable
-from alerts.render import templates
-from alerts.routing import Router
 from checks.base import Status, Window
 from watchdog.core.durations import format_duration
-from watchdog.core.errors import ConfigError
-from watchdog.core.links import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
 from watchdog.daemon.child import TICK_TIMEOUT, ChildCrashed, ChildTicks
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.reload import Loader, Reloads
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
@@ -116,6 +110,7 @@ from watchdog.daemon.tick import (
     open_settings_store,
     run_tick,
 )
+from watchdog.daemon.trigger import AlignedTrigger, misfire_grace, shutdown_scheduler
 from watchdog.report.files import report_dir
 
 log = logging.getLogger(__name__)
@@ -123,28 +118,8 @@ log = logging.getLogger(__name__)
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 # How long past its timeout a tick may still take (the child's kill, the result's way back).
 STUCK_MARGIN = timedelta(minutes=5)
-_ONE_US = timedelta(microseconds=1)
 JOB_ID = "judge"
 MAX_CRASHES = 10  # crashes kept for the `run` alert until a tick records them (the newest)
-
-
-class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
-    """Fires `schedule.delay` after each aligned window end (APScheduler 3 trigger)."""
-
-    def __init__(self, schedule: Schedule) -> None:
-        self.schedule = schedule
-
-    def get_next_fire_time(
-        self, previous_fire_time: datetime | None, now: datetime
-    ) -> datetime | None:
-        """The first fire time after the previous one (or at/after `now` for the first)."""
-        delay = self.schedule.delay
-        if previous_fire_time is None:
-            return self.schedule.next_end(now - delay - _ONE_US) + delay
-        return self.schedule.next_end(previous_fire_time - delay) + delay
-
-    def __str__(self) -> str:
-        return f"aligned[{self.schedule.describe()}]"
 
 
 class Daemon:
@@ -358,6 +333,9 @@ class Daemon:
                 "standby: evaluated [%s, %s): %s; %s", *bounds(run.window), run.status, run.summary
             )
             return
+        if self.standby is not None:  # said with its first window, not at the end of the tick
+            log.info("this daemon holds the alert lease of %s again", self.source)
+            self.standby = None
         self.telemetry.record_run(
             run.window,
             status=run.status,
@@ -444,39 +422,9 @@ class Daemon:
         untold = {n: x for n, x in self.notifiers.items() if n not in self.spool.told}
         if not untold:
             return
-        notification = Notification(
-            kind=Kind.FIRE,
-            source=self.source,
-            check_id=STORE_CHECK,
-            cause="error",
-            result=source_unreadable(problem),
-            window=window,
-            firing_since=window.at,
+        told, failed = announce_store_down(
+            self.settings, untold, window, problem, now=self.clock(), timer=self.timer
         )
-        try:
-            rows = compose(
-                [notification],
-                untold,
-                templates(self.settings.alerts.templates_dir),
-                now=self.clock(),
-                router=Router.of(self.settings.alerts),
-                link=page_link(self.settings.report.base_url, window.end),
-            )
-        except ConfigError as exc:
-            log.error("cannot render the store alert: %s", exc)
-            return
-        told, failed = [], 0
-        for row in rows:
-            name = row.notifier
-            try:
-                untold[name].send(
-                    row.message(), Deadline(self.settings.alerts.delivery_timeout, self.timer)
-                )
-            except Exception as exc:  # a receiver failure never stops the daemon
-                failed += 1
-                log.warning("%s: store alert not delivered (retried next tick): %s", name, exc)
-            else:
-                told.append(name)
         self.telemetry.record_notifications(len(told), failed)
         self.metrics.record_delivery(len(told), failed)
         if told:
@@ -525,7 +473,7 @@ class Daemon:
             return
         try:
             scheduler.reschedule_job(JOB_ID, trigger=AlignedTrigger(schedule))
-            scheduler.modify_job(JOB_ID, misfire_grace_time=_grace(settings))
+            scheduler.modify_job(JOB_ID, misfire_grace_time=misfire_grace(settings))
         except Exception as exc:  # stopping: the job is gone already
             log.debug("reschedule: %s", exc)
             return
@@ -598,7 +546,7 @@ class Daemon:
             name="judge due windows",
             max_instances=1,
             coalesce=True,
-            misfire_grace_time=_grace(self.settings),
+            misfire_grace_time=misfire_grace(self.settings),
             next_run_time=datetime.now(UTC),  # catch up at once
         )
         self._scheduler = scheduler
@@ -617,7 +565,7 @@ class Daemon:
             self.systemd.stopping("finishing the run in progress, then exiting")
             self.stop()
             # Not from inside the handler: shutdown takes locks the interrupted code may hold.
-            threading.Thread(target=_shutdown, args=(scheduler,), daemon=True).start()
+            threading.Thread(target=shutdown_scheduler, args=(scheduler,), daemon=True).start()
 
         def on_hangup(signum: int, frame: FrameType | None) -> None:
             # Not from inside the handler: loading logs and takes locks; one at a time.
@@ -664,15 +612,3 @@ class Daemon:
                 os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
         self.telemetry.shutdown()
         return 0 if finished else 1
-
-
-def _grace(settings: Settings) -> int:
-    """APScheduler's misfire grace time: `schedule.misfire_grace` in whole seconds, at least 1."""
-    return max(1, int(settings.schedule.misfire_grace.total_seconds()))
-
-
-def _shutdown(scheduler: Any) -> None:
-    try:
-        scheduler.shutdown(wait=False)
-    except Exception as exc:  # not running yet, or already stopped
-        log.debug("scheduler shutdown: %s", exc)
