@@ -79,7 +79,6 @@ def test_a_standby_daemon_takes_over_when_the_holder_dies(rig: Rig, tmp_path: Pa
     rig.front.set_mode("pass")
     other.wait_for(lambda: len(other.judged()) >= 2, seconds=60)
     other.kill()
-    print("\n".join(other.lines))
     assert other.said("this daemon holds the alert lease of")  # it says it took over
     lease = rig.status()["alert_lease"]  # what `status` shows an operator
     assert f"daemon[{other.proc.pid}]" in lease["holder"]
