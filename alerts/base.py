@@ -11,6 +11,7 @@ a clock and a sleep that tests replace.
 from __future__ import annotations
 
 import enum
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -105,8 +106,23 @@ class Failure(enum.StrEnum):
     REJECTED = "rejected"  # this one message can never be delivered (invalid payload)
 
 
+# The longest a receiver's Retry-After may hold its messages back. A 429 asking for more
+# (`Retry-After: 99999999999` parked delivery until the year 5195) is taken as this.
+MAX_RETRY_AFTER = timedelta(hours=1)
+
+
+def bounded_retry_after(seconds: float | None) -> float | None:
+    """A Retry-After in seconds, within [0, MAX_RETRY_AFTER]; None for none or not a number."""
+    if seconds is None or math.isnan(seconds):
+        return None
+    return min(max(0.0, seconds), MAX_RETRY_AFTER.total_seconds())
+
+
 class DeliveryError(NotifyError):
-    """A delivery that failed; `failure` says whether to retry, and `retry_after` when."""
+    """A delivery that failed; `failure` says whether to retry, and `retry_after` when.
+
+    `retry_after` is bounded by MAX_RETRY_AFTER, whatever the receiver asked.
+    """
 
     def __init__(
         self,
@@ -118,7 +134,7 @@ class DeliveryError(NotifyError):
     ) -> None:
         super().__init__(notifier, problem)
         self.failure = failure
-        self.retry_after = retry_after
+        self.retry_after = bounded_retry_after(retry_after)
 
 
 @dataclass

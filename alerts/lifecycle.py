@@ -40,10 +40,12 @@ from datetime import datetime, timedelta
 
 from checks.base import CheckResult, NoDataPolicy, Severity, Status, Window
 from checks.kinds import CheckSpec
-from watchdog.core.settings import STORE_CHECK_ID, AlertSettings
+from watchdog.core.settings import RUN_CHECK_ID, STORE_CHECK_ID, AlertSettings
 
 # The pseudo check id of "the source could not be read at all" (see alerts.pipeline).
 STORE_CHECK = STORE_CHECK_ID
+# The pseudo check id of "the daemon's run process died before it finished".
+RUN_CHECK = RUN_CHECK_ID
 
 
 class AlertState(enum.StrEnum):

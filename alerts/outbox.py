@@ -5,8 +5,15 @@ Guarantees (docs/spec.md section 8):
 - never lost: a message is a `pending` row before any request goes out, and
   stays pending until the receiver accepted it; a run that cannot
   deliver leaves it for the next run, which tries it again, oldest first;
-- at most one duplicate: only a crash between the send and the `delivered`
-  mark resends a message (once, at the next run);
+- at most one duplicate, however many crashes: before a request goes out the
+  row is marked as being sent (`sending_at`), and its outcome clears the
+  mark. A row found still marked at the next run had its send cut short by
+  a crash (the receiver may or may not have posted it): that is counted
+  (`unconfirmed`) and the message is sent once more; a second send cut
+  short the same way gives it up (status `unconfirmed`, said in one line
+  and counted), since both may have been posted. A receiver's timeout is a
+  failure, not a cut send: it is retried (a receiver that posts and then
+  times out may post twice, as with any HTTP client);
 - in order: after a failure, that receiver's later rows wait for the next
   run too, so nothing overtakes an earlier message (a PagerDuty resolve
   never overtakes its trigger);
@@ -16,7 +23,12 @@ Guarantees (docs/spec.md section 8):
   longer than `alerts.max_delivery_age` is dropped with an error line and
   counted; a permanent error (bad token, no channel) costs one request per
   run, reported in one line, never a retry storm; a message the service
-  rejects as malformed is set aside (`rejected`) so it cannot block the rest.
+  rejects as malformed is set aside (`rejected`) so it cannot block the rest;
+  a Retry-After holds a receiver's rows back for at most an hour
+  (`alerts.base.MAX_RETRY_AFTER`), whatever it asks;
+- one deliverer: each run delivers the rows of its own source, and under the
+  alert lease (`alerts.lease`) only one process does so at a time; `guard`
+  is the lease's check before each send.
 
 Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
 (the `notifier` column names it), and the guarantees hold per receiver: one
@@ -36,8 +48,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier, Timer
+from alerts.base import (
+    MAX_RETRY_AFTER,
+    Deadline,
+    DeliveryError,
+    Failure,
+    Message,
+    Notifier,
+    Timer,
+)
 from alerts.facts import alert_facts
+from alerts.lease import Guard, LeaseLost
 from alerts.lifecycle import Notification
 from alerts.render import Templates, ordered
 from alerts.routing import Router
@@ -51,6 +72,8 @@ from watchdog.core.times import from_ms, rfc3339
 log = logging.getLogger(__name__)
 
 PENDING, DELIVERED, DROPPED, REJECTED = "pending", "delivered", "dropped", "rejected"
+UNCONFIRMED = "unconfirmed"  # given up after two sends cut short by crashes (maybe posted)
+MAX_UNCONFIRMED = 2  # sends cut short before a message is given up: at most one duplicate
 
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -76,6 +99,8 @@ class OutboxRow:
     last_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
     version: int = 1
+    sending_at: datetime | None = None  # a send began and its outcome is not recorded yet
+    unconfirmed: int = 0  # sends a crash cut short
 
     def message(self) -> Message:
         return Message.from_payload(self.id, json.loads(self.payload), self.severity)
@@ -99,7 +124,21 @@ class OutboxRow:
             utc(self.last_attempt_at),
             utc(self.delivered_at),
             self.version,
+            utc(self.sending_at),
+            self.unconfirmed,
         ]
+
+    def waits_until(self) -> datetime | None:
+        """Until when a Retry-After holds this row back, bounded by MAX_RETRY_AFTER.
+
+        Rows written by older versions may carry any time (one said 5195): they wait
+        at most MAX_RETRY_AFTER after their last attempt too.
+        """
+        if self.retry_at is None:
+            return None
+        if self.last_attempt_at is None:
+            return self.retry_at
+        return min(self.retry_at, self.last_attempt_at + MAX_RETRY_AFTER)
 
 
 def message_id(source: str, at: datetime, notifier: str, part: str) -> str:
@@ -120,6 +159,7 @@ def compose(
     now: datetime,
     router: Router | None = None,
     link: str = "",
+    key: str = "",
 ) -> list[OutboxRow]:
     """The outbox rows of one evaluation's announcements, for each receiver they route to.
 
@@ -127,7 +167,8 @@ def compose(
     it is `per_alert` (PagerDuty), one row per announcement. A receiver in
     quiet hours at `now` gets the critical ones now and the rest in rows held
     until its quiet hours end. `link` is the window's page (report.base_url),
-    or '' for none.
+    or '' for none. `key` sets apart the rows of announcements made at the same
+    evaluation time by another path (the `run` alert's), so their ids differ.
     """
     if not notifications:
         return []
@@ -171,7 +212,7 @@ def compose(
                 continue
             rows.append(
                 OutboxRow(
-                    id=message_id(first.source, first.at, name, part),
+                    id=message_id(first.source, first.at, name, key + part),
                     notifier=name,
                     source=first.source,
                     at=first.at,
@@ -197,12 +238,14 @@ def _update(store: Store, settings: Settings, row: OutboxRow, **changes: Any) ->
     return updated
 
 
-def pending_rows(store: Store, settings: Settings) -> list[OutboxRow]:
-    """Every pending row, oldest first (enqueue time, then order within the run)."""
+def pending_rows(store: Store, settings: Settings, source: str | None = None) -> list[OutboxRow]:
+    """Every pending row (of `source`, or of every source), oldest first (enqueue time, then
+    order within the run)."""
+    of_source = "" if source is None else " AND source = {source:String}"
     rows = store.query(
         f"SELECT {select_list(OUTBOX)} FROM {table(settings, 'outbox')} FINAL"
-        " WHERE status = {pending:String} ORDER BY created_at, at, seq, id",
-        {"pending": PENDING},
+        f" WHERE status = {{pending:String}}{of_source} ORDER BY created_at, at, seq, id",
+        {"pending": PENDING, "source": source or ""},
     ).dicts()
     return [
         OutboxRow(
@@ -223,6 +266,8 @@ def pending_rows(store: Store, settings: Settings) -> list[OutboxRow]:
             last_attempt_at=from_ms_or_none(r["last_attempt_at"]),
             delivered_at=from_ms_or_none(r["delivered_at"]),
             version=int(r["version"]),
+            sending_at=from_ms_or_none(r["sending_at"]),
+            unconfirmed=int(r["unconfirmed"]),
         )
         for r in rows
     ]
@@ -237,7 +282,9 @@ class DeliveryReport:
     held: int = 0  # waiting for quiet hours to end
     dropped: int = 0  # older than alerts.max_delivery_age, given up
     rejected: int = 0  # refused as malformed, set aside
+    unconfirmed: int = 0  # given up after two sends cut short by crashes (maybe posted)
     errors: tuple[str, ...] = ()  # one line each, secrets masked
+    given_up: tuple[str, ...] = ()  # the lines of `errors` about messages given up for good
 
 
 @dataclass
@@ -247,9 +294,11 @@ class _Tally:
     held: int = 0
     dropped: dict[str, list[OutboxRow]] = field(default_factory=dict)
     rejected: int = 0
+    unconfirmed: dict[str, list[OutboxRow]] = field(default_factory=dict)
     failed: dict[str, DeliveryError] = field(default_factory=dict)  # notifier -> first failure
     waiting: dict[str, int] = field(default_factory=dict)  # notifier -> rows left behind
     errors: list[str] = field(default_factory=list)
+    given_up: list[str] = field(default_factory=list)
 
 
 def deliver_pending(
@@ -259,13 +308,19 @@ def deliver_pending(
     *,
     now: datetime,
     timer: Timer | None = None,
+    source: str | None = None,
+    guard: Guard | None = None,
 ) -> DeliveryReport:
-    """Deliver every pending row that may go now, oldest first, within the run's deadline."""
+    """Deliver every pending row (of `source`) that may go now, oldest first, within the
+    run's deadline; `guard` (the alert lease's check) runs before each send."""
     deadline = Deadline(settings.alerts.delivery_timeout, timer)
-    max_age = settings.alerts.max_delivery_age
     tally = _Tally()
-    for row in pending_rows(store, settings):
-        if row.created_at <= now - max_age:
+    rows = pending_rows(store, settings, source)
+    for index, found in enumerate(rows):
+        row = _settle_cut_send(store, settings, found, tally)
+        if row is None:
+            continue
+        if row.created_at <= now - settings.alerts.max_delivery_age:
             _update(store, settings, row, status=DROPPED, last_error="older than max_delivery_age")
             tally.dropped.setdefault(row.notifier, []).append(row)
             continue
@@ -273,17 +328,66 @@ def deliver_pending(
             tally.held += 1
             continue
         notifier = notifiers.get(row.notifier)
-        blocked = row.notifier in tally.failed or (row.retry_at is not None and row.retry_at > now)
-        if notifier is None or blocked or deadline.expired():
-            if notifier is not None and row.retry_at is not None and row.retry_at > now:
+        waits_until = row.waits_until()
+        rate_limited = waits_until is not None and waits_until > now
+        if notifier is None or row.notifier in tally.failed or rate_limited or deadline.expired():
+            if notifier is not None and waits_until is not None and rate_limited:
                 tally.failed.setdefault(
                     row.notifier,
-                    DeliveryError(row.notifier, f"rate limited until {rfc3339(row.retry_at)}"),
+                    DeliveryError(row.notifier, f"rate limited until {rfc3339(waits_until)}"),
                 )
-            tally.pending += 1
-            tally.waiting[row.notifier] = tally.waiting.get(row.notifier, 0) + 1
+            _wait(tally, row)
             continue
+        try:
+            if guard is not None:
+                guard()
+        except LeaseLost as lost:
+            for left in rows[index:]:
+                _wait(tally, left)
+            tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
+            break
         _attempt(store, settings, notifier, row, deadline, now, tally)
+    return _report(settings, notifiers, deadline, tally)
+
+
+def _wait(tally: _Tally, row: OutboxRow) -> None:
+    tally.pending += 1
+    tally.waiting[row.notifier] = tally.waiting.get(row.notifier, 0) + 1
+
+
+def _settle_cut_send(
+    store: Store, settings: Settings, row: OutboxRow, tally: _Tally
+) -> OutboxRow | None:
+    """A row still marked as being sent had its send cut short by a crash: count it.
+
+    The message is sent once more after the first such send; after the second it is
+    given up (`unconfirmed`): each may have been posted, and a third could be a second
+    duplicate. None when it was given up.
+    """
+    if row.sending_at is None:
+        return row
+    cut = row.unconfirmed + 1
+    problem = f"a crash cut its send of {rfc3339(row.sending_at)} short"
+    if cut < MAX_UNCONFIRMED:
+        return _update(store, settings, row, sending_at=None, unconfirmed=cut, last_error=problem)
+    _update(
+        store,
+        settings,
+        row,
+        sending_at=None,
+        unconfirmed=cut,
+        status=UNCONFIRMED,
+        last_error=f"{problem}, the second time: given up (it may have been posted)",
+    )
+    tally.unconfirmed.setdefault(row.notifier, []).append(row)
+    return None
+
+
+def _report(
+    settings: Settings, notifiers: Mapping[str, Notifier], deadline: Deadline, tally: _Tally
+) -> DeliveryReport:
+    """The run's report, and one line per problem."""
+    max_age = settings.alerts.max_delivery_age
     if deadline.expired() and tally.pending:
         tally.errors.append(
             f"alerts: delivery stopped after alerts.delivery_timeout"
@@ -302,13 +406,21 @@ def deliver_pending(
             f"{described}: {error.problem} ({kind}; {left} notification(s) kept in the outbox"
             " for the next run)"
         )
-    for name, rows in tally.dropped.items():
-        oldest = min(r.created_at for r in rows)
-        tally.errors.append(
-            f"{name}: dropped {len(rows)} notification(s) undelivered for longer than"
-            f" alerts.max_delivery_age ({format_duration(max_age)}; oldest from {rfc3339(oldest)})"
+    for name, dropped in tally.dropped.items():
+        oldest = min(r.created_at for r in dropped)
+        tally.given_up.append(
+            f"{name}: dropped {len(dropped)} notification(s) undelivered for longer than"
+            f" alerts.max_delivery_age ({format_duration(max_age)}; oldest from {rfc3339(oldest)});"
+            " they will not be sent"
         )
-    for line in tally.errors:  # returned to the caller, who reports them (the CLI on stderr)
+    for name, cut in tally.unconfirmed.items():
+        tally.given_up.append(
+            f"{name}: gave up {len(cut)} notification(s) whose send a crash cut short twice"
+            f" ({', '.join(r.id for r in cut[:5])}): each may have been posted, once or twice;"
+            " they will not be sent again"
+        )
+    errors = [*tally.errors, *tally.given_up]
+    for line in errors:  # returned to the caller, who reports them (the CLI on stderr)
         log.debug("%s", line)
     return DeliveryReport(
         delivered=tuple(tally.delivered),
@@ -316,7 +428,9 @@ def deliver_pending(
         held=tally.held,
         dropped=sum(len(rows) for rows in tally.dropped.values()),
         rejected=tally.rejected,
-        errors=tuple(tally.errors),
+        unconfirmed=sum(len(rows) for rows in tally.unconfirmed.values()),
+        errors=tuple(errors),
+        given_up=tuple(tally.given_up),
     )
 
 
@@ -329,6 +443,10 @@ def _attempt(
     now: datetime,
     tally: _Tally,
 ) -> None:
+    # Marked before the request goes out: a crash from here on leaves the mark behind.
+    row = _update(
+        store, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
+    )
     try:
         try:
             notifier.send(row.message(), deadline)
@@ -337,11 +455,7 @@ def _attempt(
         except Exception as exc:  # a notifier's bug must not end the run: retried later
             raise DeliveryError(notifier.name, f"{type(exc).__name__}: {exc}") from exc
     except DeliveryError as exc:
-        attempted = {
-            "attempts": row.attempts + 1,
-            "last_error": exc.problem,
-            "last_attempt_at": now,
-        }
+        attempted = {"sending_at": None, "last_error": exc.problem}
         if exc.failure is Failure.REJECTED:
             _update(store, settings, row, status=REJECTED, **attempted)
             tally.rejected += 1
@@ -352,17 +466,9 @@ def _attempt(
         retry_at = now + timedelta(seconds=exc.retry_after) if exc.retry_after else None
         _update(store, settings, row, retry_at=retry_at, **attempted)
         tally.failed[row.notifier] = exc
-        tally.pending += 1
-        tally.waiting[row.notifier] = tally.waiting.get(row.notifier, 0) + 1
+        _wait(tally, row)
         return
     _update(
-        store,
-        settings,
-        row,
-        status=DELIVERED,
-        attempts=row.attempts + 1,
-        last_error="",
-        last_attempt_at=now,
-        delivered_at=now,
+        store, settings, row, status=DELIVERED, sending_at=None, last_error="", delivered_at=now
     )
     tally.delivered.append(row.id)

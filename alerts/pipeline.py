@@ -24,7 +24,17 @@ be written) and a `ConfigError` (a broken custom template) do raise.
 
 Besides the report's checks, every run judges the pseudo check `store`:
 `ok` when the source was read (so `process` resolves it), `error` when
-`process_store_error` reports that it could not be.
+`process_store_error` reports that it could not be. The daemon has one more,
+`run`: `process_crash` fires it when a run's process died before finishing
+(killed, out of memory), judged at the wall clock, and `settle_run_alert`
+resolves it once a run finishes again. Neither writes a run-log row, and an
+error run never replaces a window that was judged: that window keeps its
+verdict.
+
+`guard` is the alert lease's checkpoint (alerts.lease): called before the
+lifecycle starts and before each message is sent, it raises LeaseLost when
+another process holds the lease; the lifecycle then does nothing, and
+delivery stops, leaving the rest to the holder.
 """
 
 from __future__ import annotations
@@ -36,7 +46,17 @@ from datetime import datetime
 from typing import Any
 
 from alerts.base import Notifier, Timer
-from alerts.lifecycle import STORE_CHECK, Alert, Kind, Notification, Rules, advance
+from alerts.lease import Guard
+from alerts.lifecycle import (
+    RUN_CHECK,
+    STORE_CHECK,
+    Alert,
+    AlertState,
+    Kind,
+    Notification,
+    Rules,
+    advance,
+)
 from alerts.notifiers import build_notifiers
 from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
 from alerts.render import templates
@@ -46,6 +66,7 @@ from alerts.state import (
     LIVE,
     check_results_json,
     ensure_schema,
+    judged,
     load_alerts,
     record_run,
     save_alerts,
@@ -135,6 +156,16 @@ def source_unreadable(problem: str) -> CheckResult:
     return _store_check(Status.ERROR, f"could not read the source: {problem}")
 
 
+def run_crashed(problem: str) -> CheckResult:
+    """The `run` pseudo check when a run's process died before it finished."""
+    return replace(_store_check(Status.ERROR, problem), id=RUN_CHECK)
+
+
+def run_finished() -> CheckResult:
+    """The `run` pseudo check when a run finished."""
+    return replace(_store_check(Status.OK, "a run finished"), id=RUN_CHECK)
+
+
 def _heal(alert: Alert, now: datetime) -> Alert:
     """An alert last judged at a time in the future (a replay at a future `--at`, which
     older versions accepted) would make every live evaluation stale: judged anew."""
@@ -159,6 +190,7 @@ def process(
     duration_s: float | None = None,
     timer: Timer | None = None,
     kind: str = LIVE,
+    guard: Guard | None = None,
 ) -> ProcessOutcome:
     """Record the run, advance the alerts, enqueue and deliver; see the module docstring.
 
@@ -186,6 +218,7 @@ def process(
         timer=timer,
         kind=kind,
         link=page_link(settings.report.base_url, report.window.end),
+        guard=guard,
     )
 
 
@@ -200,6 +233,7 @@ def process_store_error(
     duration_s: float | None = None,
     timer: Timer | None = None,
     kind: str = LIVE,
+    guard: Guard | None = None,
 ) -> ProcessOutcome:
     """Record a run that could not read the source, and fire the `store` alert for it.
 
@@ -207,7 +241,9 @@ def process_store_error(
     watchdog could not read the source"; the next successful `process` of
     the same source resolves it. The other alerts keep their state: nothing
     was judged. `problem` is one line (a StoreError's, its URL masked). The
-    run log gets a row with status `error` and this problem.
+    run log gets a row with status `error` and this problem, unless a run
+    already judged that window (a spooled error run flushed late): it keeps
+    its verdict.
     """
     result = source_unreadable(problem)
     return _run(
@@ -225,6 +261,89 @@ def process_store_error(
         timer=timer,
         kind=kind,
         link="",  # no page is written for a window whose source could not be read
+        guard=guard,
+        keep_judged=True,
+    )
+
+
+def process_crash(
+    store: Store,
+    settings: Settings,
+    window: Window,
+    problem: str,
+    *,
+    now: datetime,
+    notifiers: Mapping[str, Notifier] | None = None,
+    timer: Timer | None = None,
+    guard: Guard | None = None,
+) -> ProcessOutcome:
+    """Fire the `run` alert: a run's process died before it finished (killed, out of memory).
+
+    `window` ends when the death was seen (the wall clock: the alert is about
+    the process, not about a window of data); `problem` says how it died. No
+    run-log row is written: the windows that run was judging are judged again
+    by the next one, and those it finished keep their verdicts.
+    """
+    result = run_crashed(problem)
+    return _run(
+        store,
+        settings,
+        source=settings.source.display_name,
+        window=window,
+        results={RUN_CHECK: result},
+        checks_json={},
+        now=now,
+        notifiers=notifiers,
+        run_status="",
+        duration_s=None,
+        problem=problem,
+        timer=timer,
+        kind=LIVE,
+        link="",
+        guard=guard,
+        record=False,
+        key="run/",
+    )
+
+
+def settle_run_alert(
+    store: Store,
+    settings: Settings,
+    window: Window,
+    *,
+    now: datetime,
+    notifiers: Mapping[str, Notifier] | None = None,
+    timer: Timer | None = None,
+    guard: Guard | None = None,
+) -> ProcessOutcome | None:
+    """After a run that finished: resolve the `run` alert (or reset its pending count).
+
+    None when it is neither firing nor pending (the usual case: one query).
+    `window` ends at the wall clock, as in `process_crash`.
+    """
+    alert = load_alerts(store, settings, settings.source.display_name).get(RUN_CHECK)
+    if alert is None or not (
+        alert.firing or alert.pending or alert.notified_state is AlertState.FIRING
+    ):
+        return None
+    return _run(
+        store,
+        settings,
+        source=settings.source.display_name,
+        window=window,
+        results={RUN_CHECK: run_finished()},
+        checks_json={},
+        now=now,
+        notifiers=notifiers,
+        run_status="",
+        duration_s=None,
+        problem="",
+        timer=timer,
+        kind=LIVE,
+        link="",
+        guard=guard,
+        record=False,
+        key="run/",
     )
 
 
@@ -244,10 +363,18 @@ def _run(
     timer: Timer | None,
     kind: str,
     link: str,
+    guard: Guard | None = None,
+    record: bool = True,
+    keep_judged: bool = False,
+    key: str = "",
 ) -> ProcessOutcome:
     chosen = build_notifiers(settings) if notifiers is None else notifiers
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
+    if guard is not None:
+        guard()  # LeaseLost: another process runs the alerts of this source
+    if keep_judged and judged(store, settings, source, window.at):
+        record = False  # that window was judged: it keeps its verdict
 
     rules = Rules.of(settings.alerts, configured_checks(settings))
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, source).items()}
@@ -265,24 +392,33 @@ def _run(
     notifications = [s.notification for s in steps if s.notification is not None]
 
     rows = compose(
-        notifications, chosen, renderer, now=now, router=Router.of(settings.alerts), link=link
+        notifications,
+        chosen,
+        renderer,
+        now=now,
+        router=Router.of(settings.alerts),
+        link=link,
+        key=key,
     )
     enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
     save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)
-    record_run(
-        store,
-        settings,
-        source=source,
-        window=window,
-        now=now,
-        status=run_status,
-        checks=checks_json,
-        duration_s=duration_s,
-        problem=problem,
-        notifications=len(notifications),
-        kind=kind,
+    if record:
+        record_run(
+            store,
+            settings,
+            source=source,
+            window=window,
+            now=now,
+            status=run_status,
+            checks=checks_json,
+            duration_s=duration_s,
+            problem=problem,
+            notifications=len(notifications),
+            kind=kind,
+        )
+    delivery = deliver_pending(
+        store, settings, chosen, now=now, timer=timer, source=source, guard=guard
     )
-    delivery = deliver_pending(store, settings, chosen, now=now, timer=timer)
 
     current = {**alerts, **{s.alert.check_id: s.alert for s in steps}}
     return ProcessOutcome(

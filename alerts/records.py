@@ -180,6 +180,13 @@ class Backlog:
     delivered: int
     dropped: int  # older than alerts.max_delivery_age, never delivered
     rejected: int  # refused by the chat service as malformed
+    unconfirmed: int = 0  # given up after two sends a crash cut short (maybe posted)
+
+    def given_up(self) -> str:
+        """`, 1 unconfirmed (sent twice, each cut short by a crash)` when there are any."""
+        if not self.unconfirmed:
+            return ""
+        return f", {self.unconfirmed} unconfirmed (its sends cut short twice by crashes)"
 
 
 def outbox_backlog(
@@ -196,7 +203,8 @@ def outbox_backlog(
         " toUnixTimestamp64Milli(minIf(created_at, status = 'pending')) AS oldest,"
         " countIf(status = 'delivered') AS delivered,"
         " countIf(status = 'dropped') AS dropped,"
-        " countIf(status = 'rejected') AS rejected"
+        " countIf(status = 'rejected') AS rejected,"
+        " countIf(status = 'unconfirmed') AS unconfirmed"
         f" FROM {table(settings, 'outbox')} FINAL GROUP BY notifier ORDER BY notifier",
         {"now": moment},
     ).rows
@@ -209,6 +217,7 @@ def outbox_backlog(
             delivered=int(d),
             dropped=int(x),
             rejected=int(r),
+            unconfirmed=int(u),
         )
-        for name, p, h, oldest, d, x, r in rows
+        for name, p, h, oldest, d, x, r, u in rows
     ]

@@ -37,7 +37,7 @@ from jinja2 import (
     TemplateSyntaxError,
 )
 
-from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Kind, Notification
 from checks.base import CheckResult, Comparison, Severity, Status, Window
 from checks.evidence import Evidence, FailureRun
 from checks.verdict import format_target, format_value
@@ -116,8 +116,20 @@ def _subject(n: Notification) -> str:
     return f"the source {n.source}" if n.check_id == STORE_CHECK else n.check_id
 
 
+def _run_headline(n: Notification, firing_for: str) -> str:
+    """The `run` alert: a run of the watchdog's own died, which no window's data caused."""
+    if n.kind is Kind.RESOLVE:
+        after = f" after {_duration(n.fired_for)}" if n.fired_for is not None else ""
+        return f"the watchdog's runs finish again{after}"
+    if n.kind is Kind.FIRE:
+        return "a run of the watchdog died before it finished"
+    return f"runs of the watchdog still die before they finish (for {firing_for})"
+
+
 def _headline(n: Notification) -> str:
     firing_for = _duration(n.at - n.firing_since) if n.firing_since else ""
+    if n.check_id == RUN_CHECK:
+        return _run_headline(n, firing_for)
     subject = _subject(n)
     verb = "read" if n.check_id == STORE_CHECK else "evaluate"
     status = n.result.status
@@ -181,8 +193,8 @@ def alert_context(n: Notification) -> dict[str, Any]:
     resolve = n.kind is Kind.RESOLVE
     kind, ids, more, facts = _evidence(result) if not resolve else ("", [], 0, [])
     note = "a silence held this until now" if n.after_silence else ""
-    # The `store` pseudo check compares nothing: no value, no "breach when" for it.
-    store = n.check_id == STORE_CHECK
+    # The pseudo checks `store` and `run` compare nothing: no value, no "breach when".
+    store = n.check_id in (STORE_CHECK, RUN_CHECK)
     summary = _clip(result.summary, MAX_SUMMARY).rstrip(".")
     if n.kind is Kind.REPEAT and result.status is Status.NO_DATA and not n.no_data:
         summary = f"latest window: {summary}"  # what the window lacked, not the breach

@@ -64,7 +64,7 @@ OUTBOX: dict[str, str] = {
     "checks": "Array(String)",  # the check ids it announces
     "severity": "LowCardinality(String)",  # the highest among them
     "payload": "String",  # JSON: text, blocks, plain
-    "status": "LowCardinality(String)",  # pending | delivered | dropped | rejected
+    "status": "LowCardinality(String)",  # pending | delivered | dropped | rejected | unconfirmed
     "attempts": "UInt32",
     "last_error": "String",  # one line, secrets masked
     "hold_until": f"Nullable({TS})",  # quiet hours: not before this, does not block others
@@ -72,6 +72,10 @@ OUTBOX: dict[str, str] = {
     "last_attempt_at": f"Nullable({TS})",
     "delivered_at": f"Nullable({TS})",
     "version": "UInt64",
+    # Added later: a send in progress (set before the request, cleared with its outcome), and
+    # how many sends a crash cut short before their outcome was recorded.
+    "sending_at": f"Nullable({TS})",
+    "unconfirmed": "UInt32",
 }
 
 RUNS: dict[str, str] = {
@@ -101,6 +105,16 @@ SILENCES: dict[str, str] = {
     "version": "UInt64",
 }
 
+# The alert lease (alerts.lease): who runs the alert lifecycle and delivery of a source.
+LEASES: dict[str, str] = {
+    "source": "String",
+    "term": "UInt64",  # each claim after a lease ended is the next term
+    "holder": "String",  # host, command and process id of the claimant
+    "claimed_at": "DateTime64(6, 'UTC')",  # the store's clock; the earliest claim of a term wins
+    "expires_at": TS,  # the store's clock; renewed while the holder runs
+    "version": "UInt64",
+}
+
 TABLES: dict[str, tuple[dict[str, str], str]] = {
     "alert_state": (ALERT_STATE, "ORDER BY (source, check_id)"),
     "outbox": (
@@ -112,7 +126,15 @@ TABLES: dict[str, tuple[dict[str, str], str]] = {
     # One row per (source, evaluation time): evaluating the same `at` again replaces it.
     "runs": (RUNS, "ORDER BY (source, at)\nTTL toDateTime(at) + INTERVAL 400 DAY"),
     "silences": (SILENCES, "ORDER BY id"),
+    "leases": (
+        LEASES,
+        "ORDER BY (source, term, holder)\nTTL toDateTime(expires_at) + INTERVAL 7 DAY",
+    ),
 }
+
+# Tables added after the first release: a store without them still counts as set up
+# (`schema_exists`); the next write creates them (`ensure_schema`).
+ADDED_TABLES = ("leases",)
 
 
 # Columns added after a table was first released. A table created before gets them at its
@@ -120,6 +142,7 @@ TABLES: dict[str, tuple[dict[str, str], str]] = {
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "alert_state": ("no_data_since",),
     "runs": ("kind",),
+    "outbox": ("sending_at", "unconfirmed"),
 }
 
 
@@ -138,7 +161,7 @@ def create_table_sql(settings: Settings, name: str) -> str:
 
 
 def ensure_schema(store: Store, settings: Settings) -> None:
-    """Create the database and the four tables when they do not exist yet; add new columns.
+    """Create the database and the tables when they do not exist yet; add new columns.
 
     A table from an earlier version gets the columns added since by `ALTER TABLE ... ADD
     COLUMN IF NOT EXISTS`, sent only when one is missing: a store created by this version
@@ -186,11 +209,22 @@ def readable_columns(store: Store, settings: Settings, name: str) -> dict[str, s
 
 
 def schema_exists(store: Store, settings: Settings) -> bool:
+    """Whether the watchdog's tables exist (those of the first release: later ones may not yet)."""
+    first = [name for name in TABLES if name not in ADDED_TABLES]
     found = store.query(
         "SELECT count() FROM system.tables WHERE database = {db:String} AND name IN {names:Array(String)}",
-        {"db": settings.store.database, "names": list(TABLES)},
+        {"db": settings.store.database, "names": first},
     ).rows
-    return bool(found) and int(found[0][0]) == len(TABLES)
+    return bool(found) and int(found[0][0]) == len(first)
+
+
+def table_exists(store: Store, settings: Settings, name: str) -> bool:
+    """Whether one of the watchdog's tables exists (read-only callers check before reading)."""
+    found = store.query(
+        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        {"db": settings.store.database, "t": name},
+    ).rows
+    return bool(found) and int(found[0][0]) == 1
 
 
 def select_list(columns: Mapping[str, str]) -> str:
@@ -281,6 +315,16 @@ def check_results_json(report: Report) -> dict[str, dict[str, Any]]:
     """Per check: status, value, target, severity, sample size, summary, evidence (ids only)."""
     checks: dict[str, dict[str, Any]] = report.to_json()["checks"]
     return checks
+
+
+def judged(store: Store, settings: Settings, source: str, at: datetime) -> bool:
+    """Whether the run log holds a run of `source` at `at` that read the source."""
+    row = store.query(
+        f"SELECT count() FROM {table(settings, 'runs')} FINAL WHERE source = {{source:String}}"
+        " AND at = {at:DateTime64(3, 'UTC')} AND problem = ''",
+        {"source": source, "at": utc(at)},
+    ).rows
+    return bool(row) and int(row[0][0]) > 0
 
 
 def record_run(

@@ -51,11 +51,12 @@ from watchdog.core.times import rfc3339
 from watchdog.daemon.child import ChildCrashed, ChildTicks
 from watchdog.daemon.reload import Loader
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import AlignedTrigger, Daemon
+from watchdog.daemon.service import Daemon
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.status import DaemonStatus, read_status, render_text
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import TickRequest
+from watchdog.daemon.trigger import AlignedTrigger
 from watchdog.report.files import report_dir
 
 DELAY = 2 * M  # the schedule's delay: the window ending at h:00 is judged at h:02

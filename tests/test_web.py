@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+import socket
+import struct
+import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +17,7 @@ from typing import Any
 import pytest
 
 from watchdog.core.errors import UsageError
+from watchdog.daemon import web
 from watchdog.daemon.web import CSP, health, make_handler, parse_listen, serve
 from watchdog.report.files import LATEST
 
@@ -94,9 +100,26 @@ def test_past_report_by_window_end(server: tuple[str, int]) -> None:
 
 
 def test_report_paths_cannot_escape_the_directory(server: tuple[str, int]) -> None:
-    """Anything but a window end under /reports/ is a 404."""
+    """Anything but a window end under /reports/ is refused with a 400."""
     for path in ("/reports/..%2F" + LATEST, "/reports/../report.html", "/reports/%2Fetc%2Fpasswd"):
-        assert get(server, path).status == 404
+        assert get(server, path).status == 400
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        "0001-01-01T00:00:00+14:00",
+        "9999-12-31T23:59:59-14:00",
+        "0001-01-01T00:00:00%2B14:00",
+        "%ff%fe",
+        "x" * 5000,
+    ],
+)
+def test_a_window_end_no_time_can_hold_is_a_clean_400(server: tuple[str, int], end: str) -> None:
+    """A window end that overflows UTC (year 1 at +14:00) or is no time at all is a 400, with a body."""
+    response = get(server, f"/reports/{end}")
+    assert response.status == 400
+    assert body(response) == b"not a window end (e.g. 20261128T040000Z)\n"
 
 
 def test_reports_index_lists_pages_newest_first(server: tuple[str, int]) -> None:
@@ -200,3 +223,70 @@ def test_parse_listen_rejects_nonsense(text: str) -> None:
     """A listen address that is not HOST:PORT is a usage error."""
     with pytest.raises(UsageError, match="--http"):
         parse_listen(text)
+
+
+def test_idle_connections_hold_no_thread_and_health_still_answers(
+    server: tuple[str, int],
+) -> None:
+    """300 idle connections start no thread each, and /healthz still answers among them."""
+    before = threading.active_count()
+    idle = [socket.create_connection(server, timeout=5) for _ in range(300)]
+    try:
+        time.sleep(0.5)  # the server has accepted them all by now
+        assert threading.active_count() <= before + 2
+        assert get(server, "/healthz").status == 200
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def test_an_idle_connection_is_closed_after_the_timeout(
+    pages: Path, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that never sends its request is closed by the server, not kept forever."""
+    monkeypatch.setattr(web, "IO_TIMEOUT", 0.3)
+    handler = make_handler(
+        pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
+    )
+    httpd, thread = serve("127.0.0.1:0", handler)
+    try:
+        with socket.create_connection(httpd.server_address[:2], timeout=10) as idle:
+            assert idle.recv(1) == b""  # closed by the server (a timeout here raises instead)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+def test_a_client_that_goes_away_costs_at_most_one_log_line(
+    pages: Path, daemon: Daemon, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Clients that disconnect before reading the answer leave no traceback, one line each at most."""
+    (pages / LATEST).write_bytes(b"<!doctype html>" + b"x" * 8_000_000)
+    handler = make_handler(
+        pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
+    )
+    httpd, thread = serve("127.0.0.1:0", handler)
+    clients = 5
+    caplog.set_level(logging.DEBUG, logger="watchdog.daemon.web")
+    try:
+        for _ in range(clients):
+            connection = socket.create_connection(httpd.server_address[:2], timeout=5)
+            connection.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            connection.recv(1)  # the answer has begun
+            # Reset, not a polite close: the server's next write fails at once.
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            connection.close()
+        assert get(httpd.server_address[:2], "/healthz").status == 200  # type: ignore[arg-type]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+    records = [
+        r
+        for r in caplog.records
+        if r.name == "watchdog.daemon.web" and "/healthz" not in r.getMessage()
+    ]
+    assert len(records) <= clients
+    assert all(r.exc_info is None for r in records)
+    assert "Traceback" not in capfd.readouterr().err

@@ -30,19 +30,22 @@ from http.client import HTTPException
 from typing import Any
 from urllib.error import URLError
 
-from alerts.base import Deadline, DeliveryError, Failure
+from alerts.base import Deadline, DeliveryError, Failure, bounded_retry_after
 
 USER_AGENT = "memory-watchdog"
 MAX_BODY = 64 * 1024  # of an answer, read for its error line
 
 
 def retry_after(headers: Mapping[str, Any] | None) -> float | None:
-    """Seconds from a Retry-After header (slack-sdk hands values as lists or strings)."""
+    """Seconds from a Retry-After header (slack-sdk hands values as lists or strings).
+
+    At most MAX_RETRY_AFTER (an hour), whatever the header says; None when it is no number.
+    """
     for key, value in (headers or {}).items():
         if str(key).lower() == "retry-after":
             raw = value[0] if isinstance(value, list | tuple) and value else value
             try:
-                return max(0.0, float(str(raw)))
+                return bounded_retry_after(float(str(raw)))
             except ValueError:
                 return None
     return None

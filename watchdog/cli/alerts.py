@@ -13,6 +13,7 @@ from datetime import datetime
 
 from alerts.base import Deadline, DeliveryError, Message
 from alerts.facts import notify_test_facts
+from alerts.lease import current_lease
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import RECEIVER_TABLES
 from alerts.records import AlertRecord, alert_states, outbox_backlog
@@ -109,6 +110,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     with open_configured(settings.store) as store:
         records = alert_states(store, settings, now=now)
         backlog = outbox_backlog(store, settings, now=now)
+        lease = current_lease(store, settings, settings.source.display_name)
     if args.format == "json":
         document = {
             "alerts": [
@@ -140,9 +142,11 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                     "delivered": b.delivered,
                     "dropped": b.dropped,
                     "rejected": b.rejected,
+                    "unconfirmed": b.unconfirmed,
                 }
                 for b in backlog
             ],
+            "alert_lease": lease.to_json() if lease is not None else None,
         }
         sys.stdout.write(jsontext.dumps(document, indent=2) + "\n")
         return 0
@@ -174,6 +178,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         held = f" ({b.held} held by quiet hours)" if b.held else ""
         print(
             f"outbox {b.notifier}: {b.pending} pending{held}{oldest}; {b.delivered} delivered,"
-            f" {b.dropped} dropped, {b.rejected} rejected"
+            f" {b.dropped} dropped, {b.rejected} rejected{b.given_up()}"
         )
+    if lease is not None:
+        print(f"alert lease: {printable(lease.describe())}")
     return 0

@@ -2,7 +2,10 @@
 
 Without `--notify` it only reads. With it, the alert lifecycle runs after the
 report is printed (the report owns stdout; what alerting says goes to
-stderr), and a chat failure never changes the exit code.
+stderr), and a chat failure never changes the exit code. On a server store
+it runs under the alert lease (alerts.lease): when another process (the
+daemon, another cron host) holds it, this run is standby, says so in one
+line and records and sends nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from alerts.lease import Guard, Lease, LeaseLost, holder_name
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import ProcessOutcome, process, process_store_error
 from alerts.state import LIVE, REPLAY
@@ -113,7 +117,7 @@ def notify_after_check(
     watchdog's own tables failing is printed, and `check` keeps its exit code.
     """
 
-    def run(store: Store) -> ProcessOutcome:
+    def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
         return process(
             store,
@@ -123,6 +127,7 @@ def notify_after_check(
             duration_s=duration_s,
             notifiers=notifiers,
             kind=kind,
+            guard=guard,
         )
 
     _alert(settings, run, failure="could not keep alert state")
@@ -139,21 +144,41 @@ def notify_store_error(
     """After `check --notify` could not read the source: fire the `store` alert, if we can."""
     window = window_at(settings, at, length)
 
-    def run(store: Store) -> ProcessOutcome:
+    def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
         now = system_clock()
         return process_store_error(
-            store, settings, window, problem.problem, now=now, notifiers=notifiers, kind=kind
+            store,
+            settings,
+            window,
+            problem.problem,
+            now=now,
+            notifiers=notifiers,
+            kind=kind,
+            guard=guard,
         )
 
     _alert(settings, run, failure="could not record the store error either")
 
 
-def _alert(settings: Settings, run: Callable[[Store], ProcessOutcome], *, failure: str) -> None:
-    """Run the alert pipeline on the store; its summary and errors, or why it failed, on stderr."""
+def _alert(
+    settings: Settings, run: Callable[[Store, Guard], ProcessOutcome], *, failure: str
+) -> None:
+    """Run the alert pipeline on the store under the alert lease; its summary and errors,
+    why it failed, or that it stood by, on stderr."""
     try:
         with open_configured(settings.store) as store:
-            outcome = run(store)
+            lease = Lease(store, settings, holder_name("check"))
+            try:
+                holder = lease.acquire()
+                if holder is not None:
+                    raise LeaseLost(holder)
+                outcome = run(store, lease.ensure)
+            except LeaseLost as lost:
+                _err(f"alerts: standby: {lost}; this run recorded and sent nothing")
+                return
+            finally:
+                lease.release()
     except StoreError as exc:
         _err(f"alerts: {failure}: {exc}")
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from alerts.lifecycle import STORE_CHECK
+from alerts.lifecycle import RUN_CHECK, STORE_CHECK
 from alerts.silences import ALL, add_silence, list_silences, remove_silence
 from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
 from watchdog.core.errors import UsageError
@@ -54,7 +54,7 @@ def _user() -> str:
 
 def cmd_silence_add(args: argparse.Namespace) -> int:
     settings = load(args)
-    accepted = [*settings.check_ids, STORE_CHECK, ALL]
+    accepted = [*settings.check_ids, STORE_CHECK, RUN_CHECK, ALL]
     if args.check not in accepted:
         raise UsageError(
             f"silence add: unknown check {args.check!r} (accepted: {', '.join(accepted)})"

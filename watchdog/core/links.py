@@ -29,11 +29,11 @@ def parse_stamp(text: str) -> str | None:
         return text
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError:
+        if moment.tzinfo is None:
+            return None
+        return stamp(moment)
+    except (ValueError, OverflowError):  # not a time, or one UTC cannot hold (year 1 at +14:00)
         return None
-    if moment.tzinfo is None:
-        return None
-    return stamp(moment)
 
 
 def report_url(base_url: str, window_end: datetime) -> str:

@@ -139,8 +139,9 @@ class Store:
     def client(self) -> Any:
         return self._client
 
-    def _settings(self) -> dict[str, Any]:
+    def _settings(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return {
+            **(extra or {}),
             "max_execution_time": max(1, int(self.query_timeout_s)),
             # On a Distributed source, an IN subquery over the same table (the deviation
             # evidence lookup) runs once on the initiator and its set is sent to the
@@ -148,10 +149,17 @@ class Store:
             "distributed_product_mode": "global",
         }
 
-    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+    def query(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        extra_settings: Mapping[str, Any] | None = None,
+    ) -> QueryResult:
+        """Rows of a SELECT; `extra_settings` are ClickHouse settings for this query only."""
         try:
             result = self._client.query(
-                sql, parameters=dict(parameters or {}), settings=self._settings()
+                sql, parameters=dict(parameters or {}), settings=self._settings(extra_settings)
             )
         except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
@@ -198,10 +206,16 @@ class Store:
             )
         return result.first()
 
-    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
+    def command(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        extra_settings: Mapping[str, Any] | None = None,
+    ) -> Any:
         try:
             return self._client.command(
-                sql, parameters=dict(parameters or {}), settings=self._settings()
+                sql, parameters=dict(parameters or {}), settings=self._settings(extra_settings)
             )
         except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc

@@ -7,17 +7,22 @@ daemon must close the store after each tick so that `memory-watchdog check`
 can use it in between. In a child the engine lives and dies with the tick;
 the daemon process never loads it, so its memory stays flat, a crash in the
 engine costs one tick, and a stuck tick can be killed. Everything crossing
-the process boundary is a plain picklable value: `TickRequest` in,
-`TickResult` out.
+the process boundary is a plain picklable value: `TickRequest` in, each
+window's `RunResult` as it is judged, then the `TickResult`. When the child
+dies without a result, `ChildCrashed` carries the runs it had finished and
+how it died, in words (a signal by name: SIGKILL is what the OOM killer and
+`kill -9` send).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from multiprocessing import forkserver
@@ -27,7 +32,15 @@ from typing import Any
 from alerts.notifiers import build_notifiers
 from watchdog.core.logs import configure_logging
 from watchdog.core.times import system_clock
-from watchdog.daemon.tick import StopFlag, TickRequest, TickResult, open_settings_store, run_tick
+from watchdog.daemon.tick import (
+    Progress,
+    RunResult,
+    StopFlag,
+    TickRequest,
+    TickResult,
+    open_settings_store,
+    run_tick,
+)
 
 
 def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
@@ -46,9 +59,13 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
         notifiers=build_notifiers(request.settings),
         clock=system_clock,
         stop=stop,
+        progress=lambda run: writer.send((_RUN, run)),
     )
-    writer.send(result)
+    writer.send((_DONE, result))
     writer.close()
+
+
+_RUN, _DONE = "run", "done"  # what the child sends: a window's run, then the tick's result
 
 
 @contextlib.contextmanager
@@ -67,8 +84,49 @@ def _hangup_ignored() -> Iterator[None]:
         signal.signal(signal.SIGHUP, previous)
 
 
+class StopSignal:
+    """The daemon's "stop after this window", shared with its tick processes, lock-free.
+
+    A multiprocessing.Event takes a lock shared by every process on each
+    `is_set()`: a tick killed while holding it (SIGKILL between two windows)
+    leaves it held, and every later tick then hangs on its first check. One
+    shared byte, written by the daemon and read by the ticks, has no lock to
+    leave behind.
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._flag = ctx.RawValue(ctypes.c_bool, False)
+
+    def set(self) -> None:
+        self._flag.value = True
+
+    def is_set(self) -> bool:
+        return bool(self._flag.value)
+
+
 class ChildCrashed(Exception):
-    """The tick's process ended without a result (killed, or the engine crashed)."""
+    """The tick's process ended without a result (killed, or the engine crashed).
+
+    `runs` are the windows it had judged (and reported) before it died.
+    """
+
+    def __init__(self, problem: str, runs: list[RunResult]) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.runs = runs
+
+
+def describe_exit(code: int | None) -> str:
+    """How a process ended, in words: `killed by SIGKILL (signal 9)`, `exit code 1`."""
+    if code is None:
+        return "an unknown end"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "a signal"
+        return f"killed by {name} (signal {-code})"
+    return f"exit code {code}"
 
 
 # Queries, lock waits and deliveries each have their own timeouts; this bounds a tick
@@ -84,16 +142,19 @@ class ChildTicks:
         self._ctx = multiprocessing.get_context("forkserver")
         # Pure-Python modules only: importing chdb starts threads, which must not be forked.
         self._ctx.set_forkserver_preload(["watchdog.daemon.child"])
+        self.stop_flag = StopSignal(self._ctx)
         with _hangup_ignored():
-            # The helper processes start now, and keep ignoring SIGHUP: a hangup of the
-            # whole process group (a closed terminal) reloads the daemon, and must not kill
-            # the forkserver or the resource tracker under it.
-            self.stop_flag: Any = self._ctx.Event()  # starts the resource tracker
+            # The helper processes start now (the forkserver starts the resource tracker),
+            # and keep ignoring SIGHUP: a hangup of the whole process group (a closed
+            # terminal) reloads the daemon, and must not kill them.
             forkserver.ensure_running()
         self._child: Any = None
 
-    def run(self, request: TickRequest) -> TickResult:
-        """Run one tick in a child and return its result; ChildCrashed when it died without one."""
+    def run(self, request: TickRequest, progress: Progress | None = None) -> TickResult:
+        """Run one tick in a child and return its result; ChildCrashed when it died without one.
+
+        `progress` is told each window's run as the child reports it.
+        """
         reader, writer = self._ctx.Pipe(duplex=False)
         child = self._ctx.Process(
             target=_child_main, args=(request, writer, self.stop_flag), name="memory-watchdog-tick"
@@ -101,14 +162,27 @@ class ChildTicks:
         child.start()
         self._child = child
         writer.close()
+        runs: list[RunResult] = []
+        deadline = time.monotonic() + self.timeout.total_seconds()
         try:
-            if not reader.poll(self.timeout.total_seconds()):
-                child.kill()
-                raise ChildCrashed(f"the run process took longer than {self.timeout}; killed it")
-            result: TickResult = reader.recv()
+            while True:
+                if not reader.poll(max(0.0, deadline - time.monotonic())):
+                    child.kill()
+                    raise ChildCrashed(
+                        f"the run process took longer than {self.timeout}; killed it", runs
+                    )
+                kind, value = reader.recv()
+                if kind == _DONE:
+                    result: TickResult = value
+                    break
+                runs.append(value)
+                if progress is not None:
+                    progress(value)
         except EOFError:
             child.join(timeout=10)
-            raise ChildCrashed(f"the run process ended with exit code {child.exitcode}") from None
+            raise ChildCrashed(
+                f"the run process died before it finished: {describe_exit(child.exitcode)}", runs
+            ) from None
         finally:
             reader.close()
             child.join(timeout=30)

@@ -45,7 +45,8 @@ from watchdog.daemon.telemetry import STORE_ERROR
 from watchdog.daemon.tick import RunResult
 
 PREFIX = "memory_watchdog"
-OUTCOMES = (Status.OK.value, Status.BREACHED.value, Status.ERROR.value, STORE_ERROR)
+CRASHED = "crashed"  # a tick whose process died before it finished
+OUTCOMES = (Status.OK.value, Status.BREACHED.value, Status.ERROR.value, STORE_ERROR, CRASHED)
 STATUSES = tuple(s.value for s in Status)
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -148,6 +149,10 @@ class Metrics:
         self._ran(STORE_ERROR, end_ns / 1e9, duration_s)
         self._status(STORE_CHECK, Status.ERROR.value)
         self.spooled.set(spooled)
+
+    def record_crash(self) -> None:
+        """A tick whose process died before it finished (the `run` alert)."""
+        self.runs.labels(CRASHED).inc()
 
     def record_tick(self, last_judged: datetime | None, spooled: int) -> None:
         """Where judging stands after a tick."""

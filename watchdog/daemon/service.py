@@ -25,13 +25,25 @@ Failures never stop the daemon:
   `store` alert once through the outbox; judging resumes from that window
   at the next tick;
 - the store itself cannot be opened or written (unreachable, or the embedded
-  directory locked by another process), or the tick's process dies: the
-  error run goes to the local spool, the `store` alert is sent directly
-  through the notifiers (the outbox lives in the store), once per outage,
-  remembered in the spool; at the next tick that opens the store the spool
-  is flushed into the run log and the missed windows are judged;
+  directory locked by another process): the error run goes to the local
+  spool, the `store` alert is sent directly through the notifiers (the
+  outbox lives in the store), once per outage, remembered in the spool; at
+  the next tick that opens the store the spool is flushed into the run log
+  (never over a window that was judged) and the missed windows are judged;
+- the tick's process dies (killed, out of memory): that is no store
+  problem. The windows it finished keep their verdicts (it reports each as
+  it is judged); a new tick starts at once (once: if it dies too, the next
+  one is the scheduled one), records the crash as the `run` alert through
+  the outbox, judges the windows left, and resolves the alert when it
+  finishes;
 - chat failures stay in the outbox (alerts.outbox retries them);
 - anything else is logged with its traceback and the schedule goes on.
+
+Two watchdogs on one store (an HA pair, or a cron `check --notify` beside
+the daemon) take turns through the alert lease (alerts.lease): a tick whose
+lease another process holds is standby, evaluates the window due now for
+its page and says so in the log, and judging resumes from the run log when
+it holds the lease again.
 
 SIGTERM/SIGINT stop the scheduler and let the run in progress finish
 (the tick's process ignores both; a catch-up stops after the current
@@ -63,37 +75,32 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
 from apscheduler.events import EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
-from apscheduler.triggers.base import BaseTrigger
 
-from alerts.base import Deadline, Notifier, Timer
-from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from alerts.base import Notifier, Timer
+from alerts.lease import holder_name
+from alerts.lifecycle import STORE_CHECK
 from alerts.notifiers import build_notifiers
-from alerts.outbox import compose
-from alerts.pipeline import source_unreadable
-from alerts.render import templates
-from alerts.routing import Router
 from checks.base import Status, Window
 from watchdog.core.durations import format_duration
-from watchdog.core.errors import ConfigError
-from watchdog.core.links import page_link
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import web
 from watchdog.daemon.child import TICK_TIMEOUT, ChildCrashed, ChildTicks
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.reload import Loader, Reloads
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Keepalive, Notify
 from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
 from watchdog.daemon.tick import (
+    Crash,
     OpenStore,
     RunResult,
     TickRequest,
@@ -103,6 +110,7 @@ from watchdog.daemon.tick import (
     open_settings_store,
     run_tick,
 )
+from watchdog.daemon.trigger import AlignedTrigger, misfire_grace, shutdown_scheduler
 from watchdog.report.files import report_dir
 
 log = logging.getLogger(__name__)
@@ -110,27 +118,8 @@ log = logging.getLogger(__name__)
 DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 # How long past its timeout a tick may still take (the child's kill, the result's way back).
 STUCK_MARGIN = timedelta(minutes=5)
-_ONE_US = timedelta(microseconds=1)
 JOB_ID = "judge"
-
-
-class AlignedTrigger(BaseTrigger):  # type: ignore[misc]
-    """Fires `schedule.delay` after each aligned window end (APScheduler 3 trigger)."""
-
-    def __init__(self, schedule: Schedule) -> None:
-        self.schedule = schedule
-
-    def get_next_fire_time(
-        self, previous_fire_time: datetime | None, now: datetime
-    ) -> datetime | None:
-        """The first fire time after the previous one (or at/after `now` for the first)."""
-        delay = self.schedule.delay
-        if previous_fire_time is None:
-            return self.schedule.next_end(now - delay - _ONE_US) + delay
-        return self.schedule.next_end(previous_fire_time - delay) + delay
-
-    def __str__(self) -> str:
-        return f"aligned[{self.schedule.describe()}]"
+MAX_CRASHES = 10  # crashes kept for the `run` alert until a tick records them (the newest)
 
 
 class Daemon:
@@ -180,6 +169,9 @@ class Daemon:
         self.last_judged: datetime | None = None  # end of the last window judged
         self._log_read = False
         self._store_alert_known = False  # the store holds a firing `store` alert
+        self.holder = holder_name("daemon")  # this daemon in the alert lease, for all its ticks
+        self._crashes: list[Crash] = []  # ticks that died, not yet recorded in the store
+        self.standby: str | None = None  # who held the alert lease at the last tick, if not us
         self._stop = threading.Event()
         self._busy = threading.Lock()
         self.systemd = systemd or Notify()
@@ -199,7 +191,9 @@ class Daemon:
         self.tick_started = time.monotonic()
         try:
             self._take_reloaded()
-            self._tick()
+            if not self._tick() and not self._stop.is_set():
+                log.info("starting a new run at once to judge what the one that died left")
+                self._tick()  # once: if it dies too, the scheduled run is the next try
         except Exception:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
         finally:
@@ -233,7 +227,8 @@ class Daemon:
         down = f"; store unusable, {spooled} error run(s) spooled" if spooled else ""
         return f"{judged}{down}; next run {rfc3339(self.schedule.next_run(self.clock()))}"
 
-    def _tick(self) -> None:
+    def _tick(self) -> bool:
+        """One run; False when its process died (what it left is for the next run)."""
         now = self.clock()
         request = TickRequest(
             settings=self.settings,
@@ -245,11 +240,13 @@ class Daemon:
             pages=self._pages,
             status=self._http is not None,
             debug=self._debug,
+            holder=self.holder,
+            crashes=tuple(self._crashes),
         )
         started_ns = time.time_ns()
         try:
             if self._ticks is not None:
-                result = self._ticks.run(request)
+                result = self._ticks.run(request, progress=self._took)
             else:
                 result = run_tick(
                     request,
@@ -258,15 +255,35 @@ class Daemon:
                     clock=self.clock,
                     stop=self._stop,
                     timer=self.timer,
+                    progress=self._took,
                 )
         except ChildCrashed as exc:
             if self._stop.is_set():  # killed at the stop timeout: not an outage
                 log.warning("the run was stopped unfinished: %s", exc)
-                return
-            window = aligned_window(self.settings, self.schedule, self.schedule.due_end(now))
-            self._store_down(window, str(exc), started_ns)
-            return
+                return True
+            self._crashed(exc, now)
+            return False
         self._take(result, started_ns)
+        return True
+
+    def _crashed(self, crash: ChildCrashed, now: datetime) -> None:
+        """A tick's process died: keep the windows it judged, remember the crash for the
+        `run` alert (the next tick records it); the store is not at fault."""
+        judged = [run.window.end for run in crash.runs if run.judged and not run.standby]
+        if judged:
+            self.last_judged, self._log_read = max(judged), True
+        due = self.schedule.due_end(now)
+        end = self.schedule.next_end(self.last_judged) if self.last_judged else due
+        window = aligned_window(self.settings, self.schedule, min(end, due))
+        start, stop = bounds(window)
+        problem = f"{crash.problem}, while judging [{start}, {stop})"
+        self._crashes = [*self._crashes, Crash(self.clock(), window, problem)][-MAX_CRASHES:]
+        log.warning(
+            "%s; the store was not at fault: the next run judges the windows left and"
+            " raises the `run` alert",
+            problem,
+        )
+        self.metrics.record_crash()
 
     def _take(self, result: TickResult, started_ns: int) -> None:
         """Turn a tick's result into spool updates, telemetry and log lines."""
@@ -280,12 +297,14 @@ class Daemon:
                 f" ({dropped} older ones were dropped from the spool)" if dropped else "",
             )
         self.last_judged, self._log_read = result.last_judged, result.log_read
+        self._crashes = self._crashes[result.crashes_recorded :]
+        if result.run_alert:
+            log.info("run alert: %s", result.run_alert)
+        self._say_standby(result)
         if result.status is not None:
             self._status = result.status
         if result.plan is not None:
             self._say_skipped(result.plan)
-        for run in result.runs:
-            self._took(run)
         if result.stopped_before is not None:
             log.info(
                 "stopping: windows from %s on wait for the next start",
@@ -296,7 +315,27 @@ class Daemon:
             self._store_down(window, result.store_down.problem, started_ns)
         self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
+    def _say_standby(self, result: TickResult) -> None:
+        """Log when this daemon stands by, and when it holds the alert lease again."""
+        if result.standby is not None:
+            holder = result.standby.describe()
+            if holder != self.standby:
+                log.info("standby: %s; this daemon evaluates and records and sends nothing", holder)
+            self.standby = holder
+        elif self.standby is not None:
+            log.info("this daemon holds the alert lease of %s again", self.source)
+            self.standby = None
+
     def _took(self, run: RunResult) -> None:
+        """One window's run, as soon as the tick reports it: telemetry, metrics, a log line."""
+        if run.standby:
+            log.info(
+                "standby: evaluated [%s, %s): %s; %s", *bounds(run.window), run.status, run.summary
+            )
+            return
+        if self.standby is not None:  # said with its first window, not at the end of the tick
+            log.info("this daemon holds the alert lease of %s again", self.source)
+            self.standby = None
         self.telemetry.record_run(
             run.window,
             status=run.status,
@@ -311,7 +350,10 @@ class Daemon:
             self.telemetry.record_backlog(run.backlog)
         self.metrics.record_run(run)
         for problem in run.failed:
-            log.warning("notification not delivered (the outbox retries it): %s", problem)
+            if problem in run.given_up:
+                log.error("notification given up: %s", problem)
+            else:
+                log.warning("notification not delivered (the outbox retries it): %s", problem)
         self._store_alert_known = STORE_CHECK in run.firing
         start, end = bounds(run.window)
         if not run.judged:
@@ -380,39 +422,9 @@ class Daemon:
         untold = {n: x for n, x in self.notifiers.items() if n not in self.spool.told}
         if not untold:
             return
-        notification = Notification(
-            kind=Kind.FIRE,
-            source=self.source,
-            check_id=STORE_CHECK,
-            cause="error",
-            result=source_unreadable(problem),
-            window=window,
-            firing_since=window.at,
+        told, failed = announce_store_down(
+            self.settings, untold, window, problem, now=self.clock(), timer=self.timer
         )
-        try:
-            rows = compose(
-                [notification],
-                untold,
-                templates(self.settings.alerts.templates_dir),
-                now=self.clock(),
-                router=Router.of(self.settings.alerts),
-                link=page_link(self.settings.report.base_url, window.end),
-            )
-        except ConfigError as exc:
-            log.error("cannot render the store alert: %s", exc)
-            return
-        told, failed = [], 0
-        for row in rows:
-            name = row.notifier
-            try:
-                untold[name].send(
-                    row.message(), Deadline(self.settings.alerts.delivery_timeout, self.timer)
-                )
-            except Exception as exc:  # a receiver failure never stops the daemon
-                failed += 1
-                log.warning("%s: store alert not delivered (retried next tick): %s", name, exc)
-            else:
-                told.append(name)
         self.telemetry.record_notifications(len(told), failed)
         self.metrics.record_delivery(len(told), failed)
         if told:
@@ -461,7 +473,7 @@ class Daemon:
             return
         try:
             scheduler.reschedule_job(JOB_ID, trigger=AlignedTrigger(schedule))
-            scheduler.modify_job(JOB_ID, misfire_grace_time=_grace(settings))
+            scheduler.modify_job(JOB_ID, misfire_grace_time=misfire_grace(settings))
         except Exception as exc:  # stopping: the job is gone already
             log.debug("reschedule: %s", exc)
             return
@@ -473,7 +485,7 @@ class Daemon:
 
     # -- serving --------------------------------------------------------------
 
-    def serve_http(self) -> ThreadingHTTPServer | None:
+    def serve_http(self) -> web.BoundedHTTPServer | None:
         """Start `--http` (pages, /healthz, /status) in a thread; None when not asked for.
 
         `serve` calls it; stop the server it returns with `shutdown()` then `server_close()`.
@@ -534,7 +546,7 @@ class Daemon:
             name="judge due windows",
             max_instances=1,
             coalesce=True,
-            misfire_grace_time=_grace(self.settings),
+            misfire_grace_time=misfire_grace(self.settings),
             next_run_time=datetime.now(UTC),  # catch up at once
         )
         self._scheduler = scheduler
@@ -553,7 +565,7 @@ class Daemon:
             self.systemd.stopping("finishing the run in progress, then exiting")
             self.stop()
             # Not from inside the handler: shutdown takes locks the interrupted code may hold.
-            threading.Thread(target=_shutdown, args=(scheduler,), daemon=True).start()
+            threading.Thread(target=shutdown_scheduler, args=(scheduler,), daemon=True).start()
 
         def on_hangup(signum: int, frame: FrameType | None) -> None:
             # Not from inside the handler: loading logs and takes locks; one at a time.
@@ -600,15 +612,3 @@ class Daemon:
                 os._exit(1)  # an in-process run cannot be interrupted; do not wait for it
         self.telemetry.shutdown()
         return 0 if finished else 1
-
-
-def _grace(settings: Settings) -> int:
-    """APScheduler's misfire grace time: `schedule.misfire_grace` in whole seconds, at least 1."""
-    return max(1, int(settings.schedule.misfire_grace.total_seconds()))
-
-
-def _shutdown(scheduler: Any) -> None:
-    try:
-        scheduler.shutdown(wait=False)
-    except Exception as exc:  # not running yet, or already stopped
-        log.debug("scheduler shutdown: %s", exc)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from alerts.lease import LeaseInfo, current_lease
 from alerts.lifecycle import Alert
 from alerts.records import AlertRecord, Backlog, RunRecord, alert_states, last_runs, outbox_backlog
 from alerts.state import REPLAY, readable_columns, schema_exists, table
@@ -62,6 +63,7 @@ class DaemonStatus:
     backlog: list[Backlog]
     spooled: int
     spooled_since: datetime | None
+    lease: LeaseInfo | None = None  # the alert lease of the source (server stores only)
 
     @property
     def age(self) -> timedelta | None:
@@ -93,6 +95,7 @@ class DaemonStatus:
             "firing_alerts": [_alert_json(r) for r in self.firing()],
             "outbox": [_backlog_json(b) for b in self.backlog],
             "spool": {"error_runs": self.spooled, "since": _time(self.spooled_since)},
+            "alert_lease": self.lease.to_json() if self.lease is not None else None,
         }
 
 
@@ -144,6 +147,7 @@ def _backlog_json(b: Backlog) -> dict[str, Any]:
         "delivered": b.delivered,
         "dropped": b.dropped,
         "rejected": b.rejected,
+        "unconfirmed": b.unconfirmed,
     }
 
 
@@ -163,6 +167,7 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
         backlog=outbox_backlog(store, settings, now=now),
         spooled=len(spool.runs),
         spooled_since=spool.since,
+        lease=current_lease(store, settings, settings.source.display_name),
     )
 
 
@@ -199,6 +204,8 @@ def render_text(status: DaemonStatus) -> str:
             f"Last completed run: window ending {rfc3339(status.last_completed)}"
             f" ({ago(status.age)})"
         )
+    if status.lease is not None:
+        lines.append(f"Alert lease: {printable(status.lease.describe())}")
     if status.spooled:
         since = rfc3339(status.spooled_since) if status.spooled_since else "?"
         lines.append(
@@ -227,6 +234,6 @@ def render_text(status: DaemonStatus) -> str:
         oldest = f", oldest {rfc3339(b.oldest_pending)}" if b.oldest_pending else ""
         lines.append(
             f"Outbox {b.notifier}: {b.pending} pending ({b.held} held){oldest};"
-            f" {b.delivered} delivered, {b.dropped} dropped, {b.rejected} rejected"
+            f" {b.delivered} delivered, {b.dropped} dropped, {b.rejected} rejected{b.given_up()}"
         )
     return "\n".join(lines) + "\n"

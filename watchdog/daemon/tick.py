@@ -4,7 +4,15 @@ This is the part of the daemon that touches the store, kept apart so that
 it can run in a fresh child process per tick (`watchdog.daemon.child`), or in
 the test's own process with an injected store opener and clock. Everything
 crossing the process boundary is a plain picklable value: `TickRequest` in,
-`TickResult` out.
+`TickResult` out, and each window's `RunResult` as soon as it is judged
+(`progress`), so that the daemon knows which windows a tick that died had
+finished.
+
+A tick holds the alert lease of its source (alerts.lease) for the alert
+work: when another process holds it, the tick is standby, evaluates the
+window due now for its page and log, and records and sends nothing. It
+first records the crashes of earlier ticks (the `run` alert), and after
+judging every due window it resolves that alert.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from alerts.base import Notifier, Timer
-from alerts.pipeline import process, process_store_error
+from alerts.lease import Lease, LeaseInfo, LeaseLost, holder_name
+from alerts.pipeline import process, process_crash, process_store_error, settle_run_alert
 from alerts.records import outbox_backlog
 from checks.base import Report, Window
 from checks.triage import with_triage
@@ -37,6 +46,7 @@ from watchdog.runner.once import run_once, window_at
 log = logging.getLogger(__name__)
 
 OpenStore = Callable[[Settings], AbstractContextManager[Store]]
+Progress = Callable[["RunResult"], None]
 STATUS_RUNS = 10  # runs in the status document served by `daemon --http`
 
 
@@ -44,6 +54,19 @@ class StopFlag(Protocol):
     """Set when the daemon is stopping (a threading or multiprocessing Event)."""
 
     def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Crash:
+    """A tick whose process died before it finished, as the daemon saw it."""
+
+    seen_at: datetime  # the wall clock when the daemon saw it
+    window: Window  # the window it was judging, or the one due
+    problem: str  # how it died, one line
+
+    def alert_window(self) -> Window:
+        """The window the `run` alert is judged at: ending when the death was seen."""
+        return Window(at=self.seen_at, length=self.window.length, lookback=self.window.lookback)
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,8 @@ class TickRequest:
     pages: bool = True  # write the HTML page of each judged window (watchdog.report.page)
     status: bool = False  # read `status --format json` at the end (for `daemon --http`)
     debug: bool = False
+    holder: str = ""  # the daemon's name in the alert lease (default: this process's)
+    crashes: tuple[Crash, ...] = ()  # earlier ticks that died, for the `run` alert
 
 
 @dataclass(frozen=True)
@@ -76,8 +101,10 @@ class RunResult:
     summary: str = ""  # the alert pipeline's one line
     delivered: int = 0
     failed: tuple[str, ...] = ()  # delivery errors, one line each
+    given_up: tuple[str, ...] = ()  # of those, the messages given up for good (dropped, ...)
     backlog: Mapping[str, int] | None = None  # pending outbox rows per notifier
     firing: tuple[str, ...] = ()  # check ids firing after it (`store` among them, maybe)
+    standby: bool = False  # evaluated only: another process holds the alert lease
 
     @property
     def judged(self) -> bool:
@@ -108,6 +135,10 @@ class TickResult:
     stopped_before: datetime | None = None  # a stop request left this window and later ones
     store_down: StoreDown | None = None
     status: dict[str, Any] | None = None  # `status --format json`, when asked for
+    standby: LeaseInfo | None = None  # another process holds the alert lease
+    crashes_recorded: int = 0  # of the request's crashes, written to the store
+    run_alert: str = ""  # what recording crashes and resolving the `run` alert said
+    attempting: datetime | None = None  # the window end being judged (a StoreError's window)
 
 
 def aligned_window(settings: Settings, schedule: Schedule, end: datetime) -> Window:
@@ -123,60 +154,219 @@ def run_tick(
     clock: Clock,
     stop: StopFlag,
     timer: Timer | None = None,
+    progress: Progress | None = None,
 ) -> TickResult:
-    """Judge every window due since the last judged one; a StoreError ends the tick as StoreDown."""
+    """Judge every window due since the last judged one; a StoreError ends the tick as StoreDown.
+
+    `progress` is told each window's run as soon as it is judged.
+    """
     settings = request.settings
     schedule = Schedule.from_settings(settings.schedule)
     result = TickResult(last_judged=request.last_judged, log_read=request.log_read)
-    attempting = schedule.due_end(request.now)
     try:
         with open_store_fn(settings) as store:
-            if request.spooled:
-                untold = {n: x for n, x in notifiers.items() if n not in request.told}
-                for spooled in request.spooled:
-                    process_store_error(
-                        store,
-                        settings,
-                        spooled.window(settings.window.lookback),
-                        spooled.problem,
-                        now=clock(),
-                        notifiers=untold,
-                        duration_s=spooled.duration_s,
-                        timer=timer,
-                    )
-                result.flushed = len(request.spooled)
-            if not result.log_read:
-                result.last_judged = last_completed_at(store, settings, request.now)
-                result.log_read = True
-            plan = catch_up(
-                schedule, result.last_judged, request.now, settings.schedule.max_catchup
-            )
-            result.plan = plan
-            for index, end in enumerate(plan.ends):
-                if stop.is_set():
-                    result.stopped_before = end
-                    break
-                attempting = end
-                window = aligned_window(settings, schedule, end)
-                run = _judge(
+            lease = Lease(store, settings, request.holder or holder_name("daemon"))
+            try:
+                holder = lease.acquire()
+                if holder is not None:
+                    _stand_by(store, settings, schedule, request, result, holder, clock)
+                    if progress is not None:
+                        progress(result.runs[-1])
+                    return result
+                _hold(
                     store,
                     settings,
-                    window,
-                    catchup=index < len(plan.ends) - 1,
+                    schedule,
+                    request,
+                    result,
+                    lease=lease,
                     notifiers=notifiers,
                     clock=clock,
+                    stop=stop,
                     timer=timer,
-                    pages=request.pages,
+                    progress=progress,
                 )
-                result.runs.append(run)
-                if not run.judged:
-                    break
-                result.last_judged = end
-            if request.status:
-                result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
+            except LeaseLost as lost:
+                _lost(store, settings, request, result, lost, clock)
+            finally:
+                lease.release()
     except StoreError as exc:
-        result.store_down = StoreDown(attempting, exc.problem)
+        result.store_down = StoreDown(
+            result.attempting or schedule.due_end(request.now), exc.problem
+        )
     return result
+
+
+def _hold(
+    store: Store,
+    settings: Settings,
+    schedule: Schedule,
+    request: TickRequest,
+    result: TickResult,
+    *,
+    lease: Lease,
+    notifiers: Mapping[str, Notifier],
+    clock: Clock,
+    stop: StopFlag,
+    timer: Timer | None,
+    progress: Progress | None,
+) -> None:
+    """The tick's work under the alert lease (`result.attempting` says which window a
+    StoreError raised here is about)."""
+    said = [
+        _record_crash(store, settings, crash, notifiers, clock, timer, lease)
+        for crash in request.crashes
+    ]
+    result.crashes_recorded = len(said)
+    if request.spooled:
+        untold = {n: x for n, x in notifiers.items() if n not in request.told}
+        for spooled in request.spooled:
+            process_store_error(
+                store,
+                settings,
+                spooled.window(settings.window.lookback),
+                spooled.problem,
+                now=clock(),
+                notifiers=untold,
+                duration_s=spooled.duration_s,
+                timer=timer,
+                guard=lease.ensure,
+            )
+        result.flushed = len(request.spooled)
+    if not result.log_read:
+        result.last_judged = last_completed_at(store, settings, request.now)
+        result.log_read = True
+    plan = catch_up(schedule, result.last_judged, request.now, settings.schedule.max_catchup)
+    result.plan = plan
+    finished = True
+    for index, end in enumerate(plan.ends):
+        if stop.is_set():
+            result.stopped_before = end
+            finished = False
+            break
+        result.attempting = end
+        window = aligned_window(settings, schedule, end)
+        run = _judge(
+            store,
+            settings,
+            window,
+            catchup=index < len(plan.ends) - 1,
+            notifiers=notifiers,
+            clock=clock,
+            timer=timer,
+            pages=request.pages,
+            guard=lease.ensure,
+        )
+        result.runs.append(run)
+        if progress is not None:
+            progress(run)
+        if not run.judged:
+            finished = False
+            break
+        result.last_judged = end
+    if finished:
+        now = clock()
+        window = aligned_window(settings, schedule, schedule.due_end(request.now))
+        settled = settle_run_alert(
+            store,
+            settings,
+            Window(at=now, length=window.length, lookback=window.lookback),
+            now=now,
+            notifiers=notifiers,
+            timer=timer,
+            guard=lease.ensure,
+        )
+        if settled is not None:
+            said.append(settled.summary())
+    result.run_alert = "; ".join(line for line in said if line)
+    if request.status:
+        result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
+
+
+def _record_crash(
+    store: Store,
+    settings: Settings,
+    crash: Crash,
+    notifiers: Mapping[str, Notifier],
+    clock: Clock,
+    timer: Timer | None,
+    lease: Lease,
+) -> str:
+    """The `run` alert for one earlier tick that died; its summary line."""
+    outcome = process_crash(
+        store,
+        settings,
+        crash.alert_window(),
+        crash.problem,
+        now=clock(),
+        notifiers=notifiers,
+        timer=timer,
+        guard=lease.ensure,
+    )
+    return outcome.summary()
+
+
+def _stand_by(
+    store: Store,
+    settings: Settings,
+    schedule: Schedule,
+    request: TickRequest,
+    result: TickResult,
+    holder: LeaseInfo,
+    clock: Clock,
+) -> None:
+    """Another process holds the alert lease: evaluate the window due now, record nothing.
+
+    Where judging stands is what the holder recorded (the run log); the next tick that
+    holds the lease reads it again.
+    """
+    result.standby = holder
+    result.log_read = False
+    result.last_judged = last_completed_at(store, settings, request.now)
+    window = aligned_window(settings, schedule, schedule.due_end(request.now))
+    start_ns = time.time_ns()
+    stopwatch = Stopwatch()
+    report: Report | None = None
+    try:
+        report = run_once(store, settings, window, timed=stopwatch)
+    except StoreError as exc:  # the holder records and alerts it; this one only says it
+        status, problem = STORE_ERROR, exc.problem
+    else:
+        status, problem = report.status.value, ""
+        if request.pages:
+            _write_page(store, settings, report, clock())
+    result.runs.append(
+        RunResult(
+            window=window,
+            catchup=False,
+            status=status,
+            start_ns=start_ns,
+            end_ns=time.time_ns(),
+            report=report,
+            timings=dict(stopwatch.timings),
+            problem=problem,
+            summary=f"standby: {holder.describe()}; this run records and sends nothing",
+            standby=True,
+        )
+    )
+    if request.status:
+        result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
+
+
+def _lost(
+    store: Store,
+    settings: Settings,
+    request: TickRequest,
+    result: TickResult,
+    lost: LeaseLost,
+    clock: Clock,
+) -> None:
+    """The lease passed to another process mid-tick: stop; the holder carries on."""
+    result.standby = lost.holder
+    result.log_read = False
+    result.last_judged = last_completed_at(store, settings, request.now)
+    if request.status:
+        result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
 
 
 def _judge(
@@ -189,8 +379,12 @@ def _judge(
     clock: Clock,
     timer: Timer | None,
     pages: bool,
+    guard: Callable[[], None] | None = None,
 ) -> RunResult:
-    """Evaluate one window and run the alert pipeline; StoreError when the store itself fails."""
+    """Evaluate one window and run the alert pipeline; StoreError when the store itself fails.
+
+    LeaseLost (from `guard`) when another process took the alert lease over.
+    """
     start_ns, started = time.time_ns(), time.monotonic()
     stopwatch = Stopwatch()
     report: Report | None
@@ -207,6 +401,7 @@ def _judge(
             notifiers=notifiers,
             duration_s=time.monotonic() - started,
             timer=timer,
+            guard=guard,
         )
         status = STORE_ERROR
     else:
@@ -219,6 +414,7 @@ def _judge(
             notifiers=notifiers,
             duration_s=time.monotonic() - started,
             timer=timer,
+            guard=guard,
         )
     backlog: dict[str, int] | None
     try:
@@ -240,6 +436,7 @@ def _judge(
         summary=outcome.summary(),
         delivered=len(outcome.delivery.delivered),
         failed=tuple(outcome.delivery.errors),
+        given_up=tuple(outcome.delivery.given_up),
         backlog=backlog,
         firing=outcome.firing,
     )

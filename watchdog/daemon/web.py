@@ -11,20 +11,31 @@ Routes, GET and HEAD only:
 - `/metrics` the daemon's Prometheus metrics (watchdog.daemon.metrics), in
   the text format or OpenMetrics, as the scraper's Accept header asks.
 
-It is the standard library's `ThreadingHTTPServer` with no framework. The
-daemon hands in what only it knows, as callables: the status document and
-the age of the last run, the metrics' exposition. It binds loopback unless told otherwise.
+It is the standard library's `HTTPServer` with no framework, bounded
+(`BoundedHTTPServer`): an idle connection costs no thread and is closed
+after `IO_TIMEOUT`, a fixed pool of worker threads serves the requests, and
+a connection a worker has held for `MAX_CONNECTION` (a client trickling its
+request) is cut. A client that disconnects early, times out or sends
+nonsense costs one debug line, never a traceback; a path under `/reports/`
+that is no window end is a 400. The daemon hands in what only it knows, as
+callables: the status document and the age of the last run, the metrics'
+exposition. It binds loopback unless told otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
+import selectors
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -47,6 +58,12 @@ StatusDocument = Callable[[], Mapping[str, Any]]
 LastRunAge = Callable[[], timedelta | None]
 # The Accept header -> the metrics' body and content type.
 MetricsExposition = Callable[[str | None], tuple[bytes, str]]
+
+WORKERS = 4  # threads serving connections: a scrape, a health check and a person at once
+QUEUE = 16  # requests waiting for a worker; more are closed at once
+MAX_IDLE = 256  # connections waiting for their request (no thread each); beyond, the oldest goes
+IO_TIMEOUT = 10.0  # seconds a connection may wait for its request, and any read or write
+MAX_CONNECTION = 30.0  # seconds a worker may spend on one connection
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -107,12 +124,22 @@ def make_handler(
     class Handler(BaseHTTPRequestHandler):
         server_version = "memory-watchdog"
         sys_version = ""
+        timeout = IO_TIMEOUT  # StreamRequestHandler sets it on the socket
 
         def do_HEAD(self) -> None:
-            self._route(head=True)
+            self._answer(head=True)
 
         def do_GET(self) -> None:
-            self._route(head=False)
+            self._answer(head=False)
+
+        def _answer(self, *, head: bool) -> None:
+            try:
+                self._route(head=head)
+            except OSError:
+                raise  # the client went away or stalled: the server logs one line
+            except Exception as exc:  # a bug of ours: one line, a 500, the server goes on
+                log.warning("http %s: %s: %s", self.path[:200], type(exc).__name__, exc)
+                self._text(500, "internal error", head)
 
         def _route(self, *, head: bool) -> None:
             path = unquote(urlsplit(self.path).path)
@@ -123,7 +150,7 @@ def make_handler(
             elif path.startswith(f"/{ARCHIVE}/"):
                 name = parse_stamp(path[len(ARCHIVE) + 2 :])
                 if name is None:
-                    self._text(404, "not a window end (e.g. 20261128T040000Z)", head)
+                    self._text(400, "not a window end (e.g. 20261128T040000Z)", head)
                 else:
                     self._file(
                         report_dir / ARCHIVE / f"{name}.html", head, missing="no such report"
@@ -180,30 +207,173 @@ def make_handler(
             if not head:
                 self.wfile.write(body)
 
+        answered: list[str]  # the request line and status, once answered
+
+        def handle(self) -> None:
+            self.answered = []
+            super().handle()  # a client gone or stalled raises: the server logs that line
+            for line in self.answered:  # one debug line per request, once it is answered
+                log.debug("http %s %s", self.address_string(), line)
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            self.answered = [f'"{self.requestline[:200]}" {code}']
+
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http %s " + format, self.address_string(), *args)
 
     return Handler
 
 
-class _ServerV6(ThreadingHTTPServer):
+class BoundedHTTPServer(HTTPServer):
+    """An HTTPServer with a fixed pool of worker threads, and no thread for an idle connection.
+
+    The standard library's ThreadingHTTPServer starts a thread per connection
+    and waits forever on an idle one: 2,000 idle connections made 2,003
+    threads. Here a new connection waits in a selector, costing no thread,
+    until its request arrives (at most `IO_TIMEOUT`; beyond `max_idle` such
+    connections the oldest is closed); then one of `workers` threads serves
+    it, taking it from a queue of `waiting` (full: the connection is closed).
+    A connection a worker has held for longer than `max_connection` (a client
+    trickling its request) is cut. All of this runs in `serve_forever`'s
+    thread (`service_actions`), so the selector needs no lock.
+    """
+
+    request_queue_size = 128  # the listen backlog (socketserver's 5 makes a burst wait seconds)
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        *,
+        workers: int = WORKERS,
+        waiting: int = QUEUE,
+        max_idle: int = MAX_IDLE,
+        max_connection: float = MAX_CONNECTION,
+    ) -> None:
+        super().__init__(address, handler)
+        self.max_idle = max_idle
+        self.max_connection = max_connection
+        self._selector = selectors.DefaultSelector()
+        self._idle: dict[socket.socket, tuple[Any, float]] = {}  # oldest first
+        self._queue: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(waiting)
+        self._busy: dict[socket.socket, float] = {}  # connection -> when a worker took it
+        self._lock = threading.Lock()
+        self.refused = 0  # connections closed because every worker was busy
+        self._refused_said = 0.0
+        self._workers = [
+            threading.Thread(target=self._work, name=f"watchdog-http-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Park the new connection until its request arrives (serve_forever's thread)."""
+        if len(self._idle) >= self.max_idle:
+            self._drop(next(iter(self._idle)), "closed: too many idle connections")
+        self._idle[request] = (client_address, time.monotonic())
+        self._selector.register(request, selectors.EVENT_READ)
+
+    def service_actions(self) -> None:
+        """Hand the connections whose request arrived to the workers; close the idle, cut the stuck."""
+        now = time.monotonic()
+        if self._idle:
+            for key, _ in self._selector.select(timeout=0):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                client_address, _ = self._idle.pop(sock)
+                self._selector.unregister(sock)
+                self._dispatch(sock, client_address)
+            for sock, (_, since) in list(self._idle.items()):
+                if now - since > IO_TIMEOUT:
+                    self._drop(sock, "closed: no request within the timeout")
+        cutoff = now - self.max_connection
+        with self._lock:
+            overdue = [sock for sock, since in self._busy.items() if since < cutoff]
+        for sock in overdue:
+            with contextlib.suppress(OSError):  # the worker's blocked read or write returns
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _drop(self, sock: socket.socket, why: str) -> None:
+        client_address, _ = self._idle.pop(sock)
+        self._selector.unregister(sock)
+        log.debug("http %s: %s", _host(client_address), why)
+        self.shutdown_request(sock)
+
+    def _dispatch(self, sock: socket.socket, client_address: Any) -> None:
+        try:
+            self._queue.put_nowait((sock, client_address))
+        except queue.Full:
+            self.refused += 1
+            now = time.monotonic()
+            if now - self._refused_said >= 60:  # a flood is one line a minute, not one a client
+                self._refused_said = now
+                log.warning(
+                    "http: every worker is busy; closing new requests (%d so far)", self.refused
+                )
+            self.shutdown_request(sock)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            request, client_address = item
+            with self._lock:
+                self._busy[request] = time.monotonic()
+            try:
+                self.finish_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                with self._lock:
+                    self._busy.pop(request, None)
+                self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One debug line per client that disconnected, stalled or failed; never a traceback."""
+        log.debug("http %s: %s", _host(client_address), _one_line(sys.exc_info()[1]))
+
+    def server_close(self) -> None:
+        super().server_close()
+        for sock in list(self._idle):
+            self._drop(sock, "closed: the server stops")
+        self._selector.close()
+        for _ in self._workers:
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                break  # daemon threads: they end with the process
+
+
+class _ServerV6(BoundedHTTPServer):
     address_family = socket.AF_INET6
+
+
+def _host(client_address: Any) -> str:
+    return str(client_address[0]) if client_address else "?"
+
+
+def _one_line(error: BaseException | None) -> str:
+    if error is None:
+        return "connection failed"
+    text = " ".join(str(error).split())[:200]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def serve(
     listen: str, handler: type[BaseHTTPRequestHandler]
-) -> tuple[ThreadingHTTPServer, threading.Thread]:
+) -> tuple[BoundedHTTPServer, threading.Thread]:
     """Bind `listen` (HOST:PORT, loopback by default) and serve in a daemon thread.
 
     Stop it with `server.shutdown()` then `server.server_close()`.
     """
     host, port = parse_listen(listen)
-    server_class = _ServerV6 if ":" in host else ThreadingHTTPServer
+    server_class = _ServerV6 if ":" in host else BoundedHTTPServer
     try:
         server = server_class((host, port), handler)
     except OSError as exc:
         raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror}") from None
-    server.daemon_threads = True
     thread = threading.Thread(
         target=server.serve_forever,
         kwargs={"poll_interval": 0.1},

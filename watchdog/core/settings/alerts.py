@@ -211,6 +211,8 @@ class AlertSettings(ConfigModel):
     pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
     max_delivery_age: Duration = timedelta(days=7)  # undelivered older than this is dropped
     delivery_timeout: Duration = timedelta(seconds=60)  # total delivery time within one run
+    # How long the alert lease (alerts.lease) outlives a holder that died; renewed while it runs.
+    lease_ttl: Duration = timedelta(minutes=5)
     templates_dir: str | None = None  # overrides alerts/templates/*.j2 file by file
     slack: SlackSettings | None = None
     stdout: StdoutSettings | None = None
@@ -242,6 +244,11 @@ class AlertSettings(ConfigModel):
                 raise ValueError(f"{key} must be positive")
         if self.max_delivery_age > timedelta(days=30):
             raise ValueError("max_delivery_age must be at most 30d (the outbox keeps rows 90 days)")
+        if not 2 * self.delivery_timeout <= self.lease_ttl <= timedelta(hours=1):
+            raise ValueError(
+                "lease_ttl must be at least twice delivery_timeout (its holder renews it"
+                " between two messages) and at most 1h"
+            )
         known = self.receivers()
         named = [(f"routes[{i}].receivers", r.receivers) for i, r in enumerate(self.routes)]
         if self.default_receivers is not None:

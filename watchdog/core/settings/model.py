@@ -42,6 +42,9 @@ BUILTIN_CHECK_IDS = (
 
 # The pseudo check of "the source could not be read" (alerts.lifecycle): routes may name it.
 STORE_CHECK_ID = "store"
+# The pseudo check of "the daemon's run process died before it finished" (alerts.pipeline).
+RUN_CHECK_ID = "run"
+PSEUDO_CHECK_IDS = (STORE_CHECK_ID, RUN_CHECK_ID)
 
 # Each preset's table when `source.table` is not set.
 PRESET_TABLES = {
@@ -316,9 +319,13 @@ class Settings(_Settings):
         taken = set(BUILTIN_CHECK_IDS)
         lookback = self.window.lookback
         for index, check in enumerate(self.custom_checks):
-            if check.id in taken:
+            if check.id in taken or check.id in PSEUDO_CHECK_IDS:
                 what = (
-                    "a built-in check id" if check.id in BUILTIN_CHECK_IDS else "already used above"
+                    "a built-in check id"
+                    if check.id in BUILTIN_CHECK_IDS
+                    else "the watchdog's own alert"
+                    if check.id in PSEUDO_CHECK_IDS
+                    else "already used above"
                 )
                 raise ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
             taken.add(check.id)
@@ -335,10 +342,11 @@ class Settings(_Settings):
                 raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
         for index, route in enumerate(self.alerts.routes):
             for check_id in route.checks:
-                if check_id not in taken and check_id != STORE_CHECK_ID:
+                if check_id not in taken and check_id not in PSEUDO_CHECK_IDS:
                     raise ConfigError(
                         f"alerts.routes[{index}].checks",
-                        f"unknown check id {check_id!r} (accepted: {accepted}, {STORE_CHECK_ID})",
+                        f"unknown check id {check_id!r}"
+                        f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
                     )
         return self
 
