@@ -260,7 +260,8 @@ def state_statements(
         (
             f"Backfill of the state: the source's rows from {rfc3339(since)} until the view"
             f" was created ({rfc3339(until)}).",
-            f"INSERT INTO {plan.table} ({', '.join(COLUMNS)})\n{backfill}",
+            f"INSERT INTO {plan.table} (source, bucket, session_id, {', '.join(STATE_ROWS)})"
+            f"\n{backfill}",
             {"backfill_from_ms": to_ms(since), "backfill_until_ms": to_ms(until)},
         )
     )
