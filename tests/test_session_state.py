@@ -24,7 +24,7 @@ from checks.source_ddl import create_table_sql
 from checks.state import BUCKET_MS, bounds
 from tests import test_engine_properties as engine
 from tests import test_properties as windows
-from tests.builder import T0, H, M, S, Event, Scenario, settings_for, unique_table
+from tests.builder import T0, Event, H, M, S, Scenario, settings_for, unique_table
 from tests.test_schema import _scenario as every_check
 from tests.test_triage import failure_mix
 from watchdog.core.errors import ConfigError
