@@ -28,7 +28,7 @@ from tests.builder import T0, Event, H, M, S, Scenario, settings_for, unique_tab
 from tests.test_schema import _scenario as every_check
 from tests.test_triage import failure_mix
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings import Settings
+from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
 
@@ -234,3 +234,48 @@ def test_state_names_a_table() -> None:
     with pytest.raises(ConfigError) as err:
         settings_for("t.x", {"source": {"state": "watchdog.session state"}})
     assert "source.state" in str(err.value)
+
+
+# --- the statements --------------------------------------------------------------------------
+
+
+def _state_statements(config: dict[str, Any], **plan: Any) -> list[str]:
+    settings = settings_from_mapping(config, env={})
+    narrow = plan_for(settings, ttl="INTERVAL 180 DAY", **plan)
+    statements = materialize_statements(
+        settings, narrow, None, configured_checks(settings), since=T0, until=AT
+    )
+    return [s.sql for s in statements if "session_state" in s.sql]
+
+
+def test_state_ddl_on_one_node() -> None:
+    """An AggregatingMergeTree by (source, bucket, session), its view on the source, a backfill."""
+    table, view, backfill = _state_statements({"source": {"preset": "joelclaw"}})
+    assert table.startswith("CREATE TABLE IF NOT EXISTS watchdog.session_state\n(")
+    assert "ENGINE = AggregatingMergeTree\n" in table
+    assert "ORDER BY (source, bucket, session_id)" in table
+    assert table.endswith("TTL toDateTime(intDiv(bucket, 1000)) + INTERVAL 180 DAY")
+    assert view.startswith(
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS watchdog.session_state_mv"
+        " TO watchdog.session_state\nAS SELECT 'joelclaw.otel_events' AS source"
+    )
+    assert "{" not in view.replace("{}", "")  # no bound parameter in a view's definition
+    assert backfill.startswith("INSERT INTO watchdog.session_state (source, bucket, session_id,")
+
+
+def test_state_ddl_on_a_cluster() -> None:
+    """Replicated shards behind a Distributed table sharded by session; the view on the local
+    source writes through it."""
+    local, distributed, view, _ = _state_statements(
+        {"store": {"cluster": "prod", "database": "wd"}, "source": {"preset": "otel_logs"}},
+        source_local="otel.otel_logs_local",
+    )
+    assert (
+        "ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/wd/session_state_local'"
+        in local
+    )
+    assert distributed.endswith(
+        "Distributed('prod', 'wd', 'session_state_local', cityHash64(session_id))"
+    )
+    assert " ON CLUSTER prod TO wd.session_state\n" in view
+    assert "FROM otel.otel_logs_local" in view
