@@ -12,8 +12,10 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.run import Bench, render_table, to_json
+from benchmarks.state import render_state_table, run_state
 
 DEFAULT_EVENTS = (1_000_000, 5_000_000, 20_000_000)
 DEFAULT_PRESETS = ("joelclaw", "otel_logs")
@@ -55,6 +57,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="also time the suite on the narrow normalized table (auto: at 20M events)",
     )
     parser.add_argument(
+        "--state",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="also time a run on the session state (source.state) (auto: at 20M events)",
+    )
+    parser.add_argument(
         "--output", default=str(RESULTS), help="results file (default benchmarks/results.json)"
     )
     return parser.parse_args(argv)
@@ -74,19 +82,26 @@ def main(argv: list[str] | None = None) -> int:
         cli_max=args.cli_max_events,
         naive_presets=tuple(args.naive or ("joelclaw",)),
     )
+    state_cases: list[dict[str, Any]] = []
     try:
         for preset in presets:
             for n in sorted(events):
                 bench.run_case(preset, n)
                 if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
                     bench.run_narrow(preset, n)
+                if args.state == "yes" or (args.state == "auto" and n >= 20_000_000):
+                    state_cases.append(run_state(bench, preset, n))
     finally:
         bench.close()
     command = "python -m benchmarks " + shlex.join(argv)
     document = to_json(bench, command.strip(), started)
+    document["state_cases"] = state_cases
     Path(args.output).write_text(json.dumps(document, indent=2) + "\n")
     print()
     print(render_table(bench.cases))
+    if state_cases:
+        print("\nsession state (fresh processes; bytes selected per run):")
+        print(render_state_table(state_cases))
     print(
         f"\n{len(bench.cases)} cases in {document['total_seconds']:.0f}s; results in {args.output}"
     )

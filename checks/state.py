@@ -56,10 +56,21 @@ COLUMNS: dict[str, str] = {
     "n_events": "SimpleAggregateFunction(sum, UInt64)",
     "scoped": "SimpleAggregateFunction(max, UInt8)",
     "scopes": "SimpleAggregateFunction(groupUniqArrayArray, Array(String))",
+    # Every event's time: read only for the two buckets the lookback's ends cut.
+    "times": "SimpleAggregateFunction(groupArrayArray, Array(Int64))",
     "events": f"AggregateFunction(groupUniqArray, {EVENT})",
     "flagged": f"AggregateFunction(groupUniqArray, {FLAGGED})",
 }
-STATE_ROWS = ("scoped", "first_seen", "last_seen", "n_events", "scopes", "events", "flagged")
+STATE_ROWS = (
+    "scoped",
+    "first_seen",
+    "last_seen",
+    "n_events",
+    "scopes",
+    "times",
+    "events",
+    "flagged",
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,7 @@ class Needs:
         )
 
 
-# How a value reaches the SQL: bound (the reader) or a literal (a view's definition).
+# How a value reaches the SQL (a view's definition holds literals, no bound parameter).
 Value = Callable[[str, Any], str]
 
 
@@ -96,16 +107,8 @@ def _literal(_: str, value: Any) -> str:
     return f"CAST([{items}] AS Array(String))"
 
 
-def _binder(params: dict[str, Any]) -> Value:
-    def bind(key: str, value: Any) -> str:
-        params[key] = value
-        return f"{{{key}:{'String' if isinstance(value, str) else 'Array(String)'}}}"
-
-    return bind
-
-
-def rows_sql(events: str, needs: Needs, value: Value, *, bucketed: bool) -> str:
-    """Per session (and bucket): the state's columns over the normalized `events` relation."""
+def rows_sql(events: str, needs: Needs, value: Value) -> str:
+    """Per session and bucket: the state's columns over the normalized `events` relation."""
     names = value("state_names", list(needs.names))
     skips = [
         f"if(name IN {value(f'state_skip{i}_names', list(ns))},"
@@ -123,22 +126,23 @@ def rows_sql(events: str, needs: Needs, value: Value, *, bucketed: bool) -> str:
         f" + if(isValidUTF8(name) AND isValidUTF8(_session_raw) AND payload_is_utf8,"
         f" 0, {INVALID_UTF8}) + if(latency_invalid AND name IN {names}, {LATENCY_INVALID}, 0))"
     )
-    bucket = f",\n        intDiv(t, {BUCKET_MS}) * {BUCKET_MS} AS bucket" if bucketed else ""
     return f"""
     SELECT
-        _session_raw AS sid{bucket},
+        _session_raw AS sid,
+        intDiv(t, {BUCKET_MS}) * {BUCKET_MS} AS bucket,
         max(in_scope) AS scoped,
         min(t) AS first_seen,
         max(t) AS last_seen,
         count() AS n_events,
         groupUniqArrayArray(CAST({scoped} AS Array(String))) AS scopes,
+        groupArray(t) AS times,
         groupUniqArrayStateIf((t, CAST(name AS String), CAST(event_id AS String),
             toUInt8(ifNull(result_count, 0) > 0),
             CAST({skipped} AS Array(Tuple(String, String)))), name IN {names}) AS events,
         groupUniqArrayStateIf((t, CAST(name AS String), CAST(event_id AS String), _flags),
             _flags != 0) AS flagged
     FROM (SELECT *, {flags} AS _flags FROM {events})
-    GROUP BY sid{", bucket" if bucketed else ""}"""
+    GROUP BY sid, bucket"""
 
 
 # --- schema apply --materialize --------------------------------------------------------
@@ -169,7 +173,7 @@ def _view_select(
     needs = _needs_for(specs, list(scopes))
     events = f"({unbounded_sql(settings.source, present, scopes, table, where)})"
     key = _literal("", settings.source.display_name)
-    rows = rows_sql(events, needs, _literal, bucketed=True)
+    rows = rows_sql(events, needs, _literal)
     columns = ", ".join(STATE_ROWS)
     return f"SELECT {key} AS source, bucket, sid AS session_id, {columns}\nFROM ({rows}\n)"
 
@@ -333,72 +337,73 @@ def _inner(b: SessionQueryBuilder) -> dict[str, str]:
     return out
 
 
-def _scope_ids(b: SessionQueryBuilder) -> list[str]:
-    return [m.group(1) for e in b.inner.values() if (m := _SCOPE.fullmatch(e))]
-
-
 def bounds(window: Window) -> dict[str, int]:
-    """The whole buckets inside `[lb, at)` (read from the state) and the two edges (events)."""
+    """The buckets wholly inside `[lb, at)`, and those the lookback's two ends cut.
+
+    `[state_from, state_until)` holds the starts of the whole buckets; the
+    others of `[edge_from, at)` are cut by `lb` or `at` and are read with their
+    events' times. Without a whole bucket every bucket is read that way.
+    """
     p = window.params()
     lb, at = p["lb_ms"], p["at_ms"]
     first = -(-lb // BUCKET_MS) * BUCKET_MS
     last = at // BUCKET_MS * BUCKET_MS
-    if first >= last:  # no whole bucket: every event is read
-        first = last = at
-    return {
-        "state_from": first,
-        "state_until": last,
-        "edge0_from": lb,
-        "edge0_until": first,
-        "edge1_from": last,
-        "edge1_until": at,
-    }
-
-
-def _edge(source: CompiledSource, i: int) -> str:
-    """The normalized-event relation of edge `i` (its own read range)."""
-    sql = source.sql.replace("{lb_ms:Int64}", f"{{edge{i}_from:Int64}}")
-    return f"({sql.replace('{at_ms:Int64}', f'{{edge{i}_until:Int64}}')})"
+    if first >= last:
+        first = last
+    return {"edge_from": lb // BUCKET_MS * BUCKET_MS, "state_from": first, "state_until": last}
 
 
 def per_session(source: CompiledSource) -> PerSession:
-    """The session query's per-session level read from `source.state`."""
+    """The session query's per-session level read from `source.state`.
+
+    The role and flagged events carry their times and are kept when in
+    `[lb, at)`; the first and last time, the event count of a cut bucket come
+    from its `times`. Whether a session is in scope is its bucket's (see docs/sources.md).
+    """
     table = source.state
 
     def read(b: SessionQueryBuilder, window: Window) -> tuple[str, dict[str, Any]]:
         params: dict[str, Any] = {"state_source": source.name, **bounds(window)}
-        needs = Needs.of(b, _scope_ids(b))
-        bind = _binder(params)
-        columns = ", ".join(STATE_ROWS)
-        edges = "".join(
-            f"\n            UNION ALL\n            SELECT sid, {columns} FROM"
-            f" ({rows_sql(_edge(source, i), needs, bind, bucketed=False)})"
-            for i in (0, 1)
-        )
+
+        def kept(t: str) -> str:
+            return f"{{lb_ms:Int64}} <= {t} AND {t} < {{at_ms:Int64}}"
+
         event_mask = _mask(b, "e.2", "e.5")
         flag_mask = _roles_only(b, _mask(b, "f.2", None))
         inner = ",\n    ".join(f"{expr} AS {alias}" for alias, expr in _inner(b).items())
+        rest = "scoped, scopes, events, flagged"
+        where = "FROM {table} WHERE source = {{state_source:String}} AND "
         sql = f"""
 SELECT
     session_id,
     max(scoped) AS scoped,
-    min(first_seen) AS first_seen,
-    max(last_seen) AS last_seen,
-    sum(n_events) AS n_events,
+    min(f) AS first_seen,
+    max(l) AS last_seen,
+    sum(n) AS n_events,
     groupUniqArrayArray(scopes) AS _scopes,
-    arrayMap(e -> (e.1, {event_mask}, e.3, e.4), groupUniqArrayMerge(events)) AS _all,
-    arrayMap(f -> (f.4, {flag_mask}), groupUniqArrayMerge(flagged)) AS _flagged,
+    arrayMap(e -> (e.1, {event_mask}, e.3, e.4),
+        arrayFilter(e -> {kept("e.1")}, groupUniqArrayMerge(events))) AS _all,
+    arrayMap(f -> (f.4, {flag_mask}),
+        arrayFilter(f -> {kept("f.1")}, groupUniqArrayMerge(flagged))) AS _flagged,
     {inner}
 FROM (
-    SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, {columns}
+    SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, f, l, n, {rest}
     FROM (
-        SELECT session_id AS sid, {columns}
-        FROM {table}
-        WHERE source = {{state_source:String}}
-          AND bucket >= {{state_from:Int64}} AND bucket < {{state_until:Int64}}{edges}
+        SELECT session_id AS sid, CAST(first_seen AS Int64) AS f, CAST(last_seen AS Int64) AS l,
+            CAST(n_events AS UInt64) AS n, {rest}
+        {where.format(table=table)}bucket >= {{state_from:Int64}} AND bucket < {{state_until:Int64}}
+        UNION ALL
+        SELECT session_id AS sid, if(n > 0, arrayMin(_in), {2**63 - 1}) AS f,
+            if(n > 0, arrayMax(_in), {-(2**63)}) AS l, toUInt64(length(_in)) AS n, {rest}
+        FROM (
+            SELECT *, arrayFilter(x -> {kept("x")}, times) AS _in
+            {where.format(table=table)}bucket >= {{edge_from:Int64}} AND bucket < {{at_ms:Int64}}
+              AND NOT (bucket >= {{state_from:Int64}} AND bucket < {{state_until:Int64}})
+        )
     )
 )
-GROUP BY session_id"""
+GROUP BY session_id
+HAVING n_events > 0"""
         return sql, params
 
     return read

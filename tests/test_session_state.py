@@ -152,18 +152,22 @@ def test_state_gives_the_raw_report_in_consecutive_windows(
         assert state == raw
 
 
-def test_every_event_is_in_exactly_one_read(store: Store) -> None:
-    """The whole buckets read from the state and the two edges read from events tile [lb, at)."""
-    settings = settings_for("t.x")
-    for offset_ms in (0, 1, BUCKET_MS - 1, BUCKET_MS, 7 * BUCKET_MS + 123):
-        window = window_at(settings, AT + timedelta(milliseconds=offset_ms))
-        b, p = bounds(window), window.params()
-        assert b["edge0_from"] == p["lb_ms"] and b["edge1_until"] == p["at_ms"]
-        assert b["edge0_until"] == b["state_from"] and b["state_until"] == b["edge1_from"]
-        assert b["state_from"] % BUCKET_MS == 0 and b["state_until"] % BUCKET_MS == 0
-        assert (
-            b["state_from"] - p["lb_ms"] < BUCKET_MS and p["at_ms"] - b["state_until"] < BUCKET_MS
-        )
+def test_the_whole_buckets_and_the_cut_ones_tile_the_lookback() -> None:
+    """Whole buckets lie inside [lb, at); the cut ones (read by time) are the rest, at most two."""
+    for lookback in ("7h", "24h"):
+        settings = settings_for("t.x", {"window": {"lookback": lookback, "length": "1h"}})
+        for offset_ms in (0, 1, BUCKET_MS - 1, BUCKET_MS, 7 * BUCKET_MS + 123):
+            window = window_at(settings, AT + timedelta(milliseconds=offset_ms))
+            b, p = bounds(window), window.params()
+            assert b["edge_from"] <= p["lb_ms"] < b["edge_from"] + BUCKET_MS
+            assert p["lb_ms"] <= b["state_from"] <= b["state_until"] <= p["at_ms"]
+            cut = [
+                start
+                for start in range(b["edge_from"], p["at_ms"], BUCKET_MS)
+                if not b["state_from"] <= start < b["state_until"]
+            ]
+            assert len(cut) <= 2
+            assert all(s < p["lb_ms"] or s + BUCKET_MS > p["at_ms"] for s in cut)
 
 
 # --- rows written twice, rows arriving late, rows written before the apply -----------------
