@@ -2,7 +2,7 @@
 
 `schema apply --materialize` adds a table `<store.database>.session_state`
 (an AggregatingMergeTree) fed by a materialized view on the source table:
-per source, ten-minute bucket and session (the session id before the ignore
+per source, hour bucket and session (the session id before the ignore
 list), the first and last event time, the event count, whether an event is
 in scope (`source.session_filter`, each check's own session filter), the
 session's role events (every event named in a set some session rule reads,
@@ -40,7 +40,7 @@ from watchdog.core.times import rfc3339, to_ms
 
 STATE_TABLE = "session_state"
 STATE_VIEW = "session_state_mv"
-BUCKET_MS = 10 * 60 * 1000  # a state row per session and ten minutes
+BUCKET_MS = 60 * 60 * 1000  # a state row per session and hour
 
 # What the data-quality counts flag, one bit each (`flagged`).
 NOT_OBJECT, INVALID_UTF8, LATENCY_INVALID = 1, 2, 4
