@@ -236,7 +236,7 @@ def state_statements(
     else:
         out.append(
             (
-                "The per-session state (source.state): per session and ten minutes,"
+                "The per-session state (source.state): per session and hour,"
                 " what the session checks read.",
                 f"CREATE TABLE IF NOT EXISTS {plan.table}\n(\n{columns}\n)\n"
                 f"ENGINE = AggregatingMergeTree\n{layout}",
