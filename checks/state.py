@@ -7,12 +7,15 @@ list), the first and last event time, the event count, whether an event is
 in scope (`source.session_filter`, each check's own session filter), the
 session's role events (every event named in a set some session rule reads,
 as `(t, name, event_id, has results, payload fields a skip filter reads)`)
-and the events a data-quality count flags. A config with
-`source.state = "<database>.session_state"` then judges the coverage, rate
-and freshness checks from it (`per_session`): a run reads the state rows of
-the whole buckets inside the lookback and only the events of the two partial
-buckets at its ends, so the numbers are those of the events of
-`[at - lookback, at)`, as the raw path computes them.
+the events a data-quality count flags, and every event's time. A config
+with `source.state = "<database>.session_state"` then judges the coverage,
+rate and freshness checks from it (`per_session`): a run reads the state
+rows of the hours its lookback touches, never an event. Role and flagged
+events carry their times and are kept when in `[at - lookback, at)`; the
+first and last time and the count of the two hours the lookback's ends cut
+come from their `times`. So the numbers are those of the events of
+`[at - lookback, at)`, as the raw path computes them (the one exception, a
+session's scope in a cut hour, is in docs/sources.md).
 
 Role events and flagged events are kept in `groupUniqArray` states: the same
 row written twice (a retry; a ReplacingMergeTree source's duplicate before
