@@ -29,7 +29,7 @@ keeps exactly that.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -99,30 +99,26 @@ class Needs:
         )
 
 
-# How a value reaches the SQL (a view's definition holds literals, no bound parameter).
-Value = Callable[[str, Any], str]
-
-
-def _literal(_: str, value: Any) -> str:
+def _literal(value: str | Sequence[str]) -> str:
+    """A string or a list of strings as a ClickHouse literal: a view's definition holds no
+    bound parameter."""
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    items = ", ".join(_literal("", v) for v in value)
+    items = ", ".join(_literal(v) for v in value)
     return f"CAST([{items}] AS Array(String))"
 
 
-def rows_sql(events: str, needs: Needs, value: Value) -> str:
+def rows_sql(events: str, needs: Needs) -> str:
     """Per session and bucket: the state's columns over the normalized `events` relation."""
-    names = value("state_names", list(needs.names))
+    names = _literal(list(needs.names))
     skips = [
-        f"if(name IN {value(f'state_skip{i}_names', list(ns))},"
-        f" ({value(f'state_skip{i}_field', field)}, JSONExtractString(payload,"
-        f" {value(f'state_skip{i}_field', field)})), ('', ''))"
-        for i, (field, ns) in enumerate(needs.skips)
+        f"if(name IN {_literal(list(ns))},"
+        f" ({_literal(field)}, JSONExtractString(payload,"
+        f" {_literal(field)})), ('', ''))"
+        for field, ns in needs.skips
     ]
     skipped = f"arrayFilter(p -> p.1 != '', [{', '.join(skips)}])" if skips else "[]"
-    scopes = [
-        f"if(scope_{name} != 0, {value(f'state_scope_{name}', name)}, '')" for name in needs.scopes
-    ]
+    scopes = [f"if(scope_{name} != 0, {_literal(name)}, '')" for name in needs.scopes]
     scoped = f"arrayFilter(x -> x != '', [{', '.join(scopes)}])" if scopes else "[]"
     flags = (
         f"toUInt8(if(payload_is_object, 0, {NOT_OBJECT})"
@@ -175,8 +171,8 @@ def _view_select(
 ) -> str:
     needs = _needs_for(specs, list(scopes))
     events = f"({unbounded_sql(settings.source, present, scopes, table, where)})"
-    key = _literal("", settings.source.display_name)
-    rows = rows_sql(events, needs, _literal)
+    key = _literal(settings.source.display_name)
+    rows = rows_sql(events, needs)
     columns = ", ".join(STATE_ROWS)
     return f"SELECT {key} AS source, bucket, sid AS session_id, {columns}\nFROM ({rows}\n)"
 
