@@ -123,7 +123,7 @@ def test_state_gives_the_raw_report_with_session_filters_and_trivial_messages(
 
 
 @pytest.mark.slow
-@EXAMPLES
+@settings(EXAMPLES, max_examples=6)
 @given(
     plans=engine.worlds,
     at_offset_ms=st.integers(-3 * 3600 * 1000, 3 * 3600 * 1000),
@@ -139,7 +139,7 @@ def test_state_gives_the_raw_report_on_generated_worlds(
 
 
 @pytest.mark.slow
-@settings(EXAMPLES, max_examples=3)
+@settings(EXAMPLES, max_examples=2)
 @given(plans=windows.session_plans)
 def test_state_gives_the_raw_report_in_consecutive_windows(
     store: Store, plans: list[dict[str, Any]]
