@@ -13,9 +13,11 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks import recall_cost
 from benchmarks.run import Bench, render_table, to_json
+from benchmarks.state import render_state_table, run_state
 
 DEFAULT_EVENTS = (1_000_000, 5_000_000, 20_000_000)
 DEFAULT_PRESETS = ("joelclaw", "otel_logs")
@@ -63,6 +65,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         " replacing that part of the results file and keeping the rest",
     )
     parser.add_argument(
+        "--state",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="also time a run on the session state (source.state) (auto: at 20M events)",
+    )
+    parser.add_argument(
         "--output", default=str(RESULTS), help="results file (default benchmarks/results.json)"
     )
     return parser.parse_args(argv)
@@ -83,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         naive_presets=tuple(args.naive or ("joelclaw",)),
     )
     costs = []
+    state_cases: list[dict[str, Any]] = []
     try:
         for preset in presets:
             for n in sorted(events):
@@ -90,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                     bench.run_case(preset, n)
                     if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
                         bench.run_narrow(preset, n)
+                    if args.state == "yes" or (args.state == "auto" and n >= 20_000_000):
+                        state_cases.append(run_state(bench, preset, n))
                 if n <= recall_cost.MAX_EVENTS:
                     costs.append(recall_cost.measure(bench, preset, n))
     finally:
@@ -100,18 +111,24 @@ def main(argv: list[str] | None = None) -> int:
         document = json.loads(output.read_text()) if output.exists() else {}
     else:
         document = to_json(bench, command, started)
+        document["state_cases"] = state_cases
     document[recall_cost.KEY] = {"command": command, "repetitions": args.reps, "cases": costs}
     output.write_text(json.dumps(document, indent=2) + "\n")
     print()
     if bench.cases:
         print(render_table(bench.cases))
         print()
+    if state_cases:
+        print("session state (fresh processes; bytes selected per run):")
+        print(render_state_table(state_cases))
+        print()
     if costs:
         print(f"What {recall_cost.CHECK} costs (medians of {args.reps}):")
         print(recall_cost.render_table(costs))
         print()
     elapsed = time.perf_counter() - started
-    print(f"{len(bench.cases) + len(costs)} cases in {elapsed:.0f}s; results in {args.output}")
+    n_cases = len(bench.cases) + len(state_cases) + len(costs)
+    print(f"{n_cases} cases in {elapsed:.0f}s; results in {args.output}")
     return 0
 
 

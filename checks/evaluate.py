@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from checks import deviation, events, sessions
+from checks import deviation, events, sessions, state
 from checks.base import CheckResult, DeviationCount, Report, Window
 from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence
 from checks.sources import CompiledSource
@@ -51,7 +51,8 @@ def evaluate(
     deviations: list[DeviationCount] = []
 
     def session_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
-        shared = sessions.evaluate(store, source, w, group)
+        read = state.per_session(source) if source.state else None
+        shared = sessions.evaluate(store, source, w, group, read)
         if group[0].window_ms is None:
             data_quality.update(shared.data_quality)
         return shared.results

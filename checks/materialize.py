@@ -44,6 +44,7 @@ from checks.kinds import (
     Share,
 )
 from checks.sources import compile_source
+from checks.state import StatePlan, session_scopes, state_statements
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.times import rfc3339, to_ms
@@ -298,11 +299,19 @@ def materialize_statements(
     since: datetime,
     until: datetime,
 ) -> list[Statement]:
-    """Table, view, then the backfill of what came before the view."""
+    """Table, view, then the backfill of what came before the view; the same for the state."""
+    state = StatePlan(plan.database, plan.source_table, plan.source_local, plan.ttl, plan.cluster)
+    scopes = session_scopes(specs)
     return [
         *table_statements(settings, plan),
         view_statement(settings, plan, present, specs),
         backfill_statement(settings, plan, present, specs, since, until),
+        *(
+            Statement(purpose, sql, params)
+            for purpose, sql, params in state_statements(
+                settings, state, present, specs, scopes, since=since, until=until
+            )
+        ),
     ]
 
 

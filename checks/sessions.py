@@ -12,7 +12,7 @@ milliseconds (`t`); windows, graces and idle timeouts are bound parameters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,17 +279,7 @@ class SessionQueryBuilder:
 
     def sql(self, source: CompiledSource) -> str:
         inner = ",\n        ".join(f"{expr} AS {alias}" for alias, expr in self.inner.items())
-        outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
-        final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
-        return f"""
-SELECT
-  {final}
-FROM (
-  SELECT
-      *,
-      session_id != '' AS real,
-      {outer or "1 AS _none"}
-  FROM (
+        return self.around(f"""
     SELECT
         session_id,
         max(in_scope) AS scoped,
@@ -301,7 +291,21 @@ FROM (
       SELECT *, {self.sets.mask_sql()}
       FROM {source.events()}
     )
-    GROUP BY session_id
+    GROUP BY session_id""")
+
+    def around(self, per_session: str) -> str:
+        """The query over `per_session`: one row per session with the inner aggregates."""
+        outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
+        final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
+        return f"""
+SELECT
+  {final}
+FROM (
+  SELECT
+      *,
+      session_id != '' AS real,
+      {outer or "1 AS _none"}
+  FROM ({per_session}
   )
 )"""
 
@@ -417,6 +421,10 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
     return b, plan
 
 
+# Reads the per-session level from elsewhere (checks.state): the SQL and its parameters.
+PerSession = Callable[[SessionQueryBuilder, Window], tuple[str, dict[str, Any]]]
+
+
 @dataclass(frozen=True)
 class SessionFindings:
     results: dict[str, CheckResult]
@@ -424,12 +432,20 @@ class SessionFindings:
 
 
 def evaluate(
-    store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    specs: Sequence[CheckSpec],
+    per_session: PerSession | None = None,
 ) -> SessionFindings:
     """Run the shared session query once and judge every coverage, rate and freshness check."""
     b, plan = build(specs)
     params = {**source.params, **window.params(), **b.params}
-    row = store.aggregate(b.sql(source), params)
+    sql = b.sql(source)
+    if per_session is not None:  # the per-session level read from the session state
+        read, extra = per_session(b, window)
+        sql, params = b.around(read), {**params, **extra}
+    row = store.aggregate(sql, params)
     quality = {reason: int(row[f"dq_{reason}"] or 0) for reason in DATA_QUALITY}
     results: dict[str, CheckResult] = {}
     for spec in specs:

@@ -63,6 +63,7 @@ class CompiledSource:
     dims: Mapping[str, str] = field(default_factory=dict)  # triage dimension -> expression
     dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
     array_join: str = ""  # the preset's: one raw row may yield more than one event
+    state: str = ""  # `source.state`: the per-session state table (checks.state), if read
 
     def events_with_dims(self) -> str:
         """The normalized-event relation with the triage dimensions, as a subquery."""
@@ -129,6 +130,7 @@ def _select_items(
     settings: SourceSettings,
     resolved: _Resolved,
     scopes: Mapping[str, str] | None,
+    ignore: str = "{ignore_sessions:Array(String)}",
 ) -> str:
     typed = typed_columns(resolved.columns)
     scope = (
@@ -140,7 +142,7 @@ def _select_items(
             f"{typed['ts']} AS ts",
             "toUnixTimestamp64Milli(ts) AS t",
             f"{typed['session_id']} AS _session_raw",
-            "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
+            f"if(_session_raw IN {ignore}, '', _session_raw) AS session_id",
             f"{typed['name']} AS name",
             # Negative, NaN and infinite latencies are not latencies: NULL.
             "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
@@ -224,7 +226,34 @@ def compile_source(
         dims=dims,
         dims_sql=dims_sql,
         array_join=preset.array_join,
+        state=settings.state or "",
     )
+
+
+def unbounded_sql(
+    settings: SourceSettings,
+    types: Mapping[str, str] | None,
+    scopes: Mapping[str, str] | None,
+    table: str,
+    where: str = "",
+) -> str:
+    """The normalized events of every row of `table` (or those matching the raw `where`).
+
+    What a materialized view reads (checks.state): no read range and no bound
+    parameter (a view's definition cannot hold one); the ignore list is left
+    to the reader, which sees `_session_raw`.
+    """
+    compile_source(settings, types, scopes)  # the same schema errors as the compiled source
+    preset = preset_for(settings, types)
+    items = _select_items(
+        preset, settings, _resolve(preset, settings), scopes, "CAST([] AS Array(String))"
+    )
+    own = ""
+    if preset.name in OWN_TELEMETRY_PRESETS and types is not None and "ServiceName" in types:
+        own = f"ServiceName != '{OWN_SERVICE_NAME}'"
+    conditions = " AND ".join(c for c in (own, where) if c)
+    tail = f"\nWHERE {conditions}" if conditions else ""
+    return f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}{tail}"
 
 
 def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: set[str]) -> None:

@@ -137,6 +137,7 @@ def _next_steps(settings: Settings, plan: NarrowPlan) -> str:
         '--   preset = "normalized"',
         f'--   table = "{plan.table}"',
         f'--   name = "{settings.source.name or plan.source_table}"   # keeps alert history',
+        f'--   state = "{plan.database}.session_state"   # the session checks read the state',
     ]
     if settings.source.session_filter:
         notes.append(

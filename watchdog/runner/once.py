@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from checks.base import Report, Window
 from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
-from checks.kinds import CheckSpec, Coverage
 from checks.sources import open_source
+from checks.state import session_scopes
 from checks.triage import with_triage
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
@@ -40,12 +40,3 @@ def evaluate_once(
     with open_configured(settings.store) as store:
         report = run_once(store, settings, window_at(settings, at, length))
         return with_triage(store, settings, report) if triage else report
-
-
-def session_scopes(specs: list[CheckSpec]) -> dict[str, str]:
-    """The session filters of checks that narrow their own sessions, by check id."""
-    return {
-        spec.id: spec.params.session_filter
-        for spec in specs
-        if isinstance(spec.params, Coverage) and spec.params.session_filter
-    }

@@ -93,8 +93,11 @@ class SourceSettings(_Settings):
     # otel presets: the attribute keys holding the session id, first present wins, in the
     # event's own attributes then the resource's (OpenTelemetry GenAI: the conversation).
     session_keys: tuple[str, ...] = DEFAULT_SESSION_KEYS
+    # The per-session state table `schema apply --materialize` keeps (e.g.
+    # "watchdog.session_state"): when set, the session checks read it, not the events.
+    state: str | None = None
 
-    @field_validator("table")
+    @field_validator("table", "state")
     @classmethod
     def _table_name(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(

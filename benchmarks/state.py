@@ -1,0 +1,213 @@
+"""The session state (`source.state`) against the raw table and the floor, each in a fresh process.
+
+For a generated raw table: build its session state with `schema apply
+--materialize`'s own statements (table, view, backfill; then merged, as the
+background merges leave a table that has been running a while), then
+alternate `reps` times three fresh processes, each opening the store and
+timing its own work:
+
+- the floor: `SELECT uniqExact(session_id)` over the lookback of the raw table;
+- a run on the raw table: `run_once` (every built-in check) and the JSON report;
+- the same run with `source.state` set.
+
+Each reports its wall seconds (store open excluded), the seconds of the
+session query alone, and the bytes it selected from tables (ClickHouse's
+`SelectedBytes` counter, what `system.query_log.read_bytes` reports on a
+server; the embedded engine has no query log). `at` falls inside a bucket, so
+both edges of the lookback are read from the events, as they are in service.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from benchmarks.run import Bench, settings_for
+from checks.builtin import configured_checks
+from checks.state import STATE_TABLE, StatePlan, session_scopes, state_statements
+from watchdog.core.times import rfc3339
+
+# Off the bucket grid: the lookback's two ends are partial buckets, read from events.
+OFFSET = timedelta(minutes=7, seconds=13)
+
+_CHILD = """
+import json, sys, time
+from datetime import datetime
+from checks.sources import open_source
+from watchdog.core.settings import settings_from_mapping
+from watchdog.core.store import open_store
+from watchdog.report.text import render_json
+from watchdog.runner.once import run_once, window_at
+mode, url, source, at = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+settings = settings_from_mapping({"store": {"url": url}, "source": source}, env={})
+window = window_at(settings, datetime.fromisoformat(at))
+COUNTERS = "SELECT event, value FROM system.events WHERE event IN ('SelectedBytes', 'SelectedRows')"
+queries = []
+with open_store(url, query_timeout_s=3600) as store:
+    before = dict(store.query(COUNTERS).rows)
+    started = time.perf_counter()
+    verdicts = None
+    if mode == "floor":
+        src = open_source(store, settings.source)
+        sql = f"SELECT uniqExact(session_id) AS sessions FROM {src.events()}"
+        store.query(sql, {**src.params, **window.params()})
+    else:
+        timed = lambda ids, a, b: queries.append((list(ids), (b - a) / 1e9))
+        report = json.loads(render_json(run_once(store, settings, window, timed=timed)))
+        verdicts = {k: [c["status"], c["value"], c["sample_size"], c["evidence"]]
+                    for k, c in report["checks"].items()}
+    seconds = time.perf_counter() - started
+    after = dict(store.query(COUNTERS).rows)
+sessions = next((s for ids, s in queries if "recall_coverage" in ids), None)
+print(json.dumps({"seconds": seconds, "session_query_s": sessions, "queries": queries,
+                  "selected_bytes": after.get("SelectedBytes", 0) - before.get("SelectedBytes", 0),
+                  "selected_rows": after.get("SelectedRows", 0) - before.get("SelectedRows", 0),
+                  "verdicts": verdicts}))
+"""
+
+
+def _child(mode: str, url: str, source: dict[str, Any], at: datetime) -> dict[str, Any]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, url, json.dumps(source), rfc3339(at)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode} run failed: {done.stderr.strip().splitlines()[-3:]}")
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    found["process_s"] = time.perf_counter() - started
+    return found
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+def build_state(bench: Bench, preset: str, table: str, at: datetime) -> tuple[str, float | None]:
+    """The state table of `table` (built unless there), in a database of its own."""
+    store = bench.open()
+    database = f"bench_state_{table.split('.')[1]}"
+    state_table = f"{database}.{STATE_TABLE}"
+    settings = settings_for(bench.url, preset, table)
+    exists = store.query(
+        "SELECT count() AS n FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+        {"db": database, "t": STATE_TABLE},
+    ).first()["n"]
+    if exists and not bench.fresh:
+        return state_table, None
+    bench.log(f"  building {state_table} from {table} ...")
+    started = time.perf_counter()
+    store.command(f"DROP DATABASE IF EXISTS {database}")
+    store.command(f"CREATE DATABASE {database}")
+    specs = configured_checks(settings)
+    plan = StatePlan(database, table, table, None, None)
+    for _, sql, params in state_statements(
+        settings,
+        plan,
+        store.table_columns(table),
+        specs,
+        session_scopes(specs),
+        since=at - timedelta(days=3),
+        until=at + timedelta(days=1),
+    ):
+        store.command(sql, params)
+    store.command(f"OPTIMIZE TABLE {state_table} FINAL")
+    seconds = time.perf_counter() - started
+    bench.log(f"  built in {seconds:.1f}s")
+    return state_table, seconds
+
+
+def run_state(bench: Bench, preset: str, events: int) -> dict[str, Any]:
+    """Floor, raw run and state run, `bench.reps` times each, alternating; medians."""
+    bench.log(f"session state: {preset} at {events:,} events")
+    table, _ = bench.table(preset, events)
+    at = bench.at - OFFSET
+    state_table, built = build_state(bench, preset, table, at)
+    store = bench.open()
+    rows = store.query(f"SELECT count() AS n FROM {state_table}").first()["n"]
+    sizes = dict(
+        store.query(
+            "SELECT concat(database, '.', table), sum(data_compressed_bytes) FROM system.parts"
+            " WHERE active AND concat(database, '.', table) IN {t:Array(String)}"
+            " GROUP BY database, table",
+            {"t": [table, state_table]},
+        ).rows
+    )
+    raw_source = {"preset": preset, "table": table}
+    modes = {
+        "floor": raw_source,
+        "raw": raw_source,
+        "state": {**raw_source, "state": state_table},
+    }
+    found: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+    with bench.closed():
+        for _ in range(bench.reps):
+            for mode, source in modes.items():
+                found[mode].append(_child(mode, bench.url, source, at))
+    case: dict[str, Any] = {"preset": preset, "events": events, "state_rows": int(rows)}
+    case["compressed_bytes"] = {
+        "raw": int(sizes.get(table, 0)),
+        "state": int(sizes.get(state_table, 0)),
+    }
+    case["built_s"] = None if built is None else round(built, 1)
+    for mode, runs in found.items():
+        case[mode] = {
+            "median_s": _median([r["seconds"] for r in runs]),
+            "process_median_s": _median([r["process_s"] for r in runs]),
+            "session_query_median_s": _median([r["session_query_s"] for r in runs]),
+            "selected_bytes": runs[-1]["selected_bytes"],
+            "selected_rows": runs[-1]["selected_rows"],
+            "samples_s": [round(r["seconds"], 3) for r in runs],
+        }
+    raw_v, state_v = found["raw"][-1]["verdicts"], found["state"][-1]["verdicts"]
+    case["same_verdicts"] = raw_v == state_v
+    case["differing_checks"] = sorted(k for k in raw_v if raw_v[k] != state_v.get(k))
+    floor = case["floor"]["median_s"]
+    case["state_over_floor"] = round(case["state"]["median_s"] / floor, 3) if floor else None
+    case["raw_over_floor"] = round(case["raw"]["median_s"] / floor, 3) if floor else None
+    bench.log("  " + state_line(case))
+    return case
+
+
+def state_line(case: dict[str, Any]) -> str:
+    """One line: the three medians, the ratios, the bytes."""
+    mib = 1024 * 1024
+    return (
+        f"floor {case['floor']['median_s']:.2f}s  raw {case['raw']['median_s']:.2f}s"
+        f"  state {case['state']['median_s']:.2f}s  state/floor {case['state_over_floor']}"
+        f"  sessions: raw {case['raw']['session_query_median_s']:.2f}s"
+        f" state {case['state']['session_query_median_s']:.2f}s"
+        f"  read: floor {case['floor']['selected_bytes'] / mib:.0f} MiB"
+        f" raw {case['raw']['selected_bytes'] / mib:.0f} MiB"
+        f" state {case['state']['selected_bytes'] / mib:.0f} MiB"
+        f"  same verdicts: {case['same_verdicts']}"
+    )
+
+
+def render_state_table(cases: list[dict[str, Any]]) -> str:
+    """The state cases as a fixed-width text table (medians; bytes selected per run)."""
+    header = (
+        f"{'preset':>10} {'events':>11} {'floor s':>8} {'raw s':>7} {'state s':>8}"
+        f" {'state/floor':>11} {'sess raw s':>10} {'sess state s':>12}"
+        f" {'floor MiB':>9} {'raw MiB':>8} {'state MiB':>9} {'same':>5}"
+    )
+    lines = [header]
+    mib = 1024 * 1024
+    for c in cases:
+        lines.append(
+            f"{c['preset']:>10} {c['events']:>11,} {c['floor']['median_s']:>8.2f}"
+            f" {c['raw']['median_s']:>7.2f} {c['state']['median_s']:>8.2f}"
+            f" {c['state_over_floor']:>11} {c['raw']['session_query_median_s']:>10.2f}"
+            f" {c['state']['session_query_median_s']:>12.2f}"
+            f" {c['floor']['selected_bytes'] / mib:>9.0f} {c['raw']['selected_bytes'] / mib:>8.0f}"
+            f" {c['state']['selected_bytes'] / mib:>9.0f} {c['same_verdicts']!s:>5}"
+        )
+    return "\n".join(lines)

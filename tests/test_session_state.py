@@ -1,0 +1,285 @@
+"""The session state kept at insert time (checks.state): the raw table's reports, read cheaply.
+
+Every scenario here is written into a fresh joelclaw table that `schema apply
+--materialize`'s own statements made (the narrow table, the session state,
+their views), then judged twice: on the events, and with `source.state` set.
+The whole JSON report must be the same: statuses, values, sample sizes,
+evidence, data quality.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checks.builtin import configured_checks
+from checks.materialize import materialize_statements, plan_for
+from checks.source_ddl import create_table_sql
+from checks.state import BUCKET_MS, bounds
+from tests import test_engine_properties as engine
+from tests import test_properties as windows
+from tests.builder import T0, Event, H, M, S, Scenario, settings_for, unique_table
+from tests.test_schema import _scenario as every_check
+from tests.test_triage import failure_mix
+from watchdog.core.errors import ConfigError
+from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.store import Store
+from watchdog.runner.once import run_once, window_at
+
+AT = T0 + 4 * H
+EXAMPLES = settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+class Materialized:
+    """A joelclaw table with the session state built by `schema apply --materialize`."""
+
+    def __init__(self, store: Store, config: dict[str, Any] | None = None) -> None:
+        self.store = store
+        self.table = unique_table()
+        self.config = config or {}
+        store.command(f"CREATE DATABASE IF NOT EXISTS {self.table.split('.')[0]}")
+        store.command(create_table_sql("joelclaw", self.table, ttl=False))
+        self.raw = settings_for(self.table, self.config)
+        self.database = f"state_{uuid.uuid4().hex[:10]}"
+
+    def apply(self) -> Materialized:
+        """Run the statements: table, view and backfill of the narrow table and of the state."""
+        plan = plan_for(self.raw, ttl=None, database=self.database)
+        for statement in materialize_statements(
+            self.raw,
+            plan,
+            self.store.table_columns(self.table),
+            configured_checks(self.raw),
+            since=T0 - 30 * 24 * H,
+            until=T0 + 30 * 24 * H,
+        ):
+            self.store.command(statement.sql, statement.params)
+        return self
+
+    @property
+    def stateful(self) -> Settings:
+        source = {**self.config.get("source", {}), "state": f"{self.database}.session_state"}
+        return settings_for(self.table, {**self.config, "source": source})
+
+    def write(
+        self, events: list[Event], received: datetime = datetime(2026, 12, 1, tzinfo=UTC)
+    ) -> None:
+        rows = [e.row(received + i * timedelta(milliseconds=1)) for i, e in enumerate(events)]
+        self.store.insert(self.table, rows, engine.JOELCLAW_COLUMNS)
+
+    def reports(self, at: datetime, length: timedelta | None = None) -> tuple[dict[str, Any], ...]:
+        """The JSON report of the window ending at `at`: from the events, from the state."""
+        return tuple(
+            run_once(self.store, s, window_at(s, at, length)).to_json()
+            for s in (self.raw, self.stateful)
+        )
+
+
+def _same(store: Store, sc: Scenario, at: datetime, config: dict[str, Any] | None = None) -> None:
+    """The scenario, written after the apply (so through the view), gives one report twice."""
+    m = Materialized(store, config).apply()
+    m.write(sc.events)
+    raw, state = m.reports(at)
+    assert state == raw
+
+
+# --- the reports agree ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", [every_check, failure_mix], ids=["every_check", "failures"])
+def test_state_gives_the_raw_report_on_the_builder_scenarios(store: Store, scenario: Any) -> None:
+    """Every check, the deviation aggregation and data quality: the same from the state."""
+    _same(store, scenario(), AT)
+
+
+def test_state_gives_the_raw_report_with_session_filters_and_trivial_messages(
+    store: Store,
+) -> None:
+    """Scopes (the source's and a check's own) and payload skip filters read from the state."""
+    sc = every_check()
+    sc.session("talk").starts(T0 + H).asks(T0 + H + M, kind="greeting").asks(T0 + H + 2 * M)
+    sc.session("talk").answers(T0 + H + 3 * M).asks(T0 + 2 * H).recalls(T0 + 2 * H + S)
+    sc.event("session.started", T0 + H, "worker", source="worker")
+    sc.event("memory.recall.started", T0 + H + S, "worker", source="worker")
+    sc.event("session.started", T0 + H, "cron", source="cron")
+    mine = {"id": "mine", "kind": "coverage", "required": ["memory.recall.started"]}
+    config = {
+        "source": {"session_filter": "source != 'cron'"},
+        "checks": {
+            "custom": [{**mine, "target": 0, "grace": "2m", "session_filter": "source = 'worker'"}]
+        },
+    }
+    _same(store, sc, AT, config)
+
+
+@pytest.mark.slow
+@settings(EXAMPLES, max_examples=6)
+@given(
+    plans=engine.worlds,
+    at_offset_ms=st.integers(-3 * 3600 * 1000, 3 * 3600 * 1000),
+    lookback_min=st.integers(7 * 60, 30 * 60),
+)
+def test_state_gives_the_raw_report_on_generated_worlds(
+    store: Store, plans: list[dict[str, Any]], at_offset_ms: int, lookback_min: int
+) -> None:
+    """The engine properties' worlds, at any `at` and lookback: the lookback's ends fall
+    inside buckets, read from the events, and sessions straddle them."""
+    config = {"window": {"lookback": f"{lookback_min}m", "length": "1h"}}
+    _same(store, engine.build(plans), AT + timedelta(milliseconds=at_offset_ms), config)
+
+
+@pytest.mark.slow
+@settings(EXAMPLES, max_examples=2)
+@given(plans=windows.session_plans)
+def test_state_gives_the_raw_report_in_consecutive_windows(
+    store: Store, plans: list[dict[str, Any]]
+) -> None:
+    """The window properties' sessions, judged window after window from one state."""
+    m = Materialized(store, windows.CONFIG).apply()
+    m.write(windows._scenario(plans).events)
+    for k in range(2, 12, 2):
+        raw, state = m.reports(T0 + k * H)
+        assert state == raw
+
+
+def test_the_whole_buckets_and_the_cut_ones_tile_the_lookback() -> None:
+    """Whole buckets lie inside [lb, at); the cut ones (read by time) are the rest, at most two."""
+    for lookback in ("7h", "24h"):
+        settings = settings_for("t.x", {"window": {"lookback": lookback, "length": "1h"}})
+        for offset_ms in (0, 1, BUCKET_MS - 1, BUCKET_MS, 7 * BUCKET_MS + 123):
+            window = window_at(settings, AT + timedelta(milliseconds=offset_ms))
+            b, p = bounds(window), window.params()
+            assert b["edge_from"] <= p["lb_ms"] < b["edge_from"] + BUCKET_MS
+            assert p["lb_ms"] <= b["state_from"] <= b["state_until"] <= p["at_ms"]
+            cut = [
+                start
+                for start in range(b["edge_from"], p["at_ms"], BUCKET_MS)
+                if not b["state_from"] <= start < b["state_until"]
+            ]
+            assert len(cut) <= 2
+            assert all(s < p["lb_ms"] or s + BUCKET_MS > p["at_ms"] for s in cut)
+
+
+# --- rows written twice, rows arriving late, rows written before the apply -----------------
+
+
+def test_a_row_written_twice_is_one_event_in_the_state(store: Store) -> None:
+    """The same row in two inserts: one element of the session's state, as after the merge."""
+    sc = every_check()
+    m = Materialized(store).apply()
+    m.write(sc.events)
+    m.write(
+        sc.events[:5], received=datetime(2026, 12, 2, tzinfo=UTC)
+    )  # retried: written again, later
+    raw_unmerged, state = m.reports(AT)
+    assert state["checks"] == raw_unmerged["checks"]
+    assert raw_unmerged["data_quality"]["duplicate_rows"] > state["data_quality"]["duplicate_rows"]
+    m.store.command(f"OPTIMIZE TABLE {m.table} FINAL")
+    raw_merged, state_after = m.reports(AT)
+    assert state_after == state == raw_merged
+
+
+def test_a_late_row_counts_from_the_next_run_on(store: Store) -> None:
+    """A row landing after its window was judged updates its session's state on insert: the
+    next run sees it, as it would in the events; the run already made is not revisited."""
+    sc = Scenario()
+    sc.session("late").starts(T0 + H).ends(T0 + 2 * H)
+    m = Materialized(store).apply()
+    m.write(sc.events)
+    before, before_state = m.reports(AT)
+    assert before_state == before
+    assert before["checks"]["recall_coverage"]["value"] == 1
+    late = Scenario()
+    late.session("late").recalls(T0 + H + 2 * S)  # written now, two hours after the fact
+    m.write(late.events, received=datetime(2026, 12, 2, tzinfo=UTC))
+    after, after_state = m.reports(AT)
+    assert after_state == after
+    assert after["checks"]["recall_coverage"]["value"] == 0
+
+
+def test_the_backfill_builds_the_state_of_rows_already_written(store: Store) -> None:
+    """Rows written before `schema apply --materialize` reach the state through the backfill."""
+    m = Materialized(store)
+    m.write(every_check().events)
+    m.apply()
+    raw, state = m.reports(AT)
+    assert state == raw
+
+
+def test_rows_after_at_stay_out_of_the_state_read(store: Store) -> None:
+    """Events at or after `at`, in the last bucket or later ones, count for neither read."""
+    at = AT + timedelta(milliseconds=random.Random(0).randrange(BUCKET_MS))
+    sc = every_check()
+    for i, later in enumerate((0, 1, BUCKET_MS, 5 * 3600 * 1000)):
+        sc.session("good").recalls(at + timedelta(milliseconds=later), fails=True)
+        sc.session(f"new{i}").starts(at + timedelta(milliseconds=later))
+    base = Materialized(store).apply()
+    base.write(every_check().events)
+    grown = Materialized(store).apply()
+    grown.write(sc.events)
+    _, state = grown.reports(at)
+    raw_base, _ = base.reports(at)
+    del state["source"], raw_base["source"]
+    assert state == raw_base
+
+
+def test_state_names_a_table() -> None:
+    """source.state is a table name, or the config does not load."""
+    with pytest.raises(ConfigError) as err:
+        settings_for("t.x", {"source": {"state": "watchdog.session state"}})
+    assert "source.state" in str(err.value)
+
+
+# --- the statements --------------------------------------------------------------------------
+
+
+def _state_statements(config: dict[str, Any], **plan: Any) -> list[str]:
+    settings = settings_from_mapping(config, env={})
+    narrow = plan_for(settings, ttl="INTERVAL 180 DAY", **plan)
+    statements = materialize_statements(
+        settings, narrow, None, configured_checks(settings), since=T0, until=AT
+    )
+    return [s.sql for s in statements if "session_state" in s.sql]
+
+
+def test_state_ddl_on_one_node() -> None:
+    """An AggregatingMergeTree by (source, bucket, session), its view on the source, a backfill."""
+    table, view, backfill = _state_statements({"source": {"preset": "joelclaw"}})
+    assert table.startswith("CREATE TABLE IF NOT EXISTS watchdog.session_state\n(")
+    assert "ENGINE = AggregatingMergeTree\n" in table
+    assert "ORDER BY (source, bucket, session_id)" in table
+    assert table.endswith("TTL toDateTime(intDiv(bucket, 1000)) + INTERVAL 180 DAY")
+    assert view.startswith(
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS watchdog.session_state_mv"
+        " TO watchdog.session_state\nAS SELECT 'joelclaw.otel_events' AS source"
+    )
+    assert "{" not in view.replace("{}", "")  # no bound parameter in a view's definition
+    assert backfill.startswith("INSERT INTO watchdog.session_state (source, bucket, session_id,")
+
+
+def test_state_ddl_on_a_cluster() -> None:
+    """Replicated shards behind a Distributed table sharded by session; the view on the local
+    source writes through it."""
+    local, distributed, view, _ = _state_statements(
+        {"store": {"cluster": "prod", "database": "wd"}, "source": {"preset": "otel_logs"}},
+        source_local="otel.otel_logs_local",
+    )
+    assert (
+        "ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/wd/session_state_local'"
+        in local
+    )
+    assert distributed.endswith(
+        "Distributed('prod', 'wd', 'session_state_local', cityHash64(session_id))"
+    )
+    assert " ON CLUSTER prod TO wd.session_state\n" in view
+    assert "FROM otel.otel_logs_local" in view
