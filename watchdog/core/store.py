@@ -13,7 +13,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,6 +213,29 @@ class Store:
             return
         try:
             self._client.insert(table, list(rows), column_names=list(column_names))
+        except _driver_errors() as exc:
+            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+
+    def insert_formatted(
+        self,
+        table: str,
+        column_names: Sequence[str],
+        data: Iterable[bytes],
+        fmt: str,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Insert rows already written in ClickHouse's input format `fmt` (e.g. JSONCompactEachRow).
+
+        `settings` are the insert's own (an `insert_deduplication_token`, ...).
+        """
+        try:
+            self._client.raw_insert(
+                table,
+                list(column_names),
+                insert_block=data,
+                settings={**self._settings(), **dict(settings or {})},
+                fmt=fmt,
+            )
         except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
 
