@@ -238,8 +238,9 @@ class _ServerV6(ThreadingHTTPServer):
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the SDK exporters reuse their connection
-        server_version = "memory-watchdog-otlp"
-        sys_version = ""
+
+        def version_string(self) -> str:
+            return "memory-watchdog-otlp"
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("otlp %s: %s", self.address_string(), format % args)

@@ -134,9 +134,13 @@ class Ingest:
         self._thread.start()
         return self._server
 
+    def refuse_new(self) -> None:
+        """From now on, answer every request 503 with Retry-After (the daemon is stopping)."""
+        self._stopping = True
+
     def stop(self, timeout: timedelta = timedelta(seconds=30)) -> None:
         """Refuse new requests (503), finish the ones in progress, load what waits (bounded)."""
-        self._stopping = True
+        self.refuse_new()
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
