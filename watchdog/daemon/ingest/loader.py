@@ -167,8 +167,12 @@ def _child_main(request: LoadRequest, writer: Connection) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     configure_logging(request.debug)
-    writer.send(load_round(request))
-    writer.close()
+    result = load_round(request)
+    try:
+        writer.send(result)
+        writer.close()
+    except OSError:  # the daemon died meanwhile: the load is redone by the next one, once
+        return
 
 
 class ChildLoads:
