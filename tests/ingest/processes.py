@@ -71,6 +71,14 @@ class Daemon:
         for line in proc.stderr:
             self.lines.append(line.rstrip("\n"))
 
+    def wait_receiving(self, seconds: float = 120) -> None:
+        """Until the receiver listens (its log line), or AssertionError."""
+        deadline = time.monotonic() + seconds
+        while "receiving OTLP/HTTP on" not in self.log():
+            assert self.proc is not None and self.proc.poll() is None, self.log()
+            assert time.monotonic() < deadline, "the receiver never listened: " + self.log()
+            time.sleep(0.05)
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.kill()
@@ -113,6 +121,7 @@ class Client:
     attempts: int = 0
     refusals: dict[int, int] = field(default_factory=dict)  # 429/503 answers seen
     cut: int = 0  # requests that got no answer (the daemon died)
+    cuts: dict[str, int] = field(default_factory=dict)  # why, by exception
 
     def run(self, deadline: float, halt: threading.Event | None = None) -> None:
         """Send until done, until `deadline` (monotonic), or between requests once `halt` is set."""
@@ -135,8 +144,9 @@ class Client:
             )
             response = connection.getresponse()
             response.read()
-        except OSError:
+        except OSError as exc:
             self.cut += 1
+            self.cuts[type(exc).__name__] = self.cuts.get(type(exc).__name__, 0) + 1
             return False
         finally:
             connection.close()

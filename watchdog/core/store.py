@@ -323,6 +323,10 @@ def _demo_store_beside(missing: Path) -> str | None:
     return None
 
 
+# Attempts at opening an embedded store that fails with no live holder of its lock.
+_OPEN_ATTEMPTS = 4
+
+
 def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> Any:
     import clickhouse_connect  # deferred: importing the engine costs half a second
 
@@ -337,6 +341,7 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> 
                 url.masked, f"cannot create the store directory: {exc.strerror}"
             ) from None
     deadline = time.monotonic() + lock_timeout_s
+    unexplained = 0
     while True:
         try:
             with _quiet_stderr():
@@ -344,6 +349,13 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> 
         except _driver_errors() as exc:
             holder = _lock_holder(url.path) if url.path != MEMORY else None
             if holder is None:
+                # The engine words a held lock only on stderr, and a holder that has just
+                # exited (a short-lived run or load of the daemon) leaves no live PID behind:
+                # try again a few times before calling the store broken.
+                unexplained += 1
+                if url.path != MEMORY and unexplained < _OPEN_ATTEMPTS:
+                    time.sleep(0.2)
+                    continue
                 raise StoreError(
                     url.masked, f"cannot open the embedded store: {describe_clickhouse_error(exc)}"
                 ) from exc

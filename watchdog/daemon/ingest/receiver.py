@@ -172,12 +172,14 @@ class Receiver:
         encoding = (headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding not in ("identity", "none", "gzip", "x-gzip", "deflate"):
             raise _Reply(415, f"unsupported content encoding {encoding!r}", close=True)
-        refusal = self.admission()
-        if refusal is not None:
-            raise _Reply(refusal.status, refusal.message, close=True)
         raw = read(size)
         if len(raw) != size:
             raise _Reply(400, "the body ended before its Content-Length", close=True)
+        # Read before refusing: a client still sending when the connection closes would never
+        # see the answer, nor its Retry-After; the connection then stays open for the retry.
+        refusal = self.admission()
+        if refusal is not None:
+            raise _Reply(refusal.status, refusal.message)
         return signal, _decompress(raw, encoding, self.settings.max_body)
 
     def _accept(self, signal: str, body: bytes, content_type: str) -> Batch:
