@@ -287,6 +287,23 @@ def _lock_holder(directory: str) -> int | None:
     return pid
 
 
+def _flock_holder(directory: str) -> int | None:
+    """The process holding the engine's lock (its flock on `status`, in /proc/locks), when another
+    one does: it names a holder that has just started, before it writes its PID in the file."""
+    try:
+        status = (Path(directory) / "status").stat()
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device:
+            pid = int(fields[4]) if fields[4].isdigit() else 0
+            return pid if pid and pid != os.getpid() else None
+    return None
+
+
 def _describe_process(pid: int) -> str:
     try:
         raw = (
@@ -348,6 +365,8 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> 
                 return clickhouse_connect.get_client(dsn=url.raw)
         except _driver_errors() as exc:
             holder = _lock_holder(url.path) if url.path != MEMORY else None
+            if holder is None and url.path != MEMORY:
+                holder = _flock_holder(url.path)
             if holder is None:
                 # The engine words a held lock only on stderr, and a holder that has just
                 # exited (a short-lived run or load of the daemon) leaves no live PID behind:
