@@ -11,7 +11,7 @@ from pathlib import Path
 
 from watchdog.cli.args import Subparsers, common_arguments, load, time_flag
 from watchdog.cli.check import render
-from watchdog.core.errors import UsageError
+from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
@@ -121,9 +121,10 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
             ingest.stop()
         sent = len(data.events) + len(data.retried)
         if ingest.loaded.rows["logs"] != sent:
-            raise UsageError(
+            raise StoreError(
+                store.url.masked,
                 f"the receiver stored {ingest.loaded.rows['logs']} of the {sent} records sent"
-                " (see the log lines above)"
+                " (see the log lines above)",
             )
         mark_demo_logs_table(store)
         report = run_once(store, settings, window_at(settings, at))
