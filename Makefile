@@ -49,6 +49,7 @@ docs-check: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.ingest
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

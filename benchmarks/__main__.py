@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         document = to_json(bench, command, started)
         document["state_cases"] = state_cases
     document[recall_cost.KEY] = {"command": command, "repetitions": args.reps, "cases": costs}
+    if output.exists():  # the ingest benchmark's results (benchmarks.ingest) stay
+        earlier = json.loads(output.read_text())
+        document.update({k: earlier[k] for k in ("ingest",) if k in earlier})
     output.write_text(json.dumps(document, indent=2) + "\n")
     print()
     if bench.cases:

@@ -520,10 +520,20 @@ def _rate(
     )
 
 
+# 1900-01-01T00:00:00Z, the earliest time a DateTime64 holds: "the whole table" as a read
+# range. (-2**62 overflowed the conversion to a DateTime64(9) source, otel_logs' Timestamp.)
+EARLIEST_MS = -2_208_988_800_000
+
+
 def _newest_ever(store: Store, source: CompiledSource, window: Window, p: Freshness) -> int | None:
     """The newest event before `at` in the whole table, when lookback holds none."""
     names = "" if not p.events else " AND name IN {fresh_names:Array(String)}"
-    params = {**source.params, **window.params(), "lb_ms": -(2**62), "fresh_names": list(p.events)}
+    params = {
+        **source.params,
+        **window.params(),
+        "lb_ms": EARLIEST_MS,
+        "fresh_names": list(p.events),
+    }
     row = store.aggregate(
         f"SELECT count() AS n, max(t) AS newest FROM {source.events()} WHERE 1{names}", params
     )

@@ -1,7 +1,10 @@
 """DDL of the source tables the presets read, as their writers create them.
 
-Used to build the demo store, test scenarios and benchmark data; the watchdog
-itself never creates or alters a source table.
+Used to build the demo store, test scenarios and benchmark data. The
+watchdog creates a source table only as the OTLP receiver
+(watchdog.daemon.ingest): `otel_logs` and `otel_traces` in the exporter's own
+form (`EXPORTER_DDL`), codecs and skip indexes included, so that a Collector
+pointed at the same tables later finds them as it would have made them.
 """
 
 from __future__ import annotations
@@ -241,6 +244,19 @@ OTEL_TRACES_JSON = (
     )
     + _JSON_SPAN_ORDER
 )
+
+
+def _exporter(ddl: str) -> str:
+    """`ddl` as the receiver issues it: `{settings}` adds table settings after the exporter's own."""
+    assert ddl.count("ttl_only_drop_parts = 1\n") == 1
+    return ddl.replace("ttl_only_drop_parts = 1\n", "ttl_only_drop_parts = 1{settings}\n")
+
+
+# The tables the OTLP receiver creates: the exporter's current Map layout (", name = value"
+# in `{settings}` adds table settings).
+EXPORTER_OTEL_LOGS = _exporter(OTEL_LOGS)
+EXPORTER_OTEL_TRACES = _exporter(OTEL_TRACES)
+EXPORTER_DDL = {"otel_logs": EXPORTER_OTEL_LOGS, "otel_traces": EXPORTER_OTEL_TRACES}
 
 DDL = {
     "joelclaw": JOELCLAW_OTEL_EVENTS,

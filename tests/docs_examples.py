@@ -63,6 +63,7 @@ DOCS = (
     "docs/checks.md",
     "docs/configuration.md",
     "docs/sources.md",
+    "docs/start-without-clickhouse.md",
     "docs/alerts.md",
     "docs/operations.md",
     "docs/performance.md",

@@ -102,3 +102,14 @@ def test_the_watchdogs_own_telemetry_is_never_agent_telemetry(store: Store) -> N
     )
     after = evaluate_table(store, table, AT, {"source": {"preset": "otel_logs"}})
     assert after.to_json()["checks"] == before.to_json()["checks"]
+
+
+def test_freshness_past_the_lookback_on_a_nanosecond_table(store: Store) -> None:
+    """otel_logs (DateTime64(9)) with events only before the lookback: freshness finds the newest
+    (the whole-table read range once overflowed the conversion and errored every session check)."""
+    table = unique_table()
+    write_otel_logs(store, table, _scenario())
+    report = evaluate_table(store, table, AT + 30 * H, {"source": {"preset": "otel_logs"}})
+    freshness = report.checks["telemetry_freshness"]
+    assert freshness.status is Status.BREACHED
+    assert report.checks["recall_coverage"].status is Status.NO_DATA

@@ -18,8 +18,12 @@ from watchdog.cli.args import (
     require_secrets,
 )
 from watchdog.core.durations import format_duration
+from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.daemon.child import ChildTicks
+from watchdog.daemon.ingest.loader import ChildLoads
+from watchdog.daemon.ingest.metrics import IngestCollector
+from watchdog.daemon.ingest.service import Ingest, TurnTakingTicks
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
@@ -36,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " (e.g. 127.0.0.1:8787; loopback by default)",
     )
     parser.add_argument(
+        "--otlp",
+        metavar="HOST:PORT",
+        help="receive OpenTelemetry logs and traces over OTLP/HTTP and store them as the"
+        " Collector's ClickHouse exporter does (e.g. 127.0.0.1:4318; [ingest] in the config)",
+    )
+    parser.add_argument(
         "--stop-timeout",
         default=format_duration(DEFAULT_STOP_TIMEOUT),
         help="on SIGTERM/SIGINT, how long the run in progress may take to finish (default 90s)",
@@ -47,10 +57,10 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
 
     def load_checked() -> Settings:
-        """The config from --config/WATCHDOG_CONFIG and --store, as at start (and on SIGHUP)."""
+        """The config from --config/WATCHDOG_CONFIG, --store and --otlp, as at start (and on SIGHUP)."""
         loaded = load(args)
         require_secrets(loaded)  # the daemon sends: fail at start, not at the first alert
-        return loaded
+        return receiving(loaded, args.otlp)
 
     settings = load_checked()
     schedule = Schedule.from_settings(settings.schedule)
@@ -65,12 +75,21 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     # systemd's variables are for this process, not its tick processes (sd_notify's "unset").
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
         os.environ.pop(name, None)
+    listen = settings.ingest.listen
+    ingest = None
+    if listen is not None:
+        ingest = Ingest(
+            settings, loads=ChildLoads(settings.store.query_timeout * 2), debug=args.debug
+        )
+        registry.register(IngestCollector(ingest))
+    # With a receiver, the daemon's runs and the loads take turns with the store.
+    ticks = ChildTicks() if ingest is None else TurnTakingTicks(ingest)
     daemon = Daemon(
         settings,
         schedule=schedule,
         telemetry=telemetry,
         spool=Spool.for_settings(settings),
-        ticks=ChildTicks(),
+        ticks=ticks,
         http=args.http,
         debug=args.debug,
         notifiers=notifiers,
@@ -78,7 +97,27 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         systemd=systemd,
         reload=load_checked,
     )
-    return daemon.serve(stop_timeout)
+    if ingest is None or listen is None:
+        return daemon.serve(stop_timeout)
+    ingest.start(listen)
+    try:
+        return daemon.serve(stop_timeout)
+    finally:
+        ingest.stop()
+
+
+def receiving(settings: Settings, otlp: str | None) -> Settings:
+    """The settings with `--otlp` applied; a receiver off loopback needs its token set."""
+    if otlp is not None:
+        try:
+            settings.ingest.require_token_for(otlp)
+        except ValueError as exc:
+            raise UsageError(f"--otlp: {exc}") from None
+        settings = settings.receiving(otlp)
+    missing = settings.ingest.missing_token
+    if settings.ingest.listen is not None and missing is not None:
+        raise ConfigError(missing.key, f"environment variable {missing.variable} is not set")
+    return settings
 
 
 def add_daemon(sub: Subparsers) -> None:

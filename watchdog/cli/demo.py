@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
 
 from watchdog.cli.args import Subparsers, common_arguments, load, time_flag
 from watchdog.cli.check import render
-from watchdog.core.errors import UsageError
+from watchdog.core.errors import StoreError, UsageError
+from watchdog.core.settings import Settings
+from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
-from watchdog.demo.run import DEMO_TABLE, demo_settings, demo_store_url, run_demo
+from watchdog.daemon.ingest.service import Ingest
+from watchdog.demo.data import generate_demo
+from watchdog.demo.otlp import (
+    DEMO_LOGS_TABLE,
+    clear_demo_logs_table,
+    mark_demo_logs_table,
+    send_events,
+)
+from watchdog.demo.run import (
+    DEMO_TABLE,
+    demo_settings,
+    demo_store_url,
+    report_dir,
+    run_demo,
+    write_demo_report,
+)
+from watchdog.runner.once import run_once, window_at
 
 
 def add_demo(sub: Subparsers) -> None:
@@ -24,6 +46,12 @@ def add_demo(sub: Subparsers) -> None:
         "--seed", type=int, default=0, help="random seed, for a repeatable run (default 0)"
     )
     p.add_argument("--at", help="evaluation time, RFC 3339 (default: now)")
+    p.add_argument(
+        "--via-otlp",
+        action="store_true",
+        help="send the telemetry as an agent does, through the OpenTelemetry SDK's OTLP/HTTP"
+        " exporter to the watchdog's own receiver, and check the otel_logs table it fills",
+    )
     p.set_defaults(run=cmd_demo)
 
 
@@ -36,6 +64,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = load(args)
     if not args.store:
         settings = settings.with_store_url(demo_store_url(settings))
+    if args.via_otlp:
+        return demo_via_otlp(settings, sessions=args.sessions, seed=args.seed, at=at)
     settings = demo_settings(settings)
     store_cfg = settings.store
     demo = run_demo(settings, sessions=args.sessions, seed=args.seed, at=at)
@@ -66,3 +96,74 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"\nHTML report (open it in a browser): {page}\n"
     )
     return 0
+
+
+def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime) -> int:
+    """The demo's telemetry through the SDK's OTLP exporter and the receiver, then a check."""
+    source = settings.source.model_copy(update={"preset": "otel_logs", "table": DEMO_LOGS_TABLE})
+    data = generate_demo(sessions=sessions, seed=seed, at=at)
+    plan = data.plan
+    with (
+        open_configured(settings.store, create=True) as store,
+        tempfile.TemporaryDirectory(prefix="memory-watchdog-demo-") as spool,
+    ):
+        clear_demo_logs_table(store)
+        ingest_settings = settings.ingest.model_copy(
+            update={"logs_table": DEMO_LOGS_TABLE, "spool_dir": spool}
+        )
+        settings = settings.model_copy(update={"source": source, "ingest": ingest_settings})
+        # The receiver loads into this very store, in this process (no daemon here).
+        ingest = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
+        server = ingest.start("127.0.0.1:0")
+        host, port = server.server_address[:2]
+        try:
+            send_events(f"http://{host!s}:{port}", data.events, data.retried)
+        finally:
+            ingest.stop()
+        sent = len(data.events) + len(data.retried)
+        if ingest.loaded.rows["logs"] != sent:
+            raise StoreError(
+                store.url.masked,
+                f"the receiver stored {ingest.loaded.rows['logs']} of the {sent} records sent"
+                " (see the log lines above)",
+            )
+        mark_demo_logs_table(store)
+        report = run_once(store, settings, window_at(settings, at))
+        page = write_demo_report(store, settings, report, report_dir(settings), at)
+    config = _write_demo_config(settings)
+    out = sys.stdout
+    out.write(
+        f"Sent {plan.events} events of {plan.sessions} agent sessions (seed {seed}) as OpenTelemetry"
+        " log records, through the SDK's OTLP/HTTP exporter, to the watchdog's receiver;"
+        f" it stored them in {DEMO_LOGS_TABLE} in {settings.store.url}\n"
+        f"Injected: {plan.cold_sessions} cold sessions, {plan.late_recalls} late recalls,"
+        f" {plan.crashed_sessions} crashed sessions, {plan.ended_without_observe} ended without observe,"
+        f" {plan.unobserved_compactions} unobserved compactions, {plan.lost_observes} lost and"
+        f" {plan.failed_observes} failed observes, a failure streak of {plan.failure_streak},"
+        f" {plan.slow_recalls} slow recalls, {plan.deviation_breaches} deviation contract breaches,"
+        f" {plan.deviation_missing_evidence} deviations citing missing ids,"
+        f" {plan.duplicates} duplicate rows (memory events sent again, as an agent's retry does:"
+        " data_quality.duplicate_rows).\n\n"
+    )
+    out.write(render(report, "text", color=out.isatty()))
+    at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    out.write(
+        "\nWhat next:\n"
+        f"  memory-watchdog check --config {config} --store {settings.store.url} --at {at_text}\n"
+        "  memory-watchdog daemon --otlp 127.0.0.1:4318   # receive your agents' telemetry"
+        " (docs/start-without-clickhouse.md)\n"
+        f"\nHTML report (open it in a browser): {page}\n"
+    )
+    return 0
+
+
+def _write_demo_config(settings: Settings) -> Path:
+    """A config reading the demo's otel_logs table, beside its report (for the `check` shown)."""
+    path = report_dir(settings) / "otlp.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f'# Written by memory-watchdog demo --via-otlp\n[source]\npreset = "otel_logs"\n'
+        f'table = "{DEMO_LOGS_TABLE}"\n',
+        encoding="utf-8",
+    )
+    return path

@@ -13,7 +13,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,6 +230,29 @@ class Store:
         except _driver_errors() as exc:
             raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
 
+    def insert_formatted(
+        self,
+        table: str,
+        column_names: Sequence[str],
+        data: Iterable[bytes],
+        fmt: str,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Insert rows already written in ClickHouse's input format `fmt` (e.g. JSONCompactEachRow).
+
+        `settings` are the insert's own (an `insert_deduplication_token`, ...).
+        """
+        try:
+            self._client.raw_insert(
+                table,
+                list(column_names),
+                insert_block=data,
+                settings={**self._settings(), **dict(settings or {})},
+                fmt=fmt,
+            )
+        except _driver_errors() as exc:
+            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+
     def table_columns(self, table: str) -> dict[str, str]:
         """Column name -> type of `table`; StoreError naming it when it does not exist."""
         database, _, name = table.rpartition(".")
@@ -278,6 +301,23 @@ def _lock_holder(directory: str) -> int | None:
     return pid
 
 
+def _flock_holder(directory: str) -> int | None:
+    """The process holding the engine's lock (its flock on `status`, in /proc/locks), when another
+    one does: it names a holder that has just started, before it writes its PID in the file."""
+    try:
+        status = (Path(directory) / "status").stat()
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device:
+            pid = int(fields[4]) if fields[4].isdigit() else 0
+            return pid if pid and pid != os.getpid() else None
+    return None
+
+
 def _describe_process(pid: int) -> str:
     try:
         raw = (
@@ -314,6 +354,10 @@ def _demo_store_beside(missing: Path) -> str | None:
     return None
 
 
+# Attempts at opening an embedded store that fails with no live holder of its lock.
+_OPEN_ATTEMPTS = 4
+
+
 def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> Any:
     import clickhouse_connect  # deferred: importing the engine costs half a second
 
@@ -328,13 +372,23 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> 
                 url.masked, f"cannot create the store directory: {exc.strerror}"
             ) from None
     deadline = time.monotonic() + lock_timeout_s
+    unexplained = 0
     while True:
         try:
             with _quiet_stderr():
                 return clickhouse_connect.get_client(dsn=url.raw)
         except _driver_errors() as exc:
             holder = _lock_holder(url.path) if url.path != MEMORY else None
+            if holder is None and url.path != MEMORY:
+                holder = _flock_holder(url.path)
             if holder is None:
+                # The engine words a held lock only on stderr, and a holder that has just
+                # exited (a short-lived run or load of the daemon) leaves no live PID behind:
+                # try again a few times before calling the store broken.
+                unexplained += 1
+                if url.path != MEMORY and unexplained < _OPEN_ATTEMPTS:
+                    time.sleep(0.2)
+                    continue
                 raise StoreError(
                     url.masked, f"cannot open the embedded store: {describe_clickhouse_error(exc)}"
                 ) from exc

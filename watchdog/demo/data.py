@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -95,9 +96,9 @@ RETRIED_NAMES = frozenset(
 )
 
 
-def _rows(events: list[Event], rng: random.Random, at_ms: int) -> tuple[list[list[Any]], int]:
+def _rows(events: list[Event], rng: random.Random, at_ms: int) -> tuple[list[list[Any]], list[int]]:
     """Rows in time order, then ~1% of the memory events again (same id and timestamp, received
-    later), as the pipeline's outbox retries them."""
+    later), as the pipeline's outbox retries them; and the indices of the retried events."""
     old_enough = [
         i for i, e in enumerate(events) if e.ts < at_ms - 20 * MINUTE and e.action in RETRIED_NAMES
     ]
@@ -109,7 +110,17 @@ def _rows(events: list[Event], rng: random.Random, at_ms: int) -> tuple[list[lis
         rows.append(_row(event, received[-1]))
     for i in retried:
         rows.append(_row(events[i], received[i] + rng.randint(SECOND, 10 * MINUTE)))
-    return rows, len(retried)
+    return rows, retried
+
+
+@dataclass(frozen=True)
+class DemoData:
+    """The demo's events in time order, the ones retried, their joelclaw rows, and the plan."""
+
+    events: list[Event]
+    retried: list[Event]  # written (or sent) again after all the events, as an outbox retries
+    rows: list[list[Any]]  # `events`, then `retried`, as joelclaw rows
+    plan: DemoPlan
 
 
 def generate_rows(
@@ -123,6 +134,12 @@ def generate_rows(
     before `at` and within 24 hours of it; timestamps are aware UTC
     datetimes with millisecond precision.
     """
+    data = generate_demo(sessions=sessions, seed=seed, at=at)
+    return data.rows, data.plan
+
+
+def generate_demo(*, sessions: int = 500, seed: int = 0, at: datetime) -> DemoData:
+    """The demo's events and rows (see `generate_rows`); the same seed gives the same data."""
     if sessions < MIN_SESSIONS:
         raise ValueError(f"the demo needs at least {MIN_SESSIONS} sessions, got {sessions}")
     builder = Builder(random.Random(seed), _to_ms(at))
@@ -138,7 +155,7 @@ def generate_rows(
     failed = inject_failed_observes(builder, lost)
     inject_deviations(builder, counts)
     events = builder.kept_events()
-    rows, duplicates = _rows(events, builder.rng, builder.at_ms)
+    rows, retried = _rows(events, builder.rng, builder.at_ms)
     plan = DemoPlan(
         sessions=len(builder.sessions),
         events=len(events),
@@ -154,9 +171,9 @@ def generate_rows(
         deviation_breaches=counts.breaches_per_kind * len(BREACH_KINDS),
         deviation_missing_evidence=counts.missing_evidence,
         answered_without_recall=counts.answered_without_recall,
-        duplicates=duplicates,
+        duplicates=len(retried),
     )
-    return rows, plan
+    return DemoData(events, [events[i] for i in retried], rows, plan)
 
 
 def write_demo(

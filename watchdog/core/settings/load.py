@@ -42,9 +42,9 @@ def data_dir_from(env: Mapping[str, str]) -> Path:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-# Keys holding a secret, as `<receiver kind>.<key>` under [alerts]: an unset `${NAME}`
-# there is a MissingSecret, reported where something is sent, so that commands that
-# send nothing still run.
+# Keys holding a secret, as `<receiver kind>.<key>` under [alerts] (and `ingest.token`):
+# an unset `${NAME}` there is a MissingSecret, reported where it is used, so that
+# commands that send or receive nothing still run.
 SECRET_KEYS = frozenset(
     {
         "slack.webhook_url",
@@ -57,7 +57,9 @@ SECRET_KEYS = frozenset(
 
 
 def _secret_key(path: str) -> bool:
-    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ...) holds a secret."""
+    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ingest.token) holds a secret."""
+    if path == "ingest.token":
+        return True
     parts = path.split(".")
     return len(parts) >= 3 and parts[0] == "alerts" and f"{parts[1]}.{parts[-1]}" in SECRET_KEYS
 
@@ -222,6 +224,8 @@ def settings_from_mapping(
     check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if url != settings.store.url:
         settings = settings.with_store_url(url)
+    if settings.ingest.listen is not None:  # every command reads what the receiver writes
+        settings = settings.receiving(settings.ingest.listen)
     return settings
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -21,6 +21,7 @@ from watchdog.core.durations import Duration, format_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CoverageCheck, CustomCheck, OutcomeRateCheck
+from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
 
@@ -313,8 +314,27 @@ class Settings(_Settings):
     schedule: ScheduleSettings = ScheduleSettings()
     alerts: AlertSettings = AlertSettings()
     report: ReportSettings = ReportSettings()
+    ingest: IngestSettings = IngestSettings()
     # `[[checks.custom]]` in the file; moved here before validation (see the loader).
     custom_checks: tuple[CustomCheck, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_of_ingest(cls, data: Any) -> Any:
+        """With `[ingest] listen` and no source preset or table: read what the receiver writes."""
+        if not isinstance(data, dict):
+            return data
+        ingest, source = data.get("ingest"), data.get("source", {})
+        if (
+            isinstance(ingest, dict)
+            and ingest.get("listen") is not None
+            and isinstance(source, dict)
+            and "preset" not in source
+            and "table" not in source
+        ):
+            table = ingest.get("logs_table", IngestSettings().logs_table)
+            data = {**data, "source": {**source, "preset": "otel_logs", "table": table}}
+        return data
 
     @model_validator(mode="after")
     def _checks_are_known(self) -> Settings:
@@ -357,6 +377,20 @@ class Settings(_Settings):
     def check_ids(self) -> tuple[str, ...]:
         """Every check id: the built-in ones in report order, then the custom ones."""
         return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
+
+    def receiving(self, listen: str) -> Settings:
+        """These settings with the OTLP receiver on `listen` (`daemon --otlp`).
+
+        A source the config does not name (no preset, no table) becomes the
+        otel_logs preset on the table the receiver writes.
+        """
+        update: dict[str, Any] = {"ingest": self.ingest.model_copy(update={"listen": listen})}
+        named = {"preset", "table"} & self.source.model_fields_set
+        if not named:
+            update["source"] = self.source.model_copy(
+                update={"preset": "otel_logs", "table": self.ingest.logs_table}
+            )
+        return self.model_copy(update=update)
 
     def with_store_url(self, url: str) -> Settings:
         """These settings reading another store (`--store`)."""

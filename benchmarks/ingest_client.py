@@ -1,0 +1,63 @@
+"""One ingest client of `benchmarks.ingest`, as a process of its own (standard library only).
+
+    python -m benchmarks.ingest_client PORT PATH TEMPLATE NUMBER START_AT STOP_AT
+
+Reads the serialised request TEMPLATE and the offsets of its fixed64
+timestamps (TEMPLATE.offsets, JSON), waits for START_AT (epoch seconds),
+then sends over one keep-alive connection until STOP_AT: each request new
+(its timestamps rewritten in place), a refused one (429/503) sent again
+after its Retry-After. Prints {"requests": answered 200, "refused": N}.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import struct
+import sys
+import time
+from pathlib import Path
+
+
+def send(
+    port: int, path: str, body: bytes, offsets: list[int], number: int, stop_at: float
+) -> dict[str, int]:
+    buffer = bytearray(body)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"Content-Type": "application/x-protobuf"}
+    base = time.time_ns() + number * 10**15  # clients never share a timestamp
+    sent = refused = 0
+    while time.time() < stop_at:
+        base += len(offsets)
+        for k, offset in enumerate(offsets):
+            struct.pack_into("<Q", buffer, offset, base + k)
+        request = bytes(buffer)
+        while time.time() < stop_at:
+            try:
+                connection.request("POST", path, body=request, headers=headers)
+                answer = connection.getresponse()
+                answer.read()
+            except OSError:
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                continue
+            if answer.status == 200:
+                sent += 1
+                break
+            refused += 1
+            time.sleep(float(answer.getheader("Retry-After") or 1))
+    connection.close()
+    return {"requests": sent, "refused": refused}
+
+
+def main(argv: list[str]) -> int:
+    port, path, template, number, start_at, stop_at = argv
+    body = Path(template).read_bytes()
+    offsets = json.loads(Path(template + ".offsets").read_text())
+    time.sleep(max(0.0, float(start_at) - time.time()))
+    print(json.dumps(send(int(port), path, body, offsets, int(number), float(stop_at))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,199 @@
+"""A real `memory-watchdog daemon --otlp` process, clients that retry until told 200, and store reads.
+
+The daemon runs with its own data directory (its embedded store, its
+spool); the test process never opens that store itself (one engine per
+process, and the tests' own store is open): `query` reads it from a child.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+BIN = Path(sys.executable).parent / "memory-watchdog"
+REPO = Path(__file__).parents[2]
+T = 1_764_000_000_000_000_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(data_home: Path) -> dict[str, str]:
+    """The environment without our variables or OTLP endpoints: our own data directory."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
+    }
+    env["XDG_DATA_HOME"] = str(data_home)
+    return env
+
+
+@dataclass
+class Daemon:
+    """`memory-watchdog daemon` receiving on 127.0.0.1:<port> (restartable), and its stderr so far."""
+
+    env: dict[str, str]
+    port: int
+    args: tuple[str, ...] = ()
+    flag: bool = True  # --otlp on the command line; else the config's [ingest] listen
+    lines: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        otlp = ("--otlp", f"127.0.0.1:{self.port}") if self.flag else ()
+        self.proc = subprocess.Popen(
+            [str(BIN), "daemon", *otlp, *self.args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=REPO,
+        )
+        proc = self.proc
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_receiving(self, seconds: float = 120) -> None:
+        """Until the receiver listens (its log line), or AssertionError."""
+        deadline = time.monotonic() + seconds
+        while "receiving OTLP/HTTP on" not in self.log():
+            assert self.proc is not None and self.proc.poll() is None, self.log()
+            assert time.monotonic() < deadline, "the receiver never listened: " + self.log()
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=60)
+
+    def stop(self) -> int:
+        """SIGTERM, and the exit code."""
+        assert self.proc is not None
+        self.proc.terminate()
+        return self.proc.wait(timeout=180)
+
+    def log(self) -> str:
+        return "\n".join(list(self.lines))
+
+
+def records_request(client: int, seq: int, records: int) -> bytes:
+    """A logs request whose records each carry a unique `record.id` (client-seq-k)."""
+    request = ExportLogsServiceRequest()
+    resource = request.resource_logs.add()
+    name = resource.resource.attributes.add(key="service.name")
+    name.value.string_value = f"client-{client}"
+    scope = resource.scope_logs.add()
+    for k in range(records):
+        record = scope.log_records.add(time_unix_nano=T + seq * records + k)
+        record.event_name = "memory.recall.completed"
+        attribute = record.attributes.add(key="record.id")
+        attribute.value.string_value = f"{client}-{seq}-{k}"
+    return bytes(request.SerializeToString())
+
+
+@dataclass
+class Client:
+    """Sends `requests` requests one after the other, each retried (the same body) until 200."""
+
+    number: int
+    port: int
+    requests: int
+    records: int
+    acknowledged: list[str] = field(default_factory=list)  # record ids the daemon said 200 to
+    attempts: int = 0
+    refusals: dict[int, int] = field(default_factory=dict)  # 429/503 answers seen
+    cut: int = 0  # requests that got no answer (the daemon died)
+    cuts: dict[str, int] = field(default_factory=dict)  # why, by exception
+
+    def run(self, deadline: float, halt: threading.Event | None = None) -> None:
+        """Send until done, until `deadline` (monotonic), or between requests once `halt` is set."""
+        for seq in range(self.requests):
+            if halt is not None and halt.is_set():
+                return
+            body = records_request(self.number, seq, self.records)
+            while not self._send(body):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(random.uniform(0.05, 0.2))
+            self.acknowledged.extend(f"{self.number}-{seq}-{k}" for k in range(self.records))
+
+    def _send(self, body: bytes) -> bool:
+        self.attempts += 1
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(
+                "POST", "/v1/logs", body=body, headers={"Content-Type": "application/x-protobuf"}
+            )
+            response = connection.getresponse()
+            response.read()
+        except OSError as exc:
+            self.cut += 1
+            self.cuts[type(exc).__name__] = self.cuts.get(type(exc).__name__, 0) + 1
+            return False
+        finally:
+            connection.close()
+        if response.status != 200:
+            self.refusals[response.status] = self.refusals.get(response.status, 0) + 1
+        return response.status == 200
+
+
+QUERY = """
+import json, sys
+from watchdog.core.store import open_store
+with open_store(sys.argv[1]) as store:
+    rows = store.query(sys.argv[2]).rows
+print(json.dumps([list(r) for r in rows], default=str))
+"""
+
+
+def query(store_url: str, sql: str, env: dict[str, str]) -> list[list[Any]]:
+    """Rows of `sql` on the embedded store at `store_url`, read by a child process."""
+    done = subprocess.run(
+        [sys.executable, "-c", QUERY, store_url, sql],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=REPO,
+        check=True,
+    )
+    rows: list[list[Any]] = json.loads(done.stdout)
+    return rows
+
+
+def unexpected_tracebacks(log: str) -> list[str]:
+    """The log's tracebacks, but an orphaned tick's: a SIGKILLed daemon's run process that
+    finishes and finds its parent gone (BrokenPipeError in watchdog/daemon/child.py)."""
+    found = []
+    for block in log.split("Traceback (most recent call last):")[1:]:
+        lines = block.splitlines()
+        error = next((line for line in lines[1:] if line and not line.startswith(" ")), "")
+        if not (error.startswith("BrokenPipeError") and "daemon/child.py" in block):
+            found.append("\n".join(lines[:12]))
+    return found
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set of a process, KiB (/proc/<pid>/status VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0

@@ -1,0 +1,129 @@
+"""An agent's telemetry as the OpenTelemetry SDK sends it: the builder's events through its exporters.
+
+Each builder event becomes one log record (the event name as the record's
+event name, its metadata as attributes with their own types, `session.id`
+and `event.id` beside them), each builder span one span, exported by the
+SDK's own OTLP/HTTP exporters (protobuf, batched) to a receiver's endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Status, StatusCode
+
+from tests.builder import Scenario, Span
+
+AGENT = Resource.create({"service.name": "agent"})
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+def _attributes(event: Any) -> dict[str, Any]:
+    """The event's metadata with its own types (numbers stay numbers, arrays arrays)."""
+    meta = json.loads(event.metadata_json) if event.metadata_json is not None else dict(event.meta)
+    attributes = {k: v for k, v in meta.items() if v is not None}
+    if event.session is not None:
+        attributes.setdefault("session.id", event.session)
+    attributes["event.id"] = event.id
+    return attributes
+
+
+class _RecordingLogs(LogRecordExporter):
+    """The SDK's OTLP log exporter, remembering whether each export succeeded."""
+
+    def __init__(self, inner: OTLPLogExporter) -> None:
+        self.inner, self.results = inner, list[bool]()
+
+    def export(self, batch: Any) -> LogRecordExportResult:
+        outcome = self.inner.export(batch)
+        self.results.append(outcome is LogRecordExportResult.SUCCESS)
+        return outcome
+
+    def force_flush(self, timeout_millis: int = 10_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+class _RecordingSpans(SpanExporter):
+    """The SDK's OTLP span exporter, remembering whether each export succeeded."""
+
+    def __init__(self, inner: OTLPSpanExporter) -> None:
+        self.inner, self.results = inner, list[bool]()
+
+    def export(self, spans: Any) -> SpanExportResult:
+        outcome = self.inner.export(spans)
+        self.results.append(outcome is SpanExportResult.SUCCESS)
+        return outcome
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+def send_logs(endpoint: str, scenario: Scenario, *, gzip: bool = False, **headers: str) -> bool:
+    """Emit the scenario's events as log records; True when every export succeeded."""
+    exporter = _RecordingLogs(
+        OTLPLogExporter(
+            endpoint=f"{endpoint}/v1/logs",
+            compression=Compression.Gzip if gzip else Compression.NoCompression,
+            headers=headers or None,
+        )
+    )
+    provider = LoggerProvider(resource=AGENT)
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter, max_export_batch_size=64))
+    logger = provider.get_logger("memory", "1.0")
+    for event in scenario.events:
+        failed = event.success == 0
+        logger.emit(
+            LogRecord(
+                timestamp=_ns(event.ts),
+                body=event.name,
+                severity_number=SeverityNumber.ERROR if failed else SeverityNumber.INFO,
+                severity_text="ERROR" if failed else "INFO",
+                attributes=_attributes(event),
+                event_name=event.name,
+            )
+        )
+    provider.force_flush()
+    provider.shutdown()
+    return bool(exporter.results) and all(exporter.results)
+
+
+def send_spans(endpoint: str, spans: list[Span]) -> bool:
+    """Export the spans, each with its start, duration, session and status; True on success."""
+    exporter = _RecordingSpans(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"))
+    provider = TracerProvider(resource=AGENT)
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=64))
+    tracer = provider.get_tracer("memory", "1.0")
+    for span in spans:
+        start = _ns(span.start)
+        live = tracer.start_span(
+            span.name, start_time=start, attributes={"session.id": span.session, **span.attributes}
+        )
+        if span.status == "Error":
+            live.set_status(Status(StatusCode.ERROR, "failed"))
+        elif span.status == "Ok":
+            live.set_status(Status(StatusCode.OK))
+        live.end(end_time=start + int(span.duration_ms * 1_000_000))
+    provider.force_flush()
+    provider.shutdown()
+    return bool(exporter.results) and all(exporter.results)

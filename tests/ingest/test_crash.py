@@ -1,0 +1,68 @@
+"""SIGKILL the daemon in the middle of sustained ingest, many times: nothing acknowledged is lost, nothing doubled."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.ingest.processes import (
+    Client,
+    Daemon,
+    clean_env,
+    free_port,
+    query,
+    unexpected_tracebacks,
+)
+
+KILLS = 20
+CLIENTS = 3
+REQUESTS = 50  # per client
+RECORDS = 100  # per request
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigkill_during_sustained_ingest_loses_nothing_acknowledged_and_doubles_nothing(
+    tmp_path: Path,
+) -> None:
+    """Clients send without pause, each retrying a request until it is answered 200, while the
+    daemon is killed (SIGKILL) and restarted at random moments: the table holds every record
+    the clients were told 200 for, each once."""
+    env = clean_env(tmp_path / "xdg")
+    config = tmp_path / "watchdog.toml"
+    config.write_text('[ingest]\nload_every = "250ms"\n', encoding="utf-8")
+    daemon = Daemon(env, free_port(), ("--config", str(config)))
+    daemon.start()
+    clients = [Client(n, daemon.port, REQUESTS, RECORDS) for n in range(CLIENTS)]
+    deadline = time.monotonic() + 900
+    threads = [threading.Thread(target=c.run, args=(deadline,), daemon=True) for c in clients]
+    for thread in threads:
+        thread.start()
+    rng = random.Random(17)
+    kills = 0
+    try:
+        while kills < KILLS and any(t.is_alive() for t in threads):
+            time.sleep(rng.uniform(0.5, 3.0))
+            daemon.kill()
+            kills += 1
+            daemon.start()
+        for thread in threads:
+            thread.join(timeout=max(1.0, deadline - time.monotonic()))
+        assert daemon.stop() == 0, daemon.log()
+    finally:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.kill()
+    acknowledged = sorted(i for c in clients for i in c.acknowledged)
+    assert len(acknowledged) == CLIENTS * REQUESTS * RECORDS, "a client never got its 200"
+    assert kills == KILLS and sum(c.cut for c in clients) > 0  # kills cut requests in flight
+    store = f"chdb://{tmp_path / 'xdg' / 'memory-watchdog' / 'store'}"
+    stored = [
+        row[0] for row in query(store, "SELECT LogAttributes['record.id'] FROM otel.otel_logs", env)
+    ]
+    assert len(stored) == len(set(stored)), "a record was stored twice"
+    assert sorted(stored) == acknowledged, "an acknowledged record is missing"
+    assert unexpected_tracebacks(daemon.log()) == []

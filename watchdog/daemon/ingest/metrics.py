@@ -1,0 +1,85 @@
+"""The receiver's Prometheus metrics, on the daemon's registry (`/metrics` on `daemon --http`).
+
+- `memory_watchdog_ingest_records_total{signal,outcome}`: log records and
+  spans accepted (durable in the spool), rejected (partial success) and
+  loaded (in the store);
+- `memory_watchdog_ingest_retried_requests_total{signal}`: requests whose
+  records were already kept (a client's retry): stored once;
+- `memory_watchdog_ingest_refused_requests_total{status}`: requests answered
+  with an error (400, 401, 413, 415, 429, 503, ...);
+- `memory_watchdog_ingest_queued_bytes`: accepted, not yet in the store;
+- `memory_watchdog_ingest_load_rounds_total{outcome}`: ok | failed;
+- `memory_watchdog_ingest_last_load_seconds`: how long the last round held the store;
+- `memory_watchdog_ingest_set_aside_rows_total`: rows the store refused, moved to the
+  spool's quarantine.
+
+Read at scrape time from what the receiver and the loader counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from watchdog.daemon.ingest.service import Ingest, records
+
+PREFIX = "memory_watchdog_ingest"
+
+
+class IngestCollector(Collector):
+    """A prometheus_client collector reading the receiver's and the loader's counts."""
+
+    def __init__(self, ingest: Ingest) -> None:
+        self.ingest = ingest
+
+    def collect(self) -> Iterator[Metric]:
+        ingest = self.ingest
+        counted = CounterMetricFamily(
+            f"{PREFIX}_records",
+            "OTLP log records and spans: accepted (durable), rejected, loaded (in the store)",
+            labels=["signal", "outcome"],
+        )
+        for signal, outcome, count in records(ingest):
+            counted.add_metric([signal, outcome], count)
+        yield counted
+        counts = ingest.receiver.counts
+        with counts.lock:
+            retried, refused = dict(counts.retried), dict(counts.refused)
+        again = CounterMetricFamily(
+            f"{PREFIX}_retried_requests",
+            "Requests whose records were already kept (a retry): stored once",
+            labels=["signal"],
+        )
+        for signal, count in retried.items():
+            again.add_metric([signal], count)
+        yield again
+        errors = CounterMetricFamily(
+            f"{PREFIX}_refused_requests", "Requests answered with an error", labels=["status"]
+        )
+        for status, count in sorted(refused.items()):
+            errors.add_metric([str(status)], count)
+        yield errors
+        yield GaugeMetricFamily(
+            f"{PREFIX}_queued_bytes",
+            "Accepted rows not yet in the store, in bytes",
+            value=ingest.spool.queued_bytes,
+        )
+        loaded = ingest.loaded
+        rounds = CounterMetricFamily(
+            f"{PREFIX}_load_rounds", "Load rounds by outcome", labels=["outcome"]
+        )
+        rounds.add_metric(["ok"], loaded.rounds - loaded.failed_rounds)
+        rounds.add_metric(["failed"], loaded.failed_rounds)
+        yield rounds
+        yield GaugeMetricFamily(
+            f"{PREFIX}_last_load_seconds",
+            "How long the last load round held the store",
+            value=loaded.last_round_s,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_set_aside_rows",
+            "Rows the store refused, moved to the spool's quarantine",
+            value=loaded.set_aside,
+        )

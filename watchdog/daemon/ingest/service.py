@@ -1,0 +1,267 @@
+"""The receiver in the daemon: accept OTLP, spool it, load it in turns with the daemon's runs.
+
+`Ingest` owns the receiver (watchdog.daemon.ingest.receiver), the spool
+(watchdog.daemon.ingest.spool) and the loader thread. Every `load_every`
+(sooner when much is queued), when something waits, the thread takes the
+store's turn, plans loads of what was accepted, and runs them
+(watchdog.daemon.ingest.loader): in a fresh child process in the daemon
+(`ChildLoads`), in this process in tests. The turn is a lock the daemon's
+ticks take too (`TurnTakingTicks`): on the embedded engine one process at a
+time holds the store, so a load never meets a run of the daemon, and both
+hold the store only while they work, so `check`, `status`, `alerts` and
+`silence` get it in between (they wait up to `store.lock_timeout`).
+
+While the store cannot be used the spool grows, up to `max_queued`: then
+clients are answered 503 (429 when loading merely falls behind) with
+`Retry-After`, and the records stay with them until there is room.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from watchdog.core.settings import Settings
+from watchdog.daemon.child import ChildTicks, Progress
+from watchdog.daemon.ingest.loader import (
+    ChildLoads,
+    LoadRequest,
+    LoadResult,
+    OpenLoadStore,
+    load_round,
+    open_request_store,
+)
+from watchdog.daemon.ingest.otlp import LOGS, TRACES
+from watchdog.daemon.ingest.receiver import Receiver, Refusal
+from watchdog.daemon.ingest.spool import IngestSpool
+from watchdog.daemon.tick import TickRequest, TickResult
+
+log = logging.getLogger(__name__)
+
+# A load refused this many times in a row while the store works is set aside (spool quarantine).
+REFUSALS_BEFORE_ASIDE = 3
+
+
+def spool_dir(settings: Settings) -> Path:
+    """`[ingest] spool_dir`, else `<data_dir>/ingest`."""
+    configured = settings.ingest.spool_dir
+    return Path(configured) if configured else settings.data_dir / "ingest"
+
+
+@dataclass
+class Loaded:
+    """What the loader did, for /metrics and the log."""
+
+    rows: dict[str, int] = field(default_factory=lambda: {LOGS: 0, TRACES: 0})
+    rounds: int = 0
+    failed_rounds: int = 0
+    last_round_s: float = 0.0
+    set_aside: int = 0  # rows moved to the quarantine
+
+
+class Ingest:
+    """The OTLP receiver, its spool and its loader, for the daemon (or a test, or the demo)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        spool: IngestSpool | None = None,
+        loads: ChildLoads | None = None,
+        open_fn: OpenLoadStore = open_request_store,
+        debug: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.spool = spool or IngestSpool(
+            spool_dir(settings), retry_window=settings.ingest.retry_window
+        )
+        self.turn = threading.Lock()  # the store: one load or one tick at a time
+        self.receiver = Receiver(settings.ingest, self.spool, admission=self.admission)
+        self.loaded = Loaded()
+        self._loads = loads
+        self._open = open_fn
+        self._debug = debug
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._stopping = False
+        self._failing_since: float | None = None
+        self._refusals: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def tables(self) -> dict[str, str]:
+        return {LOGS: self.settings.ingest.logs_table, TRACES: self.settings.ingest.traces_table}
+
+    # -- admission ----------------------------------------------------------------------
+
+    def admission(self) -> Refusal | None:
+        """None to take a request now; else why not (429/503, with Retry-After)."""
+        if self._stopping:
+            return Refusal(503, "the receiver is stopping")
+        queued, limit = self.spool.queued_bytes, self.settings.ingest.max_queued
+        if queued < limit:
+            if queued > limit // 4:
+                self._wake.set()
+            return None
+        self._wake.set()
+        if self._failing_since is not None:
+            return Refusal(503, "the store cannot be used now; what was accepted waits for it")
+        return Refusal(429, "more is waiting for the store than ingest.max_queued")
+
+    # -- running ------------------------------------------------------------------------
+
+    def start(self, listen: str) -> ThreadingHTTPServer:
+        """Create the tables (first round), then serve on `listen` and load in a thread."""
+        self.round()
+        self._server = self.receiver.serve(listen)
+        host, port = self._server.server_address[:2]
+        log.info(
+            "receiving OTLP/HTTP on http://%s:%s (/v1/logs, /v1/traces) into %s and %s",
+            host,
+            port,
+            *self.tables.values(),
+        )
+        self._thread = threading.Thread(target=self._loop, name="watchdog-ingest", daemon=True)
+        self._thread.start()
+        return self._server
+
+    def refuse_new(self) -> None:
+        """From now on, answer every request 503 with Retry-After (the daemon is stopping)."""
+        self._stopping = True
+
+    def stop(self, timeout: timedelta = timedelta(seconds=30)) -> None:
+        """Refuse new requests (503), finish the ones in progress, load what waits (bounded)."""
+        self.refuse_new()
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout.total_seconds())
+        loader_done = self._thread is None or not self._thread.is_alive()
+        if loader_done and self.turn.acquire(timeout=timeout.total_seconds()):
+            try:
+                self._round_holding_turn()
+            finally:
+                self.turn.release()
+        left = self.spool.queued_bytes
+        if left:
+            log.info(
+                "ingest: %d bytes accepted and not yet loaded wait in %s",
+                left,
+                self.spool.directory,
+            )
+
+    def _loop(self) -> None:
+        every = self.settings.ingest.load_every.total_seconds()
+        while not self._stop.is_set():
+            self._wake.wait(every)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            if not self._has_work():
+                continue
+            try:
+                self.round()
+            except Exception:  # the loader must outlive any bug of one round
+                log.exception("ingest: the load round failed unexpectedly; retried")
+            self.spool.prune()
+
+    def _has_work(self) -> bool:
+        return self.spool.queued_bytes > 0 or bool(self.spool.planned_loads())
+
+    def round(self) -> LoadResult:
+        """Take the store's turn, load what was accepted, mark what is in."""
+        with self.turn:
+            return self._round_holding_turn()
+
+    def _round_holding_turn(self) -> LoadResult:
+        self.spool.plan(self.tables)
+        loads = self.spool.planned_loads()
+        request = LoadRequest(
+            store=self.settings.store,
+            tables=self.tables,
+            loads=tuple(loads),
+            lock_wait_s=min(1.0, self.settings.store.lock_timeout.total_seconds()),
+            debug=self._debug,
+        )
+        started = time.monotonic()
+        result = (
+            self._loads.run(request) if self._loads is not None else load_round(request, self._open)
+        )
+        self.loaded.last_round_s = time.monotonic() - started
+        self.loaded.rounds += 1
+        self._take(result, {load.token: load for load in loads})
+        return result
+
+    def _take(self, result: LoadResult, loads: dict[str, Any]) -> None:
+        for warning in result.warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                log.warning("ingest: %s", warning)
+        for outcome in result.outcomes:
+            load = loads[outcome.token]
+            if outcome.loaded:
+                self.spool.done(load)
+                self.loaded.rows[load.signal] += load.rows
+                self._refusals.pop(load.token, None)
+            elif outcome.refused:
+                count = self._refusals[load.token] = self._refusals.get(load.token, 0) + 1
+                if count >= REFUSALS_BEFORE_ASIDE:
+                    self.spool.set_aside(load, outcome.problem)
+                    self.loaded.set_aside += load.rows
+                    self._refusals.pop(load.token, None)
+        problem = result.problem or next(
+            (o.problem for o in result.outcomes if not o.loaded and not o.refused), ""
+        )
+        if problem:
+            self.loaded.failed_rounds += 1
+            if self._failing_since is None:
+                self._failing_since = time.monotonic()
+                if result.busy:
+                    log.info("ingest: the store is busy (%s); loading again in a moment", problem)
+                else:
+                    log.warning(
+                        "ingest: cannot load into the store: %s (kept in the spool)", problem
+                    )
+        elif self._failing_since is not None:
+            log.info(
+                "ingest: loading again after %.0fs; %d bytes wait",
+                time.monotonic() - self._failing_since,
+                self.spool.queued_bytes,
+            )
+            self._failing_since = None
+
+
+class TurnTakingTicks(ChildTicks):
+    """The daemon's ticks, each taking the store's turn from the loader while it runs."""
+
+    def __init__(self, ingest: Ingest, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ingest = ingest
+
+    def run(self, request: TickRequest, progress: Progress | None = None) -> TickResult:
+        with self.ingest.turn:
+            return super().run(request, progress)
+
+
+def records(ingest: Ingest) -> Iterator[tuple[str, str, int]]:
+    """(signal, outcome, count) of the receiver's records so far: accepted, rejected, loaded."""
+    counts = ingest.receiver.counts
+    with counts.lock:
+        accepted, rejected = dict(counts.accepted), dict(counts.rejected)
+    for signal in (LOGS, TRACES):
+        yield signal, "accepted", accepted[signal]
+        yield signal, "rejected", rejected[signal]
+        yield signal, "loaded", ingest.loaded.rows[signal]

@@ -1,0 +1,324 @@
+"""The receiver's spool: what was acknowledged, on disk until it is in the store, exactly once.
+
+Three kinds of file under the spool directory (`[ingest] spool_dir`):
+
+- `batches/<signal>-<digest>.jsonl`: one accepted request's rows
+  (watchdog.daemon.ingest.otlp.Batch), written to `tmp/`, fsynced, renamed
+  here and the directory fsynced *before* the client is answered 200. The
+  digest names the records, so a client's retry of a request that is
+  still here (or was loaded recently) is recognised and stored once.
+- `loads/<token>.json`: a load, the batches one insert carries and the
+  insert's deduplication token, written before the insert. After a crash
+  the same load is inserted again with the same token, and ClickHouse keeps
+  one copy (the tables carry `non_replicated_deduplication_window`).
+- `loaded.log`: the digests loaded in the last `retry_window`, appended
+  (and fsynced) before a load's batches are deleted: a retry that arrives
+  after its batch was loaded is still recognised.
+
+One process, the daemon, owns the spool: the receiver's threads add
+batches, the loader thread plans loads and marks them done; the insert
+itself runs in a child (watchdog.daemon.ingest.loader), which only reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from watchdog.daemon.ingest.otlp import SIGNALS, Batch
+
+log = logging.getLogger(__name__)
+
+BATCH_SUFFIX = ".jsonl"
+# One insert carries at most this much: the loader's memory and one insert's time stay bounded.
+MAX_LOAD_BYTES = 64 * 1024**2
+
+
+@dataclass(frozen=True)
+class Load:
+    """One insert: batches of one signal into one table, with its deduplication token."""
+
+    token: str
+    signal: str
+    table: str
+    files: tuple[str, ...]  # paths of the batch files, in insert order
+    rows: int
+    size: int
+
+    @property
+    def digests(self) -> tuple[str, ...]:
+        return tuple(Path(f).name.removesuffix(BATCH_SUFFIX).partition("-")[2] for f in self.files)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "token": self.token,
+                "signal": self.signal,
+                "table": self.table,
+                "files": list(self.files),
+                "rows": self.rows,
+                "size": self.size,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Load:
+        data = json.loads(text)
+        return cls(
+            token=str(data["token"]),
+            signal=str(data["signal"]),
+            table=str(data["table"]),
+            files=tuple(str(f) for f in data["files"]),
+            rows=int(data["rows"]),
+            size=int(data["size"]),
+        )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durably(path: Path, data: bytes, tmp_dir: Path) -> None:
+    """`data` at `path`, complete or not at all, surviving a crash once this returns."""
+    tmp = tmp_dir / f"{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class IngestSpool:
+    """The spool directory: accepted batches, planned loads, and the digests loaded lately."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        retry_window: timedelta = timedelta(minutes=15),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = directory
+        self.batches = directory / "batches"
+        self.loads = directory / "loads"
+        self.tmp = directory / "tmp"
+        self.quarantine = directory / "quarantine"
+        self.ledger = directory / "loaded.log"
+        self.retry_window = retry_window.total_seconds()
+        self._clock = clock
+        self._lock = threading.Lock()
+        for sub in (self.batches, self.loads, self.tmp):
+            sub.mkdir(parents=True, exist_ok=True)
+        for stale in self.tmp.iterdir():  # writes a crash interrupted: never acknowledged
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        self._loaded = self._read_ledger()
+        self._appended = 0
+        # Batch name -> (bytes, rows), in the order they were accepted.
+        self._batches = {p.name: (p.stat().st_size, _count_rows(p)) for p in self._batch_files()}
+        self._planned: set[str] = set()
+        for load in self.planned_loads():
+            self._planned.update(Path(f).name for f in load.files)
+
+    # -- the receiver's side ------------------------------------------------------------
+
+    @property
+    def queued_bytes(self) -> int:
+        """Rows accepted and not yet in the store, in bytes."""
+        with self._lock:
+            return sum(size for size, _ in self._batches.values())
+
+    def put(self, batch: Batch) -> bool:
+        """Keep `batch` durably; False when the same records are kept or were loaded lately.
+
+        When this returns, a crash cannot lose the batch: answer the client then.
+        """
+        name = f"{batch.signal}-{batch.digest}{BATCH_SUFFIX}"
+        path = self.batches / name
+        if self._known(name, batch.digest):
+            return False
+        tmp = self.tmp / f"{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as out:
+            out.write(batch.data)
+            out.flush()
+            os.fsync(out.fileno())
+        with self._lock:
+            # Checked again under the lock the loader takes to mark a load done: a batch
+            # is either still here, or its digest is in the ledger already.
+            if name in self._batches or batch.digest in self._loaded:
+                tmp.unlink()
+                return False
+            os.replace(tmp, path)
+            self._batches[name] = (len(batch.data), batch.rows)
+        _fsync_dir(self.batches)
+        return True
+
+    def _known(self, name: str, digest: str) -> bool:
+        with self._lock:
+            return name in self._batches or digest in self._loaded
+
+    # -- the loader's side --------------------------------------------------------------
+
+    def _batch_files(self) -> list[Path]:
+        return sorted(
+            (p for p in self.batches.iterdir() if p.name.endswith(BATCH_SUFFIX)),
+            key=lambda p: p.stat().st_mtime_ns,
+        )
+
+    def planned_loads(self) -> list[Load]:
+        """Loads planned and not done (after a crash: the ones to redo first), oldest first."""
+        found = []
+        for path in self.loads.glob("*.json"):
+            try:
+                found.append((path.stat().st_mtime_ns, Load.from_json(path.read_text("utf-8"))))
+            except (OSError, ValueError, KeyError) as exc:
+                log.error("ingest spool: unreadable load %s (%s); left in place", path, exc)
+        return [load for _, load in sorted(found, key=lambda item: item[0])]
+
+    def plan(self, tables: dict[str, str]) -> list[Load]:
+        """New loads for the batches no load carries yet, each written down before its insert.
+
+        `tables` maps a signal to the table its rows go to.
+        """
+        with self._lock:
+            pending = {n: entry for n, entry in self._batches.items() if n not in self._planned}
+        planned: list[Load] = []
+        for signal in SIGNALS:
+            names = [n for n in pending if n.startswith(f"{signal}-")]
+            for group in _groups(names, pending):
+                planned.append(self._write_load(signal, tables[signal], group, pending))
+        return planned
+
+    def _write_load(
+        self, signal: str, table: str, names: list[str], entries: dict[str, tuple[int, int]]
+    ) -> Load:
+        token = hashlib.sha256("\n".join([signal, table, *names]).encode()).hexdigest()[:40]
+        load = Load(
+            token=token,
+            signal=signal,
+            table=table,
+            files=tuple(str(self.batches / n) for n in names),
+            rows=sum(entries[n][1] for n in names),
+            size=sum(entries[n][0] for n in names),
+        )
+        _write_durably(self.loads / f"{token}.json", load.to_json().encode(), self.tmp)
+        with self._lock:
+            self._planned.update(names)
+        return load
+
+    def done(self, load: Load) -> None:
+        """The load is in the store: remember its digests, then drop its batches and itself."""
+        now = self._clock()
+        digests = load.digests
+        with open(self.ledger, "a", encoding="ascii") as ledger:
+            ledger.writelines(f"{now:.3f} {d}\n" for d in digests)
+            ledger.flush()
+            os.fsync(ledger.fileno())
+        self._appended += len(digests)
+        with self._lock:
+            for digest in digests:
+                self._loaded[digest] = now
+            self._drop(load)
+        if self._appended > 10_000:
+            self._compact_ledger()
+
+    def set_aside(self, load: Load, problem: str) -> None:
+        """Move a load's batches to `quarantine/` (the store refuses their rows); never deleted."""
+        self.quarantine.mkdir(exist_ok=True)
+        for file in load.files:
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(file, self.quarantine / Path(file).name)
+        log.error(
+            "ingest: %d %s rows the store refuses were moved to %s (%s);"
+            " move them back to %s to load them again",
+            load.rows,
+            load.signal,
+            self.quarantine,
+            problem,
+            self.batches,
+        )
+        with self._lock:
+            self._drop(load)
+
+    def _drop(self, load: Load) -> None:
+        """Delete the load's batches and its record (the caller holds the lock)."""
+        for file in load.files:
+            name = Path(file).name
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(file)
+            self._batches.pop(name, None)
+            self._planned.discard(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.loads / f"{load.token}.json")
+
+    # -- the ledger ---------------------------------------------------------------------
+
+    def _read_ledger(self) -> dict[str, float]:
+        loaded: dict[str, float] = {}
+        oldest = self._clock() - self.retry_window
+        with contextlib.suppress(FileNotFoundError):
+            for line in self.ledger.read_text("ascii", errors="replace").splitlines():
+                at, _, digest = line.partition(" ")
+                with contextlib.suppress(ValueError):
+                    if float(at) >= oldest and digest:
+                        loaded[digest] = float(at)
+        return loaded
+
+    def _compact_ledger(self) -> None:
+        """Forget the digests older than the retry window, on disk and in memory."""
+        oldest = self._clock() - self.retry_window
+        with self._lock:
+            self._loaded = {d: at for d, at in self._loaded.items() if at >= oldest}
+            text = "".join(f"{at:.3f} {d}\n" for d, at in self._loaded.items())
+            _write_durably(self.ledger, text.encode("ascii"), self.tmp)
+            self._appended = 0
+
+    def prune(self) -> None:
+        """Forget the digests older than the retry window (the loader calls it now and then)."""
+        if self._loaded and min(self._loaded.values()) < self._clock() - self.retry_window:
+            self._compact_ledger()
+
+    def pending(self) -> Iterator[str]:
+        """Names of the batches not yet loaded (tests, status)."""
+        with self._lock:
+            names = list(self._batches)
+        yield from names
+
+
+def _groups(names: list[str], entries: dict[str, tuple[int, int]]) -> Iterator[list[str]]:
+    """`names` in order, cut so that no group but a single big batch exceeds MAX_LOAD_BYTES."""
+    group: list[str] = []
+    total = 0
+    for name in names:
+        size = entries[name][0]
+        if group and total + size > MAX_LOAD_BYTES:
+            yield group
+            group, total = [], 0
+        group.append(name)
+        total += size
+    if group:
+        yield group
+
+
+def _count_rows(path: Path) -> int:
+    """Rows in a batch file: one per line."""
+    count = 0
+    with contextlib.suppress(FileNotFoundError), open(path, "rb") as data:
+        for chunk in iter(lambda: data.read(1024 * 1024), b""):
+            count += chunk.count(b"\n")
+    return count
