@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.core.settings import Settings
-from watchdog.daemon.child import ChildTicks, Progress
+from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import (
     ChildLoads,
     LoadRequest,
@@ -41,7 +41,7 @@ from watchdog.daemon.ingest.loader import (
 from watchdog.daemon.ingest.otlp import LOGS, TRACES
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
 from watchdog.daemon.ingest.spool import IngestSpool
-from watchdog.daemon.tick import TickRequest, TickResult
+from watchdog.daemon.tick import Progress, TickRequest, TickResult
 
 log = logging.getLogger(__name__)
 
