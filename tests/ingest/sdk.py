@@ -27,7 +27,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status, StatusCode
 
-from tests.builder import Scenario, Span
+from tests.builder import Scenario
+from tests.exporter import Span
 
 AGENT = Resource.create({"service.name": "agent"})
 

@@ -6,18 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from checks.base import Report, Status
-from tests.builder import (
-    T0,
-    H,
-    M,
-    S,
-    Scenario,
-    Span,
-    evaluate_table,
-    unique_table,
-    write_otel_logs,
-    write_otel_traces,
-)
+from tests.builder import T0, H, M, S, Scenario, evaluate_table, unique_table
+from tests.exporter import Span, write_otel_logs, write_otel_traces
 from tests.ingest.conftest import Receiving
 from tests.ingest.sdk import send_logs, send_spans
 from watchdog.core.store import Store
