@@ -1,7 +1,10 @@
 """`python -m benchmarks`: the full matrix (`make bench`), or single cases.
 
-python -m benchmarks                                  # 1M, 5M, 20M x joelclaw, otel_logs + narrow
-python -m benchmarks --events 1000000 --preset joelclaw
+python -m benchmarks                    # 5M, 20M x joelclaw, otel_logs x today, memory mix
+python -m benchmarks --events 1000000 --preset joelclaw --mix today --reps 3
+
+Generated tables stay in the store directory (--dir) and are reused by the
+next run (generation takes longer than measuring); --fresh regenerates them.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.generate import MIXES
 from benchmarks.run import Bench, render_table, to_json
 
-DEFAULT_EVENTS = (1_000_000, 5_000_000, 20_000_000)
+DEFAULT_EVENTS = (5_000_000, 20_000_000)
 DEFAULT_PRESETS = ("joelclaw", "otel_logs")
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -26,33 +30,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--events", type=int, action="append", help="events per case (repeatable)")
     parser.add_argument("--preset", action="append", choices=DEFAULT_PRESETS, help="repeatable")
+    parser.add_argument("--mix", action="append", choices=MIXES, help="event mix (repeatable)")
     parser.add_argument(
-        "--reps", type=int, default=5, help="repetitions per measurement (default 5)"
+        "--reps", type=int, default=3, help="repetitions per measurement (default 3)"
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--dir",
         default="/tmp/memory-watchdog-bench",
-        help="embedded store directory (never committed)",
+        help="embedded store directory, tables kept between runs (never committed)",
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate tables even if present")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="also time run_once inside the bench process, with its transfer tally",
+    )
     parser.add_argument(
         "--naive",
         action="append",
         choices=DEFAULT_PRESETS,
-        help="presets the pandas script is timed on at 1M events (default: joelclaw)",
-    )
-    parser.add_argument(
-        "--cli-max-events",
-        type=int,
-        default=1_000_000,
-        help="time the CLI (reps times) up to this many events (default 1M: the budget)",
+        help="presets the pandas script is timed on, at 1M events or fewer (default: none)",
     )
     parser.add_argument(
         "--narrow",
         choices=("auto", "yes", "no"),
-        default="auto",
-        help="also time the suite on the narrow normalized table (auto: at 20M events)",
+        default="no",
+        help="also time the narrow normalized table (auto: at 20M events; default no)",
     )
     parser.add_argument(
         "--output", default=str(RESULTS), help="results file (default benchmarks/results.json)"
@@ -71,14 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         reps=args.reps,
         seed=args.seed,
         fresh=args.fresh,
-        cli_max=args.cli_max_events,
-        naive_presets=tuple(args.naive or ("joelclaw",)),
+        in_process=args.in_process,
+        naive_presets=tuple(args.naive or ()),
     )
     try:
         for preset in presets:
             for n in sorted(events):
-                bench.run_case(preset, n)
-                if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
+                for mix in args.mix or MIXES:
+                    bench.run_case(preset, n, mix)
+                wide = args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000)
+                if wide and "today" in (args.mix or MIXES):
                     bench.run_narrow(preset, n)
     finally:
         bench.close()

@@ -17,8 +17,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT
-from benchmarks.run import Bench, floor_sql, settings_for
+from benchmarks.run import Bench, settings_for
 from watchdog.runner.once import run_once, window_at
 
 

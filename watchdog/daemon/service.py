@@ -187,6 +187,7 @@ class Daemon:
         self._reloads = Reloads(reload, own_notifiers=own) if reload is not None else None
         self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
         self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
+        self.tick_statuses: list[str] = []  # the status of each window the latest tick judged
         timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
         self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
 
@@ -233,8 +234,20 @@ class Daemon:
         down = f"; store unusable, {spooled} error run(s) spooled" if spooled else ""
         return f"{judged}{down}; next run {rfc3339(self.schedule.next_run(self.clock()))}"
 
+    def once(self) -> int:
+        """One tick in this process, then return (`daemon --once`): its exit code.
+
+        0 when every window it judged was ok, 1 when one breached or a check
+        could not run, 3 when the store could not be read.
+        """
+        self.tick()
+        if STORE_ERROR in self.tick_statuses or self.spool.runs:
+            return 3
+        return 0 if all(s == Status.OK.value for s in self.tick_statuses) else 1
+
     def _tick(self) -> None:
         now = self.clock()
+        self.tick_statuses = []
         request = TickRequest(
             settings=self.settings,
             now=now,
@@ -264,6 +277,7 @@ class Daemon:
                 log.warning("the run was stopped unfinished: %s", exc)
                 return
             window = aligned_window(self.settings, self.schedule, self.schedule.due_end(now))
+            self.tick_statuses.append(STORE_ERROR)
             self._store_down(window, str(exc), started_ns)
             return
         self._take(result, started_ns)
@@ -293,10 +307,12 @@ class Daemon:
             )
         if result.store_down is not None:
             window = aligned_window(self.settings, self.schedule, result.store_down.end)
+            self.tick_statuses.append(STORE_ERROR)
             self._store_down(window, result.store_down.problem, started_ns)
         self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
     def _took(self, run: RunResult) -> None:
+        self.tick_statuses.append(run.status)
         self.telemetry.record_run(
             run.window,
             status=run.status,
