@@ -18,14 +18,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.floor import floor_sql
-from benchmarks.generate import DEFAULT_AT
+from benchmarks.generate import DEFAULT_AT, MIXES
 from benchmarks.run import Bench, settings_for
+from checks.base import Status
+from checks.builtin import configured_checks
+from checks.sources import open_source
+from checks.triage import breakdown
 from watchdog.runner.once import run_once, window_at
 
 
-def profile(bench: Bench, preset: str, events: int) -> dict[str, list[float]]:
+def profile(bench: Bench, preset: str, events: int, mix: str = "today") -> dict[str, list[float]]:
     """Seconds per repetition: the floor, each query (named by its checks), the whole run."""
-    table, _ = bench.table(preset, events)
+    table, _ = bench.table(preset, events, mix)
     store = bench.open()
     settings = settings_for(bench.url, preset, table)
     window = window_at(settings, DEFAULT_AT)
@@ -41,8 +45,17 @@ def profile(bench: Bench, preset: str, events: int) -> dict[str, list[float]]:
         store.query(sql, params)
         seconds["floor"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        run_once(store, settings, window, timed=timed)
+        report = run_once(store, settings, window, timed=timed)
         seconds["the whole evaluation"].append(time.perf_counter() - started)
+        source = open_source(store, settings.source)
+        started = time.perf_counter()
+        for spec in configured_checks(settings):
+            result = report.checks[spec.id]
+            if result.status is Status.BREACHED:
+                began = time.perf_counter()
+                breakdown(store, source, window, spec, result)
+                seconds[f"triage of {spec.id}"].append(time.perf_counter() - began)
+        seconds["the whole triage"].append(time.perf_counter() - started)
     return seconds
 
 
@@ -50,15 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__)
     parser.add_argument("--events", type=int, default=5_000_000)
     parser.add_argument("--preset", action="append", choices=("joelclaw", "otel_logs"))
+    parser.add_argument("--mix", choices=MIXES, default="today")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dir", default="/tmp/memory-watchdog-bench")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     bench = Bench(directory=Path(args.dir), reps=args.reps)
     try:
         for preset in args.preset or ["joelclaw", "otel_logs"]:
-            seconds = profile(bench, preset, args.events)
+            seconds = profile(bench, preset, args.events, args.mix)
             floor = statistics.median(seconds["floor"])
-            print(f"{preset} at {args.events:,} events, medians of {args.reps}:")
+            print(f"{preset} ({args.mix} mix) at {args.events:,} events, medians of {args.reps}:")
             for name, samples in seconds.items():
                 median = statistics.median(samples)
                 print(f"  {median:7.3f} s  {median / floor:5.2f}x floor  {name}")

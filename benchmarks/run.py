@@ -280,7 +280,8 @@ class Bench:
         )
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         measured = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-        if measured is None or measured["exit"] not in (0, 1):
+        crashed = any(line.startswith("Traceback") for line in lines)  # exit 1 too
+        if measured is None or measured["exit"] not in (0, 1) or crashed:
             raise RuntimeError(f"{command[:4]} failed: {' '.join(lines[-3:])}")
         return dict(measured)
 

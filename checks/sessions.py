@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.base import CheckResult, Window
+from checks.base import CheckResult, Status, Window
+from checks.breakdown import FailingSession, Triage, grouped
 from checks.evidence import Evidence
 from checks.kinds import (
     Anchor,
@@ -344,6 +345,34 @@ class _Plan:
     coverage: dict[str, tuple[str, str, str, str | None]] = field(default_factory=dict)
     rates: dict[str, tuple[str, str, str, str, str]] = field(default_factory=dict)
     freshness: dict[str, tuple[str, str]] = field(default_factory=dict)
+    triaged: dict[str, str] = field(default_factory=dict)  # coverage check id -> alias prefix
+
+
+def carry_triage(
+    b: SessionQueryBuilder, tag: str, unmets: Sequence[tuple[str, str | None]], dims: Sequence[str]
+) -> None:
+    """Carry a coverage check's triage out of the session query (`checks.triage` reads it).
+
+    Its failing sessions (real, in the source's scope, an obligation unmet)
+    counted, counted by each dimension of their first event, and the oldest 20
+    with first and last seen, events, and per obligation (unmet, ended) flags.
+    """
+    for d in dims:
+        # A session's dimensions are those of its first event.
+        b.inner[f"sdim_{d}"] = f"argMin(dim_{d}, t)"
+    failed = f"{tag}_failed"
+    b.outer[failed] = f"real AND scoped AND ({' + '.join(u for u, _ in unmets)}) > 0"
+    flags = ", ".join(
+        f"{unmet}, toUInt8(ifNull({has_end}, 1))" if has_end else f"{unmet}, toUInt8(1)"
+        for unmet, has_end in unmets
+    )
+    b.final[f"{tag}_items"] = f"countIf({failed})"
+    b.final[f"{tag}_sessions"] = (
+        f"groupArraySortedIf({EVIDENCE})"
+        f"((first_seen, session_id, last_seen, n_events, [{flags}]), {failed})"
+    )
+    for d in dims:
+        b.final[f"{tag}_by_{d}"] = f"sumMapIf(([sdim_{d}], [toUInt64(1)]), {failed})"
 
 
 def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
@@ -351,8 +380,14 @@ def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
     return [s for s in specs if isinstance(s.params, Coverage | OutcomeRate | Freshness)]
 
 
-def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
-    """The session query for `specs` and where each check's numbers land in its row."""
+def build(
+    specs: Sequence[CheckSpec], dims: Sequence[str] | None = None
+) -> tuple[SessionQueryBuilder, _Plan]:
+    """The session query for `specs` and where each check's numbers land in its row.
+
+    With `dims` (the source's triage dimensions), every coverage check's
+    triage breakdown is carried out of the same query (`carry_triage`).
+    """
     b = SessionQueryBuilder()
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
@@ -364,11 +399,17 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
         p = spec.params
         if isinstance(p, Coverage):
             dues, unmets, missed = [], [], []
+            ended: list[tuple[str, str | None]] = []
             for j, ob in enumerate(p.obligations):
                 due, unmet, misses = b.obligation(f"c{i}_{j}", ob)
                 dues.append(due)
                 unmets.append(unmet)
                 missed.append(misses or "[]")
+                has_end = b.first_of(ob.ends)[0] if ob.anchor is Anchor.END else None
+                ended.append((unmet, has_end))
+            if dims is not None:
+                carry_triage(b, f"c{i}_tr", ended, dims)
+                plan.triaged[spec.id] = f"c{i}_tr"
             scoped = "scoped"
             if p.session_filter:
                 scoped = f"scoped_c{i}"
@@ -421,15 +462,25 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
 class SessionFindings:
     results: dict[str, CheckResult]
     data_quality: dict[str, int]
+    triage: dict[str, Triage] = field(default_factory=dict)  # breached coverage checks
 
 
 def evaluate(
-    store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    specs: Sequence[CheckSpec],
+    dims: Sequence[str] | None = None,
 ) -> SessionFindings:
-    """Run the shared session query once and judge every coverage, rate and freshness check."""
-    b, plan = build(specs)
+    """Run the shared session query once and judge every coverage, rate and freshness check.
+
+    With `dims`, the query reads the source with its dimensions and carries the
+    triage breakdown of every breached coverage check.
+    """
+    b, plan = build(specs, dims)
     params = {**source.params, **window.params(), **b.params}
-    row = store.aggregate(b.sql(source), params)
+    read = source if dims is None else source.with_dims()
+    row = store.aggregate(b.sql(read), params)
     quality = {reason: int(row[f"dq_{reason}"] or 0) for reason in DATA_QUALITY}
     results: dict[str, CheckResult] = {}
     for spec in specs:
@@ -447,7 +498,20 @@ def evaluate(
             if newest is None:
                 newest = _newest_ever(store, source, window, p)
             results[spec.id] = _freshness(spec, window, newest)
-    return SessionFindings(results, quality)
+    triage = {
+        spec.id: coverage_triage(spec, row, plan.triaged[spec.id], dims or ())
+        for spec in specs
+        if spec.id in plan.triaged and results[spec.id].status is Status.BREACHED
+    }
+    return SessionFindings(results, quality, triage)
+
+
+def coverage_triage(spec: CheckSpec, row: dict[str, Any], tag: str, dims: Sequence[str]) -> Triage:
+    """A coverage check's triage, from what `carry_triage` put in the row."""
+    assert isinstance(spec.params, Coverage)
+    sessions = failing_sessions(spec.params.obligations, row[f"{tag}_sessions"] or [])
+    counts = {d: row[f"{tag}_by_{d}"] for d in dims}
+    return grouped(int(row[f"{tag}_items"]), counts, dims, noun="sessions", sessions=sessions)
 
 
 def _coverage(
@@ -527,3 +591,41 @@ def _freshness(spec: CheckSpec, window: Window, newest: int | None) -> CheckResu
     summary = f"newest event {human_duration(age)} before the evaluation time"
     # The value comes from one event, the newest: a sample of one, whatever the duplicates.
     return judge(spec, age, 1, summary, Evidence(newest=from_ms(newest)))
+
+
+def obligation_label(ob: Obligation, silent: bool = False) -> str:
+    """An obligation in the words of docs/spec.md section 4."""
+    if ob.label and ob.anchor is not Anchor.END:
+        return ob.label
+    if ob.anchor is Anchor.START:
+        return "start recall"
+    if ob.anchor is Anchor.END:
+        return "end observe (silent end)" if silent else "end observe (end event)"
+    return "recall injection" if ob.positive_results else "compaction observe"
+
+
+def missed(obligations: Sequence[Obligation], flags: Sequence[int]) -> tuple[str, ...]:
+    """What one failing session missed, from its (unmet count, ended) flags per obligation."""
+    found = []
+    for k, ob in enumerate(obligations):
+        count, ended = int(flags[2 * k]), int(flags[2 * k + 1])
+        if count:
+            label = obligation_label(ob, silent=not ended)
+            found.append(label if count == 1 else f"{label} x{count}")
+    return tuple(found)
+
+
+def failing_sessions(
+    obligations: Sequence[Obligation], rows: Sequence[Sequence[Any]]
+) -> tuple[FailingSession, ...]:
+    """The failing sessions from (first_seen ms, id, last_seen ms, events, flags) rows."""
+    return tuple(
+        FailingSession(
+            session_id=str(session_id),
+            first_seen=from_ms(int(first_seen)),
+            last_seen=from_ms(int(last_seen)),
+            events=int(n_events),
+            missed=missed(obligations, raw),
+        )
+        for first_seen, session_id, last_seen, n_events, raw in rows
+    )
