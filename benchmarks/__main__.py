@@ -42,6 +42,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate tables even if present")
     parser.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="generate (or keep) the cases' tables and measure nothing: a later run reuses them",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="also time run_once inside the bench process, with its transfer tally",
@@ -78,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         in_process=args.in_process,
         naive_presets=tuple(args.naive or ()),
     )
+    if args.generate_only:
+        try:
+            for n in sorted(events):
+                for preset in presets:
+                    for mix in args.mix or MIXES:
+                        bench.log(f"{preset} ({mix} mix) at {n:,} events")
+                        bench.table(preset, n, mix)
+        finally:
+            bench.close()
+        return 0
     try:
         for preset in presets:
             for n in sorted(events):
