@@ -38,7 +38,8 @@ from checks.kinds import (
     Share,
     Streak,
 )
-from checks.sessions import build, coverage_triage
+from checks.session_triage import coverage_triage
+from checks.sessions import build
 from checks.sources import CompiledSource, open_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
