@@ -355,6 +355,7 @@ class Bench:
             "events": events,
             "table": table,
             "generated": generated,
+            "repetitions": self.reps,
         }
         if self.in_process:
             case.update(self.measure(settings, window))
