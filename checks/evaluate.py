@@ -71,11 +71,16 @@ def evaluate(
     def deviation_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
         (spec,) = group
         if isinstance(spec.params, DeviationContract):
-            found = deviation.contract(store, source, w, spec, spec.params)
+            found = deviation.contract(store, source, w, spec, spec.params, dims)
             deviations[:] = found.aggregation
+            if found.triage is not None:
+                triage[spec.id] = found.triage
             return {spec.id: found.contract}
         if isinstance(spec.params, DeviationEvidence):
-            return {spec.id: deviation.evidence(store, source, w, spec, spec.params.contract)}
+            result, carried = deviation.evidence(store, source, w, spec, spec.params.contract, dims)
+            if carried is not None:
+                triage[spec.id] = carried
+            return {spec.id: result}
         raise TypeError(f"no evaluator for {spec.kind}")
 
     # The session checks share one query per distinct window length, and so do the

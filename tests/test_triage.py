@@ -317,6 +317,11 @@ def test_triage_carried_by_the_evaluation_equals_the_breakdown_queries(store: St
     sc.session("cold").starts(T0 + 30 * M).emits("tool.call.completed", T0 + 40 * M)
     for i in range(3):
         sc.session(f"slow{i}").starts(T0 + H + i * M).recalls(T0 + H + i * M + S, latency_ms=5000)
+    good = {"agente": "po", "tipo": "laco", "evidenceEventIds": []}
+    d = sc.session("deviant").starts(T0 + H)
+    d.deviates(T0 + H + M, {**good, "nota": "x"}, component="anamnese")
+    d.deviates(T0 + H + 2 * M, {**good, "evidenceEventIds": ["ghost-1", "ghost-2"]})
+    d.deviates(T0 + H + 3 * M, {**good, "evidenceEventIds": ["ghost-3"]}, source="worker")
     table = unique_table()
     sc.write(store, table)
     config = {"checks": {"observe_failure_rate": {"min_samples": 0}}}
@@ -324,6 +329,12 @@ def test_triage_carried_by_the_evaluation_equals_the_breakdown_queries(store: St
     settings = settings_for(table, config)
     window = window_at(settings, AT)
     carried = run_once(store, settings, window, triage=True)
-    assert {"recall_coverage", "observe_coverage", "recall_latency_p95"} <= set(carried.triage)
+    assert {
+        "recall_coverage",
+        "observe_coverage",
+        "recall_latency_p95",
+        "agent_deviation_contract",
+        "agent_deviation_evidence",
+    } <= set(carried.triage)
     separate = with_triage(store, settings, run_once(store, settings, window))
     assert with_triage(store, settings, carried).to_json() == separate.to_json()
