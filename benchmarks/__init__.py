@@ -1,9 +1,10 @@
-"""Benchmarks: synthetic telemetry at scale, and the watchdog measured against one scan.
+"""Benchmarks: synthetic telemetry at scale, and what users run measured against one scan.
 
 `python -m benchmarks` (or `make bench`) generates joelclaw- and
 otel_logs-shaped tables inside the embedded engine with `INSERT ... SELECT`
-over `numbers(N)`, then times, side by side, the floor (one scan extracting
-the session id), the full check suite in-process and as the CLI, and, at 1M
-events, a naive pandas script. Results land in `benchmarks/results.json`.
-None of this runs in the test suite.
+over `numbers(N)`, in two event mixes, keeps them between runs, then times,
+side by side and each as a process of its own, the floor (one scan
+extracting the session id), `memory-watchdog check --format text`,
+`check --format json` and `daemon --once`. Results land in
+`benchmarks/results.json`. None of this runs in the test suite.
 """

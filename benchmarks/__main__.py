@@ -1,8 +1,11 @@
 """`python -m benchmarks`: the full matrix (`make bench`), or single cases.
 
-python -m benchmarks                                  # 1M, 5M, 20M x joelclaw, otel_logs + narrow
-python -m benchmarks --events 1000000 --preset joelclaw
+python -m benchmarks                    # 5M, 20M x joelclaw, otel_logs x today, memory mix
+python -m benchmarks --events 1000000 --preset joelclaw --mix today --reps 3
 python -m benchmarks --recall-cost-only --events 1000000   # only what recall_before_response costs
+
+Generated tables stay in the store directory (--dir) and are reused by the
+next run (generation takes longer than measuring); --fresh regenerates them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import recall_cost
+from benchmarks.generate import MIXES
 from benchmarks.run import Bench, render_table, to_json
 from benchmarks.state import render_state_table, run_state
 
-DEFAULT_EVENTS = (1_000_000, 5_000_000, 20_000_000)
+DEFAULT_EVENTS = (5_000_000, 20_000_000)
+LARGE = 20_000_000  # from here on, --large-reps repetitions
 DEFAULT_PRESETS = ("joelclaw", "otel_logs")
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -30,33 +35,44 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--events", type=int, action="append", help="events per case (repeatable)")
     parser.add_argument("--preset", action="append", choices=DEFAULT_PRESETS, help="repeatable")
+    parser.add_argument("--mix", action="append", choices=MIXES, help="event mix (repeatable)")
     parser.add_argument(
-        "--reps", type=int, default=5, help="repetitions per measurement (default 5)"
+        "--reps", type=int, default=3, help="repetitions per measurement (default 3)"
+    )
+    parser.add_argument(
+        "--large-reps",
+        type=int,
+        default=1,
+        help="repetitions at 20M events or more (default 1: make bench's 20-minute budget)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--dir",
         default="/tmp/memory-watchdog-bench",
-        help="embedded store directory (never committed)",
+        help="embedded store directory, tables kept between runs (never committed)",
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate tables even if present")
+    parser.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="generate (or keep) the cases' tables and measure nothing: a later run reuses them",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="also time run_once inside the bench process, with its transfer tally",
+    )
     parser.add_argument(
         "--naive",
         action="append",
         choices=DEFAULT_PRESETS,
-        help="presets the pandas script is timed on at 1M events (default: joelclaw)",
-    )
-    parser.add_argument(
-        "--cli-max-events",
-        type=int,
-        default=1_000_000,
-        help="time the CLI (reps times) up to this many events (default 1M: the budget)",
+        help="presets the pandas script is timed on, at 1M events or fewer (default: none)",
     )
     parser.add_argument(
         "--narrow",
         choices=("auto", "yes", "no"),
-        default="auto",
-        help="also time the suite on the narrow normalized table (auto: at 20M events)",
+        default="no",
+        help="also time the narrow normalized table (auto: at 20M events; default no)",
     )
     parser.add_argument(
         "--recall-cost-only",
@@ -87,22 +103,37 @@ def main(argv: list[str] | None = None) -> int:
         reps=args.reps,
         seed=args.seed,
         fresh=args.fresh,
-        cli_max=args.cli_max_events,
-        naive_presets=tuple(args.naive or ("joelclaw",)),
+        in_process=args.in_process,
+        naive_presets=tuple(args.naive or ()),
     )
+    if args.generate_only:
+        try:
+            for n in sorted(events):
+                for preset in presets:
+                    for mix in args.mix or MIXES:
+                        bench.log(f"{preset} ({mix} mix) at {n:,} events")
+                        bench.table(preset, n, mix)
+        finally:
+            bench.close()
+        return 0
     costs = []
     state_cases: list[dict[str, Any]] = []
     try:
         for preset in presets:
             for n in sorted(events):
-                if not args.recall_cost_only:
-                    bench.run_case(preset, n)
-                    if args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000):
-                        bench.run_narrow(preset, n)
-                    if args.state == "yes" or (args.state == "auto" and n >= 20_000_000):
-                        state_cases.append(run_state(bench, preset, n))
-                if n <= recall_cost.MAX_EVENTS:
-                    costs.append(recall_cost.measure(bench, preset, n))
+                bench.reps = args.reps if n < LARGE else args.large_reps
+                if args.recall_cost_only:
+                    continue
+                for mix in args.mix or MIXES:
+                    bench.run_case(preset, n, mix)
+                wide = args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000)
+                if wide and "today" in (args.mix or MIXES):
+                    bench.run_narrow(preset, n)
+                if args.state == "yes" or (args.state == "auto" and n >= 20_000_000):
+                    state_cases.append(run_state(bench, preset, n))
+            # What recall_before_response costs, on a modest table (at most 1M events).
+            bench.reps = args.reps
+            costs.append(recall_cost.measure(bench, preset, min(*events, recall_cost.MAX_EVENTS)))
     finally:
         bench.close()
     command = ("python -m benchmarks " + shlex.join(argv)).strip()

@@ -45,6 +45,19 @@ OTHER_NAMES = (
 )
 SESSIONLESS = "gateway.heartbeat"
 
+# Event mixes: `today` (about one event in five a memory event) and `memory` (recall on
+# every turn: most events are memory events). In the memory mix the slots 4-94 that the
+# plan does not name cycle through gate decision, recall started, its outcome, its
+# injection and one other event, so about four events in five are memory events.
+MIXES = ("today", "memory")
+_MEMORY_TURN = """multiIf(
+      j < 4 OR j > 94 OR j % 5 = 4, {other},
+      j % 5 = 0, 'memory.gate.decision',
+      j % 5 = 1, 'memory.recall.started',
+      j % 5 = 2 AND fate >= 5, if(fate < 25, 'memory.recall.failed', 'memory.recall.completed'),
+      j % 5 = 3 AND fate >= 25 AND rc > 0 AND NOT inject_missing, 'memory.recall.injected',
+      {other})"""
+
 WORDS = (
     "memory",
     "recall",
@@ -173,7 +186,7 @@ FROM (
       j = 98 AND NOT no_end_observe, 'memory.observe.requested',
       j = 99 AND NOT no_end_observe AND fate >= 10,
         if(fate < 30, 'observe.store.failed', 'observe.store.completed'),
-      {_array(OTHER_NAMES)}[1 + he % {len(OTHER_NAMES)}]
+      __OTHER__
     ) AS name,
     lower(concat(hex(cityHash64({{seed:UInt64}}, k, 'sid')),
                  hex(cityHash64({{seed:UInt64}}, k, 'sid2')))) AS sid,
@@ -201,6 +214,17 @@ FROM (
   FROM numbers({{rows:UInt64}})
 )
 """
+
+_OTHER = f"{_array(OTHER_NAMES)}[1 + he % {len(OTHER_NAMES)}]"
+
+
+def plan_sql(mix: str) -> str:
+    """The plan of `mix`: the name of an event no fixed slot names."""
+    if mix not in MIXES:
+        raise ValueError(f"unknown mix {mix!r} (accepted: {', '.join(MIXES)})")
+    other = _OTHER if mix == "today" else _MEMORY_TURN.format(other=_OTHER)
+    return PLAN.replace("__OTHER__", other)
+
 
 # The joelclaw metadata_json of each kind of event, as real emitters write it.
 _JOELCLAW_METADATA = f"""
@@ -264,7 +288,7 @@ SELECT
   JSONExtractKeys(metadata_json) AS metadata_keys,
   concat(name, ' ', if(startsWith(name, 'memory.recall.'), q, cmd)) AS search_text,
   fromUnixTimestamp64Milli(ts_ms + 150, 'UTC') AS received_at
-FROM ({PLAN})
+FROM (__PLAN__)
 """
 
 _OTEL_INSERT = f"""
@@ -312,7 +336,7 @@ SELECT
     'gen_ai.usage.output_tokens', if(name = 'llm.response', toString(he % 4000), '')
   )) AS LogAttributes,
   name AS EventName
-FROM ({PLAN})
+FROM (__PLAN__)
 """
 
 _INSERTS = {
@@ -355,9 +379,13 @@ class Generated:
     seconds: float
 
 
-def table_name(preset: str, events: int, seed: int, database: str = "bench") -> str:
-    """The conventional name of a generated table, e.g. `bench.joelclaw_1000000_s0`."""
-    return f"{database}.{preset}_{events}_s{seed}"
+def table_name(
+    preset: str, events: int, seed: int, database: str = "bench", mix: str = "today"
+) -> str:
+    """The conventional name of a generated table, e.g. `bench.joelclaw_1000000_s0`
+    (`bench.joelclaw_memory_1000000_s0` in the memory mix)."""
+    infix = "" if mix == "today" else f"_{mix}"
+    return f"{database}.{preset}{infix}_{events}_s{seed}"
 
 
 def generation_params(
@@ -381,6 +409,7 @@ def generate(
     seed: int = 0,
     at: datetime = DEFAULT_AT,
     span: timedelta = DEFAULT_SPAN,
+    mix: str = "today",
 ) -> Generated:
     """(Re)create `table` with exactly `events` rows of synthetic telemetry for `preset`.
 
@@ -404,7 +433,8 @@ def generate(
     duplicates = events // DUPLICATE_SHARE
     distinct = events - duplicates
     params = generation_params(distinct, seed=seed, at=at, span=span)
-    store.command(_INSERTS[preset].replace("__TABLE__", table) + INSERT_SETTINGS, params)
+    insert = _INSERTS[preset].replace("__TABLE__", table).replace("__PLAN__", plan_sql(mix))
+    store.command(insert + INSERT_SETTINGS, params)
     if duplicates:
         store.command(
             _DUPLICATES[preset].replace("__TABLE__", table), {"seed": seed, "dups": duplicates}

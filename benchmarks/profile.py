@@ -3,8 +3,9 @@
 python -m benchmarks.profile --events 5000000 --preset joelclaw --preset otel_logs
 
 Uses (or generates) the benchmark's tables, and times the floor and each of
-the suite's queries (`run_once`'s per-query timer), medians of `--reps`,
-each also as a ratio to the floor.
+the suite's queries (`run_once`'s per-query timer), with and without the
+triage carried, then each triage query the evaluation does not carry;
+medians of `--reps`, each also as a ratio to the floor.
 """
 
 from __future__ import annotations
@@ -17,14 +18,25 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.generate import DEFAULT_AT
-from benchmarks.run import Bench, floor_sql, settings_for
+from benchmarks.floor import floor_sql
+from benchmarks.generate import DEFAULT_AT, MIXES
+from benchmarks.run import Bench, settings_for
+from checks.base import Status
+from checks.builtin import configured_checks
+from checks.evaluate import QueryTimer
+from checks.sources import open_source
+from checks.triage import breakdown
 from watchdog.runner.once import run_once, window_at
 
 
-def profile(bench: Bench, preset: str, events: int) -> dict[str, list[float]]:
-    """Seconds per repetition: the floor, each query (named by its checks), the whole run."""
-    table, _ = bench.table(preset, events)
+def profile(bench: Bench, preset: str, events: int, mix: str = "today") -> dict[str, list[float]]:
+    """Seconds per repetition: the floor, each query (named by its checks), the totals.
+
+    The evaluation is timed twice: as `check --format text` runs it, and
+    carrying the triage (as `check --format json` and the daemon run it), then
+    each breakdown query the evaluation did not carry.
+    """
+    table, _ = bench.table(preset, events, mix)
     store = bench.open()
     settings = settings_for(bench.url, preset, table)
     window = window_at(settings, DEFAULT_AT)
@@ -32,16 +44,30 @@ def profile(bench: Bench, preset: str, events: int) -> dict[str, list[float]]:
     params = {**params, **window.params()}
     seconds: dict[str, list[float]] = defaultdict(list)
 
-    def timed(ids: Sequence[str], started_ns: int, ended_ns: int) -> None:
-        seconds[", ".join(ids)].append((ended_ns - started_ns) / 1e9)
+    def timer(prefix: str) -> QueryTimer:
+        def timed(ids: Sequence[str], started_ns: int, ended_ns: int) -> None:
+            seconds[prefix + ", ".join(ids)].append((ended_ns - started_ns) / 1e9)
+
+        return timed
 
     for _ in range(bench.reps):
         started = time.perf_counter()
         store.query(sql, params)
         seconds["floor"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        run_once(store, settings, window, timed=timed)
-        seconds["the whole evaluation"].append(time.perf_counter() - started)
+        run_once(store, settings, window, timed=timer(""))
+        seconds["the whole evaluation (text)"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        report = run_once(store, settings, window, timed=timer("carrying triage: "), triage=True)
+        seconds["the evaluation carrying triage"].append(time.perf_counter() - started)
+        source = open_source(store, settings.source)
+        for spec in configured_checks(settings):
+            result = report.checks[spec.id]
+            if result.status is Status.BREACHED and spec.id not in report.triage:
+                began = time.perf_counter()
+                breakdown(store, source, window, spec, result)
+                seconds[f"triage query of {spec.id}"].append(time.perf_counter() - began)
+        seconds["evaluation + triage (json)"].append(time.perf_counter() - started)
     return seconds
 
 
@@ -49,15 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__)
     parser.add_argument("--events", type=int, default=5_000_000)
     parser.add_argument("--preset", action="append", choices=("joelclaw", "otel_logs"))
+    parser.add_argument("--mix", choices=MIXES, default="today")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dir", default="/tmp/memory-watchdog-bench")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     bench = Bench(directory=Path(args.dir), reps=args.reps)
     try:
         for preset in args.preset or ["joelclaw", "otel_logs"]:
-            seconds = profile(bench, preset, args.events)
+            seconds = profile(bench, preset, args.events, args.mix)
             floor = statistics.median(seconds["floor"])
-            print(f"{preset} at {args.events:,} events, medians of {args.reps}:")
+            print(f"{preset} ({args.mix} mix) at {args.events:,} events, medians of {args.reps}:")
             for name, samples in seconds.items():
                 median = statistics.median(samples)
                 print(f"  {median:7.3f} s  {median / floor:5.2f}x floor  {name}")

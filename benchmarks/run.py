@@ -1,16 +1,22 @@
-"""Measure the watchdog against the floor of one scan, side by side, in one process run.
+"""Measure what users run against the floor of one scan, side by side, in one process run.
 
-For each (preset, events) case: generate the table (or reuse it), then
-alternate `reps` repetitions of
+For each (preset, mix, events) case: generate the table (or reuse it: tables
+are kept in the bench's store directory between runs), then, with the engine
+closed here (one process per store directory), alternate `reps` repetitions
+of four processes, each a fresh interpreter opening the store:
 
 - the floor: `SELECT uniqExact(session_id)` over the compiled source, the
   same normalized-event subquery the checks read, over the lookback;
-- the suite in-process: `run_once` plus the JSON rendering;
+- `memory-watchdog check --format text` (the evaluation);
+- `memory-watchdog check --format json` (the evaluation and the triage of
+  breached checks);
+- `memory-watchdog daemon --once` (one tick: evaluation, alert lifecycle,
+  run log, triage, history and the HTML page), each on a fresh state database.
 
-then (at 1M events) the naive pandas script, then, with the engine closed
-(one process per store directory), the CLI `memory-watchdog check --format
-json` as a subprocess. Medians are reported; every sample is kept in
-`results.json`.
+Medians are reported, as ratios to the floor's; every sample is kept in
+`results.json`. Optionally (`--in-process`) the suite is also timed inside
+this process (`run_once` plus the JSON rendering), with its transfer tally,
+and at 1M events the naive pandas script.
 """
 
 from __future__ import annotations
@@ -32,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import naive
+from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
 from checks.base import Window
-from checks.sources import open_source
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
 from watchdog.core.times import rfc3339
@@ -81,12 +87,6 @@ def settings_for(url: str, preset: str, table: str) -> Settings:
     )
 
 
-def floor_sql(store: Store, settings: Settings) -> tuple[str, dict[str, Any]]:
-    """The floor query: one scan extracting the session id, on the same compiled source."""
-    source = open_source(store, settings.source)
-    return f"SELECT uniqExact(session_id) AS sessions FROM {source.events()}", dict(source.params)
-
-
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -121,20 +121,6 @@ sys.stderr.write(json.dumps({"seconds": seconds, "maxrss_kib": usage.ru_maxrss,
 """
 
 
-# Opens the store and runs the suite once, as the in-process timing does (argv: url, config, at).
-_SUITE_ONLY = """
-import sys
-from datetime import datetime
-from watchdog.core.settings import load_settings
-from watchdog.report.text import render_json
-from watchdog.runner.once import run_once, window_at
-from watchdog.core.store import open_store
-settings = load_settings(sys.argv[2], env={})
-with open_store(sys.argv[1], query_timeout_s=3600, create=True) as store:
-    render_json(run_once(store, settings, window_at(settings, datetime.fromisoformat(sys.argv[3]))))
-"""
-
-
 def _cli_command() -> list[str]:
     script = Path(sys.executable).with_name("memory-watchdog")
     return [str(script)] if script.exists() else [sys.executable, "-m", "watchdog"]
@@ -148,17 +134,39 @@ def _verdicts(document: dict[str, Any]) -> dict[str, tuple[str, Any, int]]:
     }
 
 
+PATHS = ("floor", "text", "json", "tick")
+USER_PATHS = PATHS[1:]
+
+
+def _config(workdir: Path, settings: Settings, database: str | None = None) -> Path:
+    """A config file reading the case's table; the tick's own state database, when given."""
+    source = settings.source
+    lines = [f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n']
+    lines.append(f'[report]\ndir = "{workdir / "reports"}"\n')
+    lines.append('[schedule]\ndelay = "0s"\n')  # the tick at `at` judges the window ending at `at`
+    if database:
+        lines.append(f'[store]\ndatabase = "{database}"\n')
+    path = workdir / (f"{database}.toml" if database else "watchdog.toml")
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _tick_database(settings: Settings, rep: int) -> str:
+    """The state database of one repetition's tick: a fresh install each time."""
+    return f"bench_tick_{str(settings.source.table).replace('.', '_')}_{rep}"
+
+
 @dataclass
 class Bench:
     """One benchmark run: a store directory, repetitions, and the results so far."""
 
     directory: Path
-    reps: int = 5
+    reps: int = 3
     seed: int = 0
     fresh: bool = False
     naive_max: int = 1_000_000
-    naive_presets: tuple[str, ...] = ("joelclaw",)
-    cli_max: int = 1_000_000
+    naive_presets: tuple[str, ...] = ()
+    in_process: bool = False
     log: Log = print
     at: datetime = DEFAULT_AT
     cases: list[dict[str, Any]] = field(default_factory=list)
@@ -189,15 +197,15 @@ class Bench:
         finally:
             self.open()
 
-    def table(self, preset: str, events: int) -> tuple[str, dict[str, Any]]:
+    def table(self, preset: str, events: int, mix: str = "today") -> tuple[str, dict[str, Any]]:
         """The case's table, generated unless an identical one is already there."""
         store = self.open()
-        table = table_name(preset, events, self.seed)
+        table = table_name(preset, events, self.seed, mix=mix)
         if not self.fresh and row_count(store, table) == events:
             self.log(f"  reusing {table} ({events:,} rows)")
             return table, {"seconds": None, "reused": True}
         self.log(f"  generating {table} ...")
-        made = generate(store, preset, table, events, seed=self.seed, at=self.at)
+        made = generate(store, preset, table, events, seed=self.seed, at=self.at, mix=mix)
         self.log(f"  generated {events:,} rows in {made.seconds:.1f}s")
         return table, {
             "seconds": _round(made.seconds, 1),
@@ -206,7 +214,7 @@ class Bench:
         }
 
     def measure(self, settings: Settings, window: Window) -> dict[str, Any]:
-        """Floor and suite, alternating, after one untimed floor; plus the suite's transfer.
+        """In this process: floor and suite, alternating, after one untimed floor; the transfer.
 
         Each suite run gets a fresh `Store` over the same client, so its
         `transfer` tally holds that run alone. On the embedded engine the
@@ -216,7 +224,7 @@ class Bench:
         sql, params = floor_sql(store, settings)
         params = {**params, **window.params()}
         floor, suite = Samples(), Samples()
-        sessions = store.query(sql, params).first()["sessions"]
+        store.query(sql, params)
         transfers = []
         document: dict[str, Any] = {}
         for _ in range(self.reps):
@@ -227,25 +235,27 @@ class Bench:
             document = json.loads(text)
         transfer = transfers[0]
         return {
-            "sessions": int(sessions),
-            "floor": floor,
-            "suite": suite,
-            "report": document,
-            "transfer": {
-                "queries": transfer.queries,
-                "result_rows": transfer.result_rows,
-                "result_bytes": transfer.read_bytes,
-                "same_every_run": all(
-                    (t.queries, t.result_rows) == (transfer.queries, transfer.result_rows)
-                    for t in transfers
-                ),
+            "in_process": {
+                "floor": floor,
+                "suite": suite,
+                "suite_over_floor": _ratio(suite.median, floor.median),
+                "statuses": {k: v[0] for k, v in _verdicts(document).items()},
+                "transfer": {
+                    "queries": transfer.queries,
+                    "result_rows": transfer.result_rows,
+                    "result_bytes": transfer.read_bytes,
+                    "same_every_run": all(
+                        (t.queries, t.result_rows) == (transfer.queries, transfer.result_rows)
+                        for t in transfers
+                    ),
+                },
             },
         }
 
     def measure_naive(
         self, preset: str, table: str, settings: Settings, window: Window
     ) -> dict[str, Any]:
-        """The pandas script, `reps` times, and whether its values agree with the suite's."""
+        """The pandas script, `reps` times."""
         store = self.open()
         samples = Samples()
         values: dict[str, Any] = {}
@@ -255,7 +265,7 @@ class Bench:
             )
         return {"naive": samples, "naive_values": values}
 
-    def _subprocess(self, command: list[str]) -> dict[str, Any]:
+    def _subprocess(self, command: list[str], cwd: Path) -> dict[str, Any]:
         """Run `command` through a small intermediate that reports its wall time and peak RSS.
 
         A child forked from this (large) process would inherit our RSS high-water
@@ -266,84 +276,99 @@ class Bench:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             check=False,
+            cwd=cwd,
         )
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         measured = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-        if measured is None or measured["exit"] not in (0, 1):
-            raise RuntimeError(f"{command[0]} failed: {' '.join(lines[-3:])}")
+        crashed = any(line.startswith("Traceback") for line in lines)  # exit 1 too
+        if measured is None or measured["exit"] not in (0, 1) or crashed:
+            raise RuntimeError(f"{command[:4]} failed: {' '.join(lines[-3:])}")
         return dict(measured)
 
-    def measure_processes(
-        self, settings: Settings, window: Window, workdir: Path, cli: bool
-    ) -> dict[str, Any]:
-        """With the engine closed here: the suite's peak RSS alone, and the CLI `reps` times.
-
-        The suite's RSS comes from one process that opens the store and runs
-        `run_once` (what the in-process timing runs). The CLI is `memory-watchdog
-        check --format json`, whose JSON report adds the triage of breached checks.
-        """
-        source = settings.source
-        config = workdir / "watchdog.toml"
-        config.write_text(f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n')
-        output = workdir / "report.json"
+    def commands(
+        self, settings: Settings, window: Window, workdir: Path
+    ) -> dict[str, Callable[[int], list[str]]]:
+        """Each path's command line, by repetition (a tick gets a fresh state database)."""
+        config = _config(workdir, settings)
         at = rfc3339(window.at)
-        suite_only = [sys.executable, "-c", _SUITE_ONLY, self.url, str(config), at]
-        command = [*_cli_command(), "check", "--config", str(config), "--store", self.url]
-        command += ["--at", at, "--format", "json", "--output", str(output)]
-        found: dict[str, Any] = {}
-        with self.closed():
-            found["suite_peak_rss_mib"] = _round(
-                self._subprocess(suite_only)["maxrss_kib"] / 1024, 1
-            )
-            if cli:
-                samples, rss = Samples(), []
-                for _ in range(self.reps):
-                    measured = self._subprocess(command)
-                    samples.seconds.append(measured["seconds"])
-                    rss.append(measured["maxrss_kib"] / 1024)
-                found.update(
-                    {
-                        "cli": samples,
-                        "cli_peak_rss_mib": _round(max(rss), 1),
-                        "cli_report": json.loads(output.read_text()),
-                    }
-                )
-        return found
+        cli, store = _cli_command(), ["--store", self.url]
+        check = [*cli, "check", "--config", str(config), *store, "--at", at]
 
-    def run_case(self, preset: str, events: int) -> dict[str, Any]:
-        """Generate, then measure floor, suite, naive (small cases) and the CLI for one case."""
-        self.log(f"{preset} at {events:,} events")
-        table, generated = self.table(preset, events)
+        def tick(rep: int) -> list[str]:
+            own = _config(workdir, settings, database=_tick_database(settings, rep))
+            return [*cli, "daemon", "--once", "--config", str(own), *store, "--at", at]
+
+        floor = [sys.executable, "-m", "benchmarks.floor", self.url, str(config), at]
+        return {
+            "floor": lambda _: floor,
+            "text": lambda _: [*check, "--format", "text", "--output", str(workdir / "r.txt")],
+            "json": lambda _: [*check, "--format", "json", "--output", str(workdir / "r.json")],
+            "tick": tick,
+        }
+
+    def measure_paths(
+        self, settings: Settings, window: Window, workdir: Path, paths: Sequence[str] = PATHS
+    ) -> dict[str, Any]:
+        """With the engine closed here: each path as a fresh process, `reps` times, alternating.
+
+        Returns per path its Samples, peak RSS and exit codes, and the JSON
+        report's statuses (the paths must agree on the verdict: their exit codes).
+        """
+        commands = self.commands(settings, window, workdir)
+        samples = {path: Samples() for path in paths}
+        rss: dict[str, float] = {}
+        exits: dict[str, set[int]] = {path: set() for path in paths}
+        with self.closed():
+            for rep in range(self.reps):
+                for path in paths:
+                    measured = self._subprocess(commands[path](rep), workdir)
+                    samples[path].seconds.append(measured["seconds"])
+                    rss[path] = max(rss.get(path, 0.0), measured["maxrss_kib"] / 1024)
+                    exits[path].add(int(measured["exit"]))
+        if "tick" in paths:
+            for rep in range(self.reps):
+                self.open().command(f"DROP DATABASE IF EXISTS {_tick_database(settings, rep)}")
+        report = workdir / "r.json"
+        statuses = (
+            {k: v[0] for k, v in _verdicts(json.loads(report.read_text())).items()}
+            if report.exists()
+            else {}
+        )
+        user_exits = {e for path in paths if path != "floor" for e in exits[path]}
+        return {
+            **samples,
+            "peak_rss_mib": {path: _round(mib, 1) for path, mib in rss.items()},
+            "exits": {path: sorted(codes) for path, codes in exits.items()},
+            "paths_agree": len(user_exits) <= 1,
+            "statuses": statuses,
+        }
+
+    def run_case(self, preset: str, events: int, mix: str = "today") -> dict[str, Any]:
+        """Generate (or reuse), then time the floor and the user paths as processes."""
+        self.log(f"{preset} ({mix} mix) at {events:,} events")
+        table, generated = self.table(preset, events, mix)
         settings = settings_for(self.url, preset, table)
         window = window_at(settings, self.at)
-        found = self.measure(settings, window)
         case: dict[str, Any] = {
             "preset": preset,
+            "mix": mix,
             "events": events,
             "table": table,
             "generated": generated,
+            "repetitions": self.reps,
         }
-        case.update(found)
+        if self.in_process:
+            case.update(self.measure(settings, window))
         if events <= self.naive_max and preset in self.naive_presets:
             case.update(self.measure_naive(preset, table, settings, window))
-            suite_values = {k: v[1] for k, v in _verdicts(found["report"]).items()}
-            case["naive_agrees"] = all(
-                _close(value, suite_values.get(check))
-                for check, value in case["naive_values"].items()
-            )
-        with tempfile.TemporaryDirectory(prefix="bench-cli-") as workdir:
-            case.update(
-                self.measure_processes(settings, window, Path(workdir), events <= self.cli_max)
-            )
-        if "cli_report" in case:
-            case["cli_agrees"] = _verdicts(case.pop("cli_report")) == _verdicts(found["report"])
-        case["process_peak_rss_mib"] = _round(_peak_rss_mib(), 1)
+        with tempfile.TemporaryDirectory(prefix="bench-") as workdir:
+            case.update(self.measure_paths(settings, window, Path(workdir)))
         self.log("  " + summary_line(case))
         self.cases.append(case)
         return case
 
     def run_narrow(self, preset: str, events: int) -> dict[str, Any]:
-        """The suite on the narrow normalized table built from the raw one, against the raw table.
+        """The floor and `check --format json` on the narrow normalized table built from the raw one.
 
         The table is made by `schema apply --materialize`'s own statements (table,
         view, backfill), in a database of its own; merges are off, as for the raw table.
@@ -351,7 +376,11 @@ class Bench:
         from checks.builtin import configured_checks
         from checks.materialize import materialize_statements, plan_for
 
-        raw = next(c for c in self.cases if c["preset"] == preset and c["events"] == events)
+        raw = next(
+            c
+            for c in self.cases
+            if (c["preset"], c["events"], c["mix"]) == (preset, events, "today")
+        )
         store = self.open()
         raw_settings = settings_for(self.url, preset, raw["table"])
         database = f"bench_narrow_{preset}_{events}_s{self.seed}"
@@ -382,33 +411,20 @@ class Bench:
             self.log(f"  built in {built:.1f}s")
         settings = settings_for(self.url, "normalized", plan.table)
         window = window_at(settings, self.at)
-        found = self.measure(settings, window)
         with tempfile.TemporaryDirectory(prefix="bench-narrow-") as workdir:
-            found.update(self.measure_processes(settings, window, Path(workdir), cli=False))
-        store = self.open()  # reopened after the subprocess: the old client is closed
-        sizes = store.query(
-            "SELECT table, sum(data_compressed_bytes) AS bytes FROM system.parts"
-            " WHERE active AND ((database = {raw_db:String} AND table = {raw_table:String})"
-            " OR (database = {db:String} AND table = 'memory_events')) GROUP BY table",
-            {
-                "raw_db": raw["table"].split(".")[0],
-                "raw_table": raw["table"].split(".")[1],
-                "db": database,
-            },
-        ).rows
+            found = self.measure_paths(settings, window, Path(workdir), ("floor", "json"))
         case = {
             "preset": "normalized",
             "from_preset": preset,
+            "mix": "today",
             "events": events,
             "table": plan.table,
             "generated": {"seconds": _round(built, 1), "reused": reused},
-            "compressed_bytes": {str(t): int(b) for t, b in sizes},
             **found,
-            "agrees_with_raw": _verdicts(found["report"]) == _verdicts(raw["report"]),
-            "suite_vs_raw": _ratio(found["suite"].median, raw["suite"].median),
-            "process_peak_rss_mib": _round(_peak_rss_mib(), 1),
+            "agrees_with_raw": found["statuses"] == raw["statuses"],
+            "json_vs_raw": _ratio(found["json"].median, raw["json"].median),
         }
-        self.log("  " + summary_line(case) + f"  narrow/raw suite {case['suite_vs_raw']}")
+        self.log("  " + summary_line(case) + f"  narrow/raw json {case['json_vs_raw']}")
         self.cases.append(case)
         return case
 
@@ -423,12 +439,16 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if not a or not b else round(a / b, 2)
 
 
+def _over_floor(case: dict[str, Any], path: str) -> float | None:
+    return _ratio(case[path].median, case["floor"].median) if path in case else None
+
+
 def summary_line(case: dict[str, Any]) -> str:
-    floor, suite = case["floor"].median, case["suite"].median
-    return (
-        f"floor {floor:.2f}s  suite {suite:.2f}s  suite/floor {_ratio(suite, floor)}"
-        f"  rows->py {case['transfer']['result_rows']}"
-    )
+    parts = [f"floor {case['floor'].median:.2f}s"]
+    for path in USER_PATHS:
+        if path in case:
+            parts.append(f"{path} {case[path].median:.2f}s ({_over_floor(case, path)}x)")
+    return "  ".join(parts)
 
 
 def machine() -> dict[str, Any]:
@@ -464,17 +484,17 @@ def machine() -> dict[str, Any]:
 
 COLUMNS = (
     ("preset", 17),
+    ("mix", 6),
     ("events", 11),
     ("floor s", 8),
-    ("suite s", 8),
-    ("suite/floor", 11),
-    ("suite CPU s", 11),
-    ("CLI s", 7),
-    ("naive s", 8),
-    ("queries", 7),
-    ("rows->py", 8),
-    ("bytes->py", 9),
-    ("suite RSS MiB", 13),
+    ("text s", 7),
+    ("text/floor", 10),
+    ("json s", 7),
+    ("json/floor", 10),
+    ("tick s", 7),
+    ("tick/floor", 10),
+    ("json/text", 9),
+    ("RSS MiB", 7),
 )
 
 
@@ -488,25 +508,29 @@ def _name(case: dict[str, Any]) -> str:
     return str(case["preset"])
 
 
+def _median(case: dict[str, Any], path: str) -> float | None:
+    return case[path].median if path in case else None
+
+
 def table_rows(cases: Sequence[dict[str, Any]]) -> list[list[str]]:
-    """One row of cells per case, in COLUMNS order (medians)."""
+    """One row of cells per case, in COLUMNS order (medians; ratios to the floor's median)."""
     rows = []
     for case in cases:
-        naive_s, cli_s = case.get("naive"), case.get("cli")
+        rss = [v for v in case.get("peak_rss_mib", {}).values() if v is not None]
         rows.append(
             [
                 _name(case),
+                str(case["mix"]),
                 f"{case['events']:,}",
                 _cell(case["floor"].median),
-                _cell(case["suite"].median),
-                _cell(_ratio(case["suite"].median, case["floor"].median)),
-                _cell(case["suite"].cpu_median),
-                _cell(cli_s.median if cli_s else None),
-                _cell(naive_s.median if naive_s else None),
-                str(case["transfer"]["queries"]),
-                str(case["transfer"]["result_rows"]),
-                f"{case['transfer']['result_bytes'] / 1024:.1f}K",
-                _cell(case.get("suite_peak_rss_mib"), ".0f"),
+                _cell(_median(case, "text")),
+                _cell(_over_floor(case, "text")),
+                _cell(_median(case, "json")),
+                _cell(_over_floor(case, "json")),
+                _cell(_median(case, "tick")),
+                _cell(_over_floor(case, "tick")),
+                _cell(_ratio(_median(case, "json"), _median(case, "text"))),
+                _cell(max(rss) if rss else None, ".0f"),
             ]
         )
     return rows
@@ -531,30 +555,39 @@ def render_markdown(cases: Sequence[dict[str, Any]]) -> str:
 
 
 def growth(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per preset: suite and floor time at the largest size over the smallest, against events."""
+    """Per preset and mix: each path's time at the largest size over the smallest, against events."""
     found: dict[str, Any] = {}
-    for preset in sorted({c["preset"] for c in cases if c["preset"] != "normalized"}):
-        mine = sorted((c for c in cases if c["preset"] == preset), key=lambda c: c["events"])
+    kinds = sorted({(c["preset"], c["mix"]) for c in cases if c["preset"] != "normalized"})
+    for preset, mix in kinds:
+        mine = sorted(
+            (c for c in cases if (c["preset"], c["mix"]) == (preset, mix)),
+            key=lambda c: c["events"],
+        )
         if len(mine) < 2:
             continue
         small, large = mine[0], mine[-1]
-        found[preset] = {
+        found[f"{preset}/{mix}"] = {
             "events": _round(large["events"] / small["events"], 1),
-            "suite": _ratio(large["suite"].median, small["suite"].median),
-            "floor": _ratio(large["floor"].median, small["floor"].median),
-            "rows_to_python": sorted({c["transfer"]["result_rows"] for c in mine}),
+            **{p: _ratio(_median(large, p), _median(small, p)) for p in PATHS},
         }
     return found
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Samples):
+        return value.to_json()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
 
 
 def to_json(bench: Bench, command: str, started: float) -> dict[str, Any]:
     """The results document (`benchmarks/results.json`): every sample, medians, ratios."""
     cases = []
     for case in bench.cases:
-        out = {k: (v.to_json() if isinstance(v, Samples) else v) for k, v in case.items()}
-        out.pop("report", None)
-        out["suite_over_floor"] = _ratio(case["suite"].median, case["floor"].median)
-        out["statuses"] = {k: v[0] for k, v in _verdicts(case["report"]).items()}
+        out = _jsonable(case)
+        out["over_floor"] = {p: _over_floor(case, p) for p in USER_PATHS if p in case}
+        out["json_over_text"] = _ratio(_median(case, "json"), _median(case, "text"))
         cases.append(out)
     return {
         "command": command,
@@ -565,13 +598,16 @@ def to_json(bench: Bench, command: str, started: float) -> dict[str, Any]:
         "total_seconds": round(time.perf_counter() - started, 1),
         "growth": growth(bench.cases),
         "notes": {
-            "suite": "run_once + render_json in this process, medians of `repetitions`",
-            "cli": "memory-watchdog check --format json (adds process start, store open and"
-            " the triage of breached checks)",
-            "result_bytes": "Store.transfer read_bytes: on the embedded engine the summary's"
-            " read_bytes are the bytes of the results sent to Python",
-            "suite_peak_rss_mib": "one process opening the store and running the suite once",
-            "process_peak_rss_mib": "this benchmark process so far (generation and pandas included)",
+            "paths": "each a fresh process (interpreter start, store open included), medians of"
+            " `repetitions`, alternating floor, text, json, tick",
+            "floor": "python -m benchmarks.floor: SELECT uniqExact(session_id) over the lookback"
+            " on the compiled source",
+            "text": "memory-watchdog check --format text",
+            "json": "memory-watchdog check --format json (adds the triage of breached checks)",
+            "tick": "memory-watchdog daemon --once (evaluation, alert lifecycle, run log,"
+            " triage, history, page), on a fresh state database each repetition",
+            "peak_rss_mib": "per path, the highest of its repetitions",
+            "in_process": "--in-process: run_once + render_json in the bench process",
         },
         "cases": cases,
     }

@@ -9,11 +9,14 @@ breakdown could not run, one line saying why. `to_json` gives the report's
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from watchdog.core.times import rfc3339
+
+TOP = 10
 
 
 @dataclass(frozen=True)
@@ -82,3 +85,27 @@ class Triage:
         if self.sessions is not None:
             out["sessions"] = [s.to_json() for s in self.sessions]
         return out
+
+
+def grouped(
+    items: int,
+    counts: Mapping[str, Any],
+    dims: Sequence[str],
+    noun: str = "events",
+    sessions: tuple[FailingSession, ...] | None = None,
+) -> Triage:
+    """A Triage from per-dimension counts (value -> count, as a ClickHouse `sumMap` gives them).
+
+    The top TOP values of each dimension, most failing items first, ties by
+    value; a dimension with no value is left out.
+    """
+    dimensions = []
+    for dim in dims:
+        keys, values = counts[dim] if counts.get(dim) else ((), ())
+        ranked = sorted(zip(keys, values, strict=True), key=lambda kv: (-int(kv[1]), str(kv[0])))
+        groups = tuple(
+            Group(str(value), int(n), int(n) / items if items else 0.0) for value, n in ranked[:TOP]
+        )
+        if groups:
+            dimensions.append(Dimension(dim, groups))
+    return Triage(items=items, noun=noun, dimensions=tuple(dimensions), sessions=sessions)

@@ -10,10 +10,12 @@ breach kind and event ids, never a payload value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checks.base import CheckResult, DeviationCount, Window
+from checks.base import CheckResult, DeviationCount, Status, Window
+from checks.breakdown import Triage, grouped
 from checks.evidence import Evidence
 from checks.kinds import CheckSpec, DeviationContract
 from checks.sessions import EVIDENCE
@@ -33,11 +35,17 @@ KINDS = (
 )
 
 
-def classified(source: CompiledSource) -> str:
-    """The deviation events of W, one row per event id, with their breach kinds."""
+def classified(source: CompiledSource, dims: Sequence[str] = ()) -> str:
+    """The deviation events of W, one row per event id, with their breach kinds.
+
+    With `dims`, each event also carries `edim_<name>`: the dimension of any
+    of its rows (the source must then be read `with_dims`).
+    """
+    carried = "".join(f", edim_{d}" for d in dims)
+    first = "".join(f", any(dim_{d}) AS edim_{d}" for d in dims)
     return f"""
 SELECT
-  event_id, t, agente, tipo, ids,
+  event_id, t, agente, tipo, ids{carried},
   arrayFilter(k -> k != '', [
     if(NOT is_object, 'payload_not_object', ''),
     if(is_object AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
@@ -53,7 +61,7 @@ SELECT
   ]) AS kinds
 FROM (
   SELECT
-    event_id, t, payload,
+    event_id, t, payload{carried},
     isValidJSON(payload) AND JSONType(payload) = 'Object' AS is_object,
     if(is_object, JSONExtractString(payload, 'agente'), '') AS agente,
     if(is_object, JSONExtractString(payload, 'tipo'), '') AS tipo,
@@ -67,7 +75,7 @@ FROM (
     if(ids_ok, arrayMap(x -> JSONExtractString(x), JSONExtractArrayRaw(ids_json)), [])
       AS ids
   FROM (
-    SELECT event_id, any(t) AS t, any(payload) AS payload
+    SELECT event_id, any(t) AS t, any(payload) AS payload{first}
     FROM (SELECT * FROM {source.events()}
           WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
     GROUP BY event_id
@@ -99,20 +107,44 @@ def _params(source: CompiledSource, window: Window, p: DeviationContract) -> dic
 class DeviationFindings:
     contract: CheckResult
     aggregation: tuple[DeviationCount, ...]
+    triage: Triage | None = None  # with dims, when the contract breached
+
+
+def _by_dims(dims: Sequence[str], failing: str) -> str:
+    """SQL: the failing events counted by each dimension (`checks.breakdown.grouped` reads it)."""
+    return "".join(
+        f",\n  sumMapIf(([edim_{d}], [toUInt64(1)]), {failing}) AS tr_by_{d}" for d in dims
+    )
+
+
+def _triage(
+    result: CheckResult, items: int, row: dict[str, Any], dims: Sequence[str] | None
+) -> Triage | None:
+    if dims is None or result.status is not Status.BREACHED:
+        return None
+    return grouped(items, {d: row[f"tr_by_{d}"] for d in dims}, dims)
 
 
 def contract(
-    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: DeviationContract
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    spec: CheckSpec,
+    p: DeviationContract,
+    dims: Sequence[str] | None = None,
 ) -> DeviationFindings:
-    """Deviation events in W that break the contract, and the conforming ones by agente x tipo."""
+    """Deviation events in W that break the contract, and the conforming ones by agente x tipo.
+
+    With `dims`, the breaking events' triage breakdown rides along.
+    """
     counts = ",\n  ".join(f"countIf(has(kinds, '{kind}')) AS {kind}" for kind in KINDS)
     # The aggregation rides along: the conforming events' (agente, tipo) sorted, split
     # where the pair changes, one (agente, tipo, count) per chunk, biggest first.
     sql = f"""
-SELECT n, broken, oldest, {", ".join(KINDS)}, aggregation FROM (
+SELECT * EXCEPT (pairs, same_pair) FROM (
 SELECT
   count() AS n,
-  countIf(length(kinds) > 0) AS broken,
+  countIf(length(kinds) > 0) AS broken{_by_dims(dims or (), "length(kinds) > 0")},
   groupArraySortedIf({EVIDENCE})((t, event_id), length(kinds) > 0) AS oldest,
   {counts},
   arraySort(groupArrayIf((agente, tipo), length(kinds) = 0)) AS pairs,
@@ -120,7 +152,7 @@ SELECT
              arrayPopBack(arrayPushFront(pairs, pairs[1]))) AS same_pair,
   arraySort(x -> (-x.3, x.1, x.2),
             arrayMap(c -> (c[1].1, c[1].2, length(c)), same_pair)) AS aggregation
-FROM ({classified(source)})
+FROM ({classified(source if dims is None else source.with_dims(), dims or ())})
 )
 """
     params = _params(source, window, p)
@@ -141,27 +173,45 @@ FROM ({classified(source)})
         no_data_summary="no deviation event in the window",
     )
     aggregation = tuple(DeviationCount(str(a), str(t), int(c)) for a, t, c in row["aggregation"])
-    return DeviationFindings(result, aggregation)
+    return DeviationFindings(result, aggregation, _triage(result, broken, row, dims))
 
 
 def evidence(
-    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, p: DeviationContract
-) -> CheckResult:
-    """Conforming deviation events in W citing an evidence id found nowhere within lookback."""
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    spec: CheckSpec,
+    p: DeviationContract,
+    dims: Sequence[str] | None = None,
+) -> tuple[CheckResult, Triage | None]:
+    """Conforming deviation events in W citing an evidence id found nowhere within lookback.
+
+    With `dims`, the citing events' triage breakdown rides along (each event
+    counted once, however many missing ids it cites).
+    """
+    carried = "".join(f", edim_{d}" for d in dims or ())
+    by_dims = "".join(
+        f",\n  groupUniqArrayIf((event_id, edim_{d}), missing) AS tr_u_{d},"
+        f" arrayReduce('sumMap', arrayMap(x -> [x.2], tr_u_{d}),"
+        f" arrayMap(x -> [toUInt64(1)], tr_u_{d})) AS tr_by_{d}"
+        for d in dims or ()
+    )
     # `conforming` gives every cited id (an empty list gives one row, pos 0); `cited` the
     # ids to look up. The lookup filters on the cheap `event_id_hint` before `event_id`.
     sql = f"""
 WITH conforming AS (
-  SELECT event_id, t, ids FROM ({classified(source)}) WHERE length(kinds) = 0
+  SELECT event_id, t, ids{carried}
+  FROM ({classified(source if dims is None else source.with_dims(), dims or ())})
+  WHERE length(kinds) = 0
 ),
 cited AS (SELECT arrayJoin(ids) FROM conforming)
 SELECT
   uniqExact(event_id) AS n,
   uniqExactIf(event_id, missing) AS citing_missing,
   groupArraySortedIf({EVIDENCE})((t, event_id), missing) AS oldest,
-  uniqExactIf(cited_id, missing) AS missing_ids
+  uniqExactIf(cited_id, missing) AS missing_ids{by_dims}
 FROM (
-  SELECT event_id, t, cited_id, pos > 0 AND cited_id NOT IN (
+  SELECT event_id, t, cited_id{carried}, pos > 0 AND cited_id NOT IN (
     SELECT event_id FROM {source.events()}
     WHERE (event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited
   ) AS missing
@@ -172,7 +222,7 @@ FROM (
     n, value = int(row["n"]), int(row["citing_missing"])
     oldest = tuple(dict.fromkeys(eid for _, eid in row["oldest"]))
     summary = f"{value} of {n} conforming deviation events cite evidence ids that do not exist"
-    return judge(
+    result = judge(
         spec,
         float(value),
         n,
@@ -181,3 +231,4 @@ FROM (
         no_data=n == 0,
         no_data_summary="no conforming deviation event in the window",
     )
+    return result, _triage(result, value, row, dims)

@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from checks import deviation, events, sessions, state
-from checks.base import CheckResult, DeviationCount, Report, Window
+from checks.base import CheckResult, DeviationCount, Report, Status, Window
+from checks.breakdown import Triage
 from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence
 from checks.sources import CompiledSource
 from checks.verdict import disabled, errored
@@ -39,35 +40,52 @@ def evaluate(
     specs: Sequence[CheckSpec],
     *,
     timed: QueryTimer | None = None,
+    dims: Sequence[str] | None = None,
 ) -> Report:
     """Judge every check in `specs` over `window` on `source`, each error contained.
 
     A store error inside one query turns the checks of that query into
     `error` results; it never aborts the others. `timed`, when given, is
-    told how long each query took and which checks it judged.
+    told how long each query took and which checks it judged. With `dims`
+    (triage dimensions without free text), the session and window queries
+    carry the triage breakdown of their breached checks into the report
+    (`checks.triage.with_triage` adds the others').
     """
     enabled = [s for s in specs if s.enabled]
     data_quality: dict[str, int] = {}
     deviations: list[DeviationCount] = []
+    triage: dict[str, Triage] = {}
 
     def session_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
-        read = state.per_session(source) if source.state else None
-        shared = sessions.evaluate(store, source, w, group, read)
+        if source.state:  # the per-session level from the session state: triage not carried
+            shared = sessions.evaluate(
+                store, source, w, group, per_session=state.per_session(source)
+            )
+        else:
+            shared = sessions.evaluate(store, source, w, group, dims=dims)
         if group[0].window_ms is None:
             data_quality.update(shared.data_quality)
+        triage.update(shared.triage)
         return shared.results
 
     def window_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
-        return events.evaluate(store, source, w, group)
+        found = events.evaluate(store, source, w, group, dims)
+        triage.update(found.triage)
+        return found.results
 
     def deviation_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
         (spec,) = group
         if isinstance(spec.params, DeviationContract):
-            found = deviation.contract(store, source, w, spec, spec.params)
+            found = deviation.contract(store, source, w, spec, spec.params, dims)
             deviations[:] = found.aggregation
+            if found.triage is not None:
+                triage[spec.id] = found.triage
             return {spec.id: found.contract}
         if isinstance(spec.params, DeviationEvidence):
-            return {spec.id: deviation.evidence(store, source, w, spec, spec.params.contract)}
+            result, carried = deviation.evidence(store, source, w, spec, spec.params.contract, dims)
+            if carried is not None:
+                triage[spec.id] = carried
+            return {spec.id: result}
         raise TypeError(f"no evaluator for {spec.kind}")
 
     # The session checks share one query per distinct window length, and so do the
@@ -99,6 +117,9 @@ def evaluate(
         deviations=tuple(deviations),
         data_quality=data_quality,
         notes=_notes(source, data_quality),
+        triage={
+            i: triage[i] for i in ordered if i in triage and ordered[i].status is Status.BREACHED
+        },
     )
 
 

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.base import CheckResult, Window
+from checks.base import CheckResult, Status, Window
+from checks.breakdown import Triage, grouped
 from checks.evidence import Evidence, FailureRun
 from checks.kinds import CheckSpec, Quantile, Share, Streak
 from checks.sessions import EVIDENCE
@@ -48,6 +49,24 @@ class _Query:
     shown: list[str] = field(default_factory=list)  # what Python reads back
     params: dict[str, Any] = field(default_factory=dict)
     names: set[str] = field(default_factory=set)
+    dims: Sequence[str] | None = None  # carry the triage of quantile and share checks
+    triaged: dict[str, str] = field(default_factory=dict)  # tag -> its failing events' condition
+
+    def carry_triage(self, tag: str, failing: str) -> None:
+        """Count the failing events of a check, and by each dimension (`checks.triage` reads it).
+
+        An event's dimensions are those of any of its rows (`any(dim_<name>)`).
+        """
+        if self.dims is None:
+            return
+        for d in self.dims:
+            item = f"any(dim_{d}) AS edim_{d}"
+            if item not in self.per_event:
+                self.per_event.append(item)
+            self.totals.append(f"sumMapIf(([edim_{d}], [toUInt64(1)]), {failing}) AS {tag}_by_{d}")
+        self.totals.append(f"countIf({failing}) AS {tag}_items")
+        self.shown += [f"{tag}_items", *(f"{tag}_by_{d}" for d in self.dims)]
+        self.triaged[tag] = failing
 
     def member(self, tag: str, names: Sequence[str]) -> str:
         """Per event: whether it has a row named in `names`, and that row's time."""
@@ -86,6 +105,8 @@ class _Query:
             f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {above}) AS {tag}_slow",
         ]
         self.shown += [f"{tag}_{part}" for part in ("n", "value", "above", "slow")]
+        # The triage's failing events: at or above target (as `checks.triage` words it).
+        self.carry_triage(tag, f"{tag}_in AND {tag}_v >= {{{tag}_target:Float64}}")
 
     def streak(self, tag: str, p: Streak) -> None:
         named = self.member(tag, p.bad + p.good)
@@ -117,6 +138,7 @@ class _Query:
             f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {hit}) AS {tag}_matching",
         ]
         self.shown += [f"{tag}_{part}" for part in ("n", "hits", "matching")]
+        self.carry_triage(tag, hit)
 
     def sql(self, source: CompiledSource) -> str:
         per_event = ",\n      ".join(self.per_event)
@@ -136,11 +158,25 @@ SELECT {", ".join(self.shown)} FROM (
 )"""
 
 
+@dataclass(frozen=True)
+class WindowFindings:
+    results: dict[str, CheckResult]
+    triage: dict[str, Triage] = field(default_factory=dict)  # breached quantile, share checks
+
+
 def evaluate(
-    store: Store, source: CompiledSource, window: Window, specs: Sequence[CheckSpec]
-) -> dict[str, CheckResult]:
-    """Run the window query once and judge every quantile, streak and share check in it."""
-    q = _Query()
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    specs: Sequence[CheckSpec],
+    dims: Sequence[str] | None = None,
+) -> WindowFindings:
+    """Run the window query once and judge every quantile, streak and share check in it.
+
+    With `dims` (the source's dimensions but free text), the query carries the
+    triage breakdown of every breached quantile and share check.
+    """
+    q = _Query(dims=dims)
     for i, spec in enumerate(specs):
         p = spec.params
         if isinstance(p, Quantile):
@@ -150,7 +186,7 @@ def evaluate(
         elif isinstance(p, Share):
             q.share(f"w{i}", p)
     params = {**source.params, **window.params(), **q.params, "window_names": sorted(q.names)}
-    row = store.aggregate(q.sql(source), params)
+    row = store.aggregate(q.sql(source if dims is None else source.with_dims()), params)
     results: dict[str, CheckResult] = {}
     for i, spec in enumerate(specs):
         p, tag = spec.params, f"w{i}"
@@ -160,7 +196,14 @@ def evaluate(
             results[spec.id] = _streak(spec, row, tag)
         elif isinstance(p, Share):
             results[spec.id] = _share(spec, p, row, tag)
-    return results
+    triage = {
+        spec.id: grouped(
+            int(row[f"w{i}_items"]), {d: row[f"w{i}_by_{d}"] for d in dims or ()}, dims or ()
+        )
+        for i, spec in enumerate(specs)
+        if f"w{i}" in q.triaged and results[spec.id].status is Status.BREACHED
+    }
+    return WindowFindings(results, triage)
 
 
 def _quantile(spec: CheckSpec, p: Quantile, row: dict[str, Any], tag: str) -> CheckResult:

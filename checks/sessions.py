@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.base import CheckResult, Window
+from checks.base import CheckResult, Status, Window
+from checks.breakdown import Triage
 from checks.evidence import Evidence
 from checks.kinds import (
     Anchor,
@@ -28,6 +29,7 @@ from checks.kinds import (
     OutcomeRate,
     PayloadMatch,
 )
+from checks.session_triage import coverage_triage
 from checks.sources import CompiledSource
 from checks.verdict import judge, percent
 from watchdog.core.durations import human_duration
@@ -348,6 +350,34 @@ class _Plan:
     coverage: dict[str, tuple[str, str, str, str | None]] = field(default_factory=dict)
     rates: dict[str, tuple[str, str, str, str, str]] = field(default_factory=dict)
     freshness: dict[str, tuple[str, str]] = field(default_factory=dict)
+    triaged: dict[str, str] = field(default_factory=dict)  # coverage check id -> alias prefix
+
+
+def carry_triage(
+    b: SessionQueryBuilder, tag: str, unmets: Sequence[tuple[str, str | None]], dims: Sequence[str]
+) -> None:
+    """Carry a coverage check's triage out of the session query (`checks.triage` reads it).
+
+    Its failing sessions (real, in the source's scope, an obligation unmet)
+    counted, counted by each dimension of their first event, and the oldest 20
+    with first and last seen, events, and per obligation (unmet, ended) flags.
+    """
+    for d in dims:
+        # A session's dimensions are those of its first event.
+        b.inner[f"sdim_{d}"] = f"argMin(dim_{d}, t)"
+    failed = f"{tag}_failed"
+    b.outer[failed] = f"real AND scoped AND ({' + '.join(u for u, _ in unmets)}) > 0"
+    flags = ", ".join(
+        f"{unmet}, toUInt8(ifNull({has_end}, 1))" if has_end else f"{unmet}, toUInt8(1)"
+        for unmet, has_end in unmets
+    )
+    b.final[f"{tag}_items"] = f"countIf({failed})"
+    b.final[f"{tag}_sessions"] = (
+        f"groupArraySortedIf({EVIDENCE})"
+        f"((first_seen, session_id, last_seen, n_events, [{flags}]), {failed})"
+    )
+    for d in dims:
+        b.final[f"{tag}_by_{d}"] = f"sumMapIf(([sdim_{d}], [toUInt64(1)]), {failed})"
 
 
 def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
@@ -355,8 +385,14 @@ def session_checks(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
     return [s for s in specs if isinstance(s.params, Coverage | OutcomeRate | Freshness)]
 
 
-def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
-    """The session query for `specs` and where each check's numbers land in its row."""
+def build(
+    specs: Sequence[CheckSpec], dims: Sequence[str] | None = None
+) -> tuple[SessionQueryBuilder, _Plan]:
+    """The session query for `specs` and where each check's numbers land in its row.
+
+    With `dims` (the source's triage dimensions), every coverage check's
+    triage breakdown is carried out of the same query (`carry_triage`).
+    """
     b = SessionQueryBuilder()
     plan = _Plan()
     b.final["newest"] = "max(last_seen)"
@@ -368,11 +404,17 @@ def build(specs: Sequence[CheckSpec]) -> tuple[SessionQueryBuilder, _Plan]:
         p = spec.params
         if isinstance(p, Coverage):
             dues, unmets, missed = [], [], []
+            ended: list[tuple[str, str | None]] = []
             for j, ob in enumerate(p.obligations):
                 due, unmet, misses = b.obligation(f"c{i}_{j}", ob)
                 dues.append(due)
                 unmets.append(unmet)
                 missed.append(misses or "[]")
+                has_end = b.first_of(ob.ends)[0] if ob.anchor is Anchor.END else None
+                ended.append((unmet, has_end))
+            if dims is not None:
+                carry_triage(b, f"c{i}_tr", ended, dims)
+                plan.triaged[spec.id] = f"c{i}_tr"
             scoped = "scoped"
             if p.session_filter:
                 scoped = f"scoped_c{i}"
@@ -429,6 +471,7 @@ PerSession = Callable[[SessionQueryBuilder, Window], tuple[str, dict[str, Any]]]
 class SessionFindings:
     results: dict[str, CheckResult]
     data_quality: dict[str, int]
+    triage: dict[str, Triage] = field(default_factory=dict)  # breached coverage checks
 
 
 def evaluate(
@@ -436,15 +479,22 @@ def evaluate(
     source: CompiledSource,
     window: Window,
     specs: Sequence[CheckSpec],
+    *,
+    dims: Sequence[str] | None = None,
     per_session: PerSession | None = None,
 ) -> SessionFindings:
-    """Run the shared session query once and judge every coverage, rate and freshness check."""
-    b, plan = build(specs)
+    """Run the shared session query once and judge every coverage, rate and freshness check.
+
+    With `dims`, the query reads the source with its dimensions and carries the
+    triage breakdown of every breached coverage check.
+    """
+    b, plan = build(specs, dims)
     params = {**source.params, **window.params(), **b.params}
-    sql = b.sql(source)
+    read = source if dims is None else source.with_dims()
+    sql = b.sql(read)
     if per_session is not None:  # the per-session level read from the session state
-        read, extra = per_session(b, window)
-        sql, params = b.around(read), {**params, **extra}
+        state_read, extra = per_session(b, window)
+        sql, params = b.around(state_read), {**params, **extra}
     row = store.aggregate(sql, params)
     quality = {reason: int(row[f"dq_{reason}"] or 0) for reason in DATA_QUALITY}
     results: dict[str, CheckResult] = {}
@@ -463,7 +513,12 @@ def evaluate(
             if newest is None:
                 newest = _newest_ever(store, source, window, p)
             results[spec.id] = _freshness(spec, window, newest)
-    return SessionFindings(results, quality)
+    triage = {
+        spec.id: coverage_triage(spec, row, plan.triaged[spec.id], dims or ())
+        for spec in specs
+        if spec.id in plan.triaged and results[spec.id].status is Status.BREACHED
+    }
+    return SessionFindings(results, quality, triage)
 
 
 def _coverage(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checks.otel import logs_preset, traces_preset
@@ -64,6 +64,10 @@ class CompiledSource:
     dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
     array_join: str = ""  # the preset's: one raw row may yield more than one event
     state: str = ""  # `source.state`: the per-session state table (checks.state), if read
+
+    def with_dims(self) -> CompiledSource:
+        """The same source, its events carrying a `dim_<name>` column per dimension."""
+        return replace(self, sql=self.dims_sql or self.sql)
 
     def events_with_dims(self) -> str:
         """The normalized-event relation with the triage dimensions, as a subquery."""

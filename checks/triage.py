@@ -24,32 +24,30 @@ from dataclasses import replace
 from typing import Any
 
 from checks.base import CheckResult, Report, Status, Window
-from checks.breakdown import Dimension, FailingSession, Group, Triage
+from checks.breakdown import TOP, Dimension, Group, Triage
 from checks.builtin import configured_checks
 from checks.deviation import classified, contract_params
 from checks.events import numeric_field
 from checks.kinds import (
-    Anchor,
     CheckSpec,
     Coverage,
     DeviationContract,
     DeviationEvidence,
-    Obligation,
     OutcomeRate,
     Quantile,
     Share,
     Streak,
 )
-from checks.sessions import EVIDENCE, SessionQueryBuilder
+from checks.session_triage import coverage_triage
+from checks.sessions import build
 from checks.sources import CompiledSource, open_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms, to_ms
+from watchdog.core.times import to_ms
 
 log = logging.getLogger(__name__)
 
-TOP = 10
 CLASS_CHARS = 120
 # Dimensions holding free text: shown only as normalised error classes.
 FREE_TEXT = frozenset({"error", "StatusMessage"})
@@ -199,88 +197,25 @@ def _plain(dims: Sequence[str]) -> list[str]:
     return [d for d in dims if d not in FREE_TEXT]
 
 
-def _obligation_label(ob: Obligation, silent: bool = False) -> str:
-    """An obligation in the words of docs/spec.md section 4."""
-    if ob.label and ob.anchor is not Anchor.END:
-        return ob.label
-    if ob.anchor is Anchor.START:
-        return "start recall"
-    if ob.anchor is Anchor.END:
-        return "end observe (silent end)" if silent else "end observe (end event)"
-    return "recall injection" if ob.positive_results else "compaction observe"
+def carried_dims(source: CompiledSource) -> list[str]:
+    """The dimensions the session and window queries carry for triage (no free text).
 
-
-def _coverage_query(
-    source: CompiledSource, dims: Sequence[str], p: Coverage
-) -> tuple[SessionQueryBuilder, str, list[tuple[Obligation, str, str | None]]]:
-    """The shared session query over the dimensioned events; `failed` marks a failing session."""
-    b = SessionQueryBuilder()
-    unmets: list[tuple[Obligation, str, str | None]] = []
-    for j, ob in enumerate(p.obligations):
-        _, unmet, _ = b.obligation(f"tr{j}", ob)
-        has_end = b.first_of(ob.ends)[0] if ob.anchor is Anchor.END else None
-        unmets.append((ob, unmet, has_end))
-    for d in dims:
-        # A session's dimensions are those of its first event.
-        b.inner[f"sdim_{d}"] = f"argMin(dim_{d}, t)"
-    b.params.update(b.sets.params())
-    failed = f"real AND scoped AND ({' + '.join(u for _, u, _ in unmets)}) > 0"
-    return b, failed, unmets
+    `checks.evaluate` given these puts the breakdown of breached coverage,
+    quantile and share checks in the report; `with_triage` adds the rest.
+    """
+    return _plain(list(source.dims))
 
 
 def _coverage(
-    store: Store,
-    source: CompiledSource,
-    window: Window,
-    p: Coverage,
-    dims: list[str],
+    store: Store, source: CompiledSource, window: Window, spec: CheckSpec, dims: list[str]
 ) -> Triage:
-    """The failing sessions of a coverage check: grouped by dimension, and the oldest 20."""
+    """A coverage check's failing sessions, by dimension and the oldest 20: the session query
+    for it alone, carrying its triage (what the evaluation does when asked to)."""
     plain = _plain(dims)
-    b, failed, unmets = _coverage_query(source, plain, p)
-    dimensioned = replace(source, sql=source.dims_sql or source.sql)
-    flags = ", ".join(
-        f"{unmet}, toUInt8(ifNull({has_end}, 1))" if has_end else f"{unmet}, toUInt8(1)"
-        for _, unmet, has_end in unmets
-    )
-    b.final["sessions"] = (
-        f"groupArraySortedIf({EVIDENCE})"
-        f"((first_seen, session_id, last_seen, n_events, [{flags}]), {failed})"
-    )
-    b.final["failing"] = (
-        f"groupArrayIf(tuple(session_id{''.join(f', sdim_{d}' for d in plain)}), {failed})"
-    )
-    base_params = {**source.params, **window.params(), **b.params}
-    row = store.query(
-        f"SELECT sessions FROM ({b.sql(dimensioned)})", {**base_params, **_normalise_params()}
-    ).first()
-    sessions = tuple(
-        FailingSession(
-            session_id=str(session_id),
-            first_seen=from_ms(int(first_seen)),
-            last_seen=from_ms(int(last_seen)),
-            events=int(n_events),
-            missed=_missed(unmets, raw),
-        )
-        for first_seen, session_id, last_seen, n_events, raw in row.get("sessions") or []
-    )
-    items = "".join(f", f.{i + 2} AS dim_{d}" for i, d in enumerate(plain))
-    items_sql = f"SELECT f.1 AS item{items} FROM (SELECT arrayJoin(failing) AS f FROM ({b.sql(dimensioned)}))"
-    grouped = _group(store, items_sql, plain, base_params)
-    return replace(grouped, noun="sessions", sessions=sessions)
-
-
-def _missed(
-    unmets: Sequence[tuple[Obligation, str, str | None]], flags: Sequence[int]
-) -> tuple[str, ...]:
-    """What one failing session missed, from its (unmet count, ended) flags per obligation."""
-    missed = []
-    for k, (ob, _, _) in enumerate(unmets):
-        count, ended = int(flags[2 * k]), int(flags[2 * k + 1])
-        if count:
-            label = _obligation_label(ob, silent=not ended)
-            missed.append(label if count == 1 else f"{label} x{count}")
-    return tuple(missed)
+    b, plan = build([spec], plain)
+    params = {**source.params, **window.params(), **b.params}
+    row = store.aggregate(b.sql(source.with_dims()), params)
+    return coverage_triage(spec, row, plan.triaged[spec.id], plain)
 
 
 def _group(store: Store, items_sql: str, dims: Sequence[str], params: Mapping[str, Any]) -> Triage:
@@ -322,7 +257,7 @@ def breakdown(
     dims = _dims(source, error_classes)
     window = spec.window_for(window)
     if isinstance(spec.params, Coverage):
-        return _coverage(store, source, window, spec.params, dims)
+        return _coverage(store, source, window, spec, dims)
     found = _event_items(source, dims, spec, result)
     if found is None:
         return None
@@ -356,14 +291,20 @@ def triage(
 
 
 def with_triage(store: Store, settings: Settings, report: Report) -> Report:
-    """The report with its triage breakdown, computed on the configured source."""
+    """The report with its triage breakdown, computed on the configured source.
+
+    What the evaluation carried already (`run_once(..., triage=True)`) is kept;
+    the breached checks it did not carry get a query each.
+    """
     source = open_source(store, settings.source)
+    specs = configured_checks(settings)
     found = triage(
         store,
         source,
         report.window,
-        configured_checks(settings),
+        [spec for spec in specs if spec.id not in report.triage],  # not carried already
         report,
         error_classes=settings.report.error_classes,
     )
-    return replace(report, triage=found)
+    carried = {**report.triage, **found}
+    return replace(report, triage={s.id: carried[s.id] for s in specs if s.id in carried})

@@ -785,3 +785,54 @@ def test_sighup_to_the_process_group_mid_run_reloads_and_the_daemon_lives_on(
     refused = [line for line in daemon.lines if "SIGHUP: config not reloaded" in line]
     assert len(refused) == 1 and "schedule.every" in refused[0], log
     assert "Traceback" not in log and "leaked" not in log and "BrokenPipe" not in log, log
+
+
+DEMO_AT = """
+import sys
+from datetime import datetime
+from watchdog.core.store import open_store
+from watchdog.demo.data import write_demo
+with open_store(sys.argv[1], create=True) as store:
+    write_demo(store, "joelclaw.otel_events", sessions=100, seed=3,
+               at=datetime.fromisoformat(sys.argv[2]))
+"""
+
+
+@pytest.mark.slow
+def test_daemon_once_judges_the_window_due_at_at_records_it_and_exits_with_its_verdict(
+    tmp_path: Path,
+) -> None:
+    """`daemon --once --at T` judges the one window ending at T (run log, page) and exits 1 on a breach."""
+    env = clean_env(tmp_path / "xdg")
+    store = f"chdb://{tmp_path / 'store'}"
+    at = "2026-11-28T04:00:00Z"
+    subprocess.run(
+        [sys.executable, "-c", DEMO_AT, store, "2026-11-28T04:00:00+00:00"],
+        check=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[source]\ntable = "joelclaw.otel_events"\n\n[schedule]\ndelay = "0s"\n\n'
+        f'[report]\ndir = "{tmp_path / "pages"}"\n',
+        encoding="utf-8",
+    )
+    once = run_cli(env, "daemon", "--once", "--config", str(config), "--store", store, "--at", at)
+    assert once.returncode == 1, once.stderr  # the demo's injected faults breach
+    assert "judged [2026-11-28T00:00:00Z, 2026-11-28T04:00:00Z): breached" in once.stderr
+    status = run_cli(env, "status", "--config", str(config), "--store", store, "--format", "json")
+    recorded = json.loads(status.stdout)["runs"]
+    assert [(r["window"]["start"], r["window"]["end"]) for r in recorded] == [
+        ("2026-11-28T00:00:00Z", at)
+    ]
+    assert list((tmp_path / "pages").rglob("*.html"))
+
+
+def test_at_without_once_is_a_usage_error(tmp_path: Path) -> None:
+    """`daemon --at` without `--once` is refused with exit 2, naming --at."""
+    env = clean_env(tmp_path / "xdg")
+    done = run_cli(env, "daemon", "--at", "2026-11-28T04:00:00Z")
+    assert done.returncode == 2
+    assert "--at: only with --once" in done.stderr

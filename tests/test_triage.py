@@ -35,11 +35,12 @@ RATES = {"checks": {"observe_failure_rate": {"min_samples": 0}}}
 def run(
     store: Store, sc: Scenario, config: dict[str, Any] | None = None
 ) -> tuple[Report, Settings]:
-    """Write the scenario, evaluate the window ending at AT, and add the triage."""
+    """Write the scenario, evaluate the window ending at AT, and add the triage (as `check
+    --format json` does: the evaluation carries what it can, `with_triage` the rest)."""
     table = unique_table()
     sc.write(store, table)
     settings = settings_for(table, config)
-    report = run_once(store, settings, window_at(settings, AT))
+    report = run_once(store, settings, window_at(settings, AT), triage=True)
     return with_triage(store, settings, report), settings
 
 
@@ -234,7 +235,9 @@ def test_otel_logs_group_by_service_and_severity(store: Store) -> None:
         "checks": {"recall_latency_p95": {"min_samples": 0}},
     }
     settings = settings_for(table, config)
-    report = with_triage(store, settings, run_once(store, settings, window_at(settings, AT)))
+    report = with_triage(
+        store, settings, run_once(store, settings, window_at(settings, AT), triage=True)
+    )
     assert report.checks["recall_latency_p95"].status is Status.BREACHED
     assert groups(report, "recall_latency_p95") == {
         "ServiceName": [("svc", 3, 1.0)],
@@ -253,7 +256,9 @@ def test_otel_traces_failed_spans_group_by_service(store: Store) -> None:
         "checks": {"recall_failure_rate": {"min_samples": 0}},
     }
     settings = settings_for(table, config)
-    report = with_triage(store, settings, run_once(store, settings, window_at(settings, AT)))
+    report = with_triage(
+        store, settings, run_once(store, settings, window_at(settings, AT), triage=True)
+    )
     assert report.checks["recall_failure_rate"].status is Status.BREACHED
     found = groups(report, "recall_failure_rate")
     assert found["outcome"] == [("failed", 4, 1.0)]
@@ -302,3 +307,34 @@ def test_triage_json_keeps_its_shape() -> None:
         "groups",
         "noun",
     ]
+
+
+def test_triage_carried_by_the_evaluation_equals_the_breakdown_queries(store: Store) -> None:
+    """The breakdown the session and window queries carry is the one triage's own queries give."""
+    sc = failure_mix()
+    sc.event("session.started", AT - 8 * H, "crashed", source="gateway", component="pi")
+    sc.session("crashed").recalls(AT - 8 * H + S).emits("tool.call.completed", AT - 6 * H - MS)
+    sc.session("cold").starts(T0 + 30 * M).emits("tool.call.completed", T0 + 40 * M)
+    for i in range(3):
+        sc.session(f"slow{i}").starts(T0 + H + i * M).recalls(T0 + H + i * M + S, latency_ms=5000)
+    good = {"agente": "po", "tipo": "laco", "evidenceEventIds": []}
+    d = sc.session("deviant").starts(T0 + H)
+    d.deviates(T0 + H + M, {**good, "nota": "x"}, component="anamnese")
+    d.deviates(T0 + H + 2 * M, {**good, "evidenceEventIds": ["ghost-1", "ghost-2"]})
+    d.deviates(T0 + H + 3 * M, {**good, "evidenceEventIds": ["ghost-3"]}, source="worker")
+    table = unique_table()
+    sc.write(store, table)
+    config = {"checks": {"observe_failure_rate": {"min_samples": 0}}}
+    config["checks"]["recall_latency_p95"] = {"min_samples": 0}
+    settings = settings_for(table, config)
+    window = window_at(settings, AT)
+    carried = run_once(store, settings, window, triage=True)
+    assert {
+        "recall_coverage",
+        "observe_coverage",
+        "recall_latency_p95",
+        "agent_deviation_contract",
+        "agent_deviation_evidence",
+    } <= set(carried.triage)
+    separate = with_triage(store, settings, run_once(store, settings, window))
+    assert with_triage(store, settings, carried).to_json() == separate.to_json()

@@ -16,10 +16,12 @@ from watchdog.cli.args import (
     load,
     package_version,
     require_secrets,
+    time_flag,
 )
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings
+from watchdog.core.times import system_clock
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import ChildLoads
 from watchdog.daemon.ingest.metrics import IngestCollector
@@ -46,6 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " Collector's ClickHouse exporter does (e.g. 127.0.0.1:4318; [ingest] in the config)",
     )
     parser.add_argument(
+        "--once",
+        action="store_true",
+        help="run one tick in this process and exit (0 ok, 1 breach, 3 store): for cron or"
+        " to time a tick",
+    )
+    parser.add_argument(
+        "--at",
+        help="with --once: the tick's time, RFC 3339 (default: now); judges the window due then",
+    )
+    parser.add_argument(
         "--stop-timeout",
         default=format_duration(DEFAULT_STOP_TIMEOUT),
         help="on SIGTERM/SIGINT, how long the run in progress may take to finish (default 90s)",
@@ -55,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_daemon(args: argparse.Namespace) -> int:
     """Evaluate on the schedule until stopped; exit 0 on SIGTERM/SIGINT; SIGHUP reloads the config."""
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
+    if args.at and not args.once:
+        raise UsageError("--at: only with --once (the daemon runs on the wall clock)")
+    if args.once and args.otlp:
+        raise UsageError("--otlp: not with --once (one tick receives nothing; run the daemon)")
+    at = time_flag("--at", args.at) if args.at else None
 
     def load_checked() -> Settings:
         """The config from --config/WATCHDOG_CONFIG, --store and --otlp, as at start (and on SIGHUP)."""
@@ -75,6 +92,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     # systemd's variables are for this process, not its tick processes (sd_notify's "unset").
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
         os.environ.pop(name, None)
+    if args.once:  # one tick, in this process: no child, no schedule, no HTTP
+        return Daemon(
+            settings,
+            schedule=schedule,
+            telemetry=telemetry,
+            spool=Spool.for_settings(settings),
+            clock=system_clock if at is None else (lambda: at),
+            notifiers=notifiers,
+            metrics=metrics,
+            debug=args.debug,
+        ).once()
     listen = settings.ingest.listen
     ingest = None
     if listen is not None:

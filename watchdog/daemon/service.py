@@ -120,6 +120,7 @@ DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 STUCK_MARGIN = timedelta(minutes=5)
 JOB_ID = "judge"
 MAX_CRASHES = 10  # crashes kept for the `run` alert until a tick records them (the newest)
+CRASHED = "crashed"  # a tick status of daemon --once: the tick's process died
 
 
 class Daemon:
@@ -179,6 +180,7 @@ class Daemon:
         self._reloads = Reloads(reload, own_notifiers=own) if reload is not None else None
         self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
         self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
+        self.tick_statuses: list[str] = []  # the status of each window the latest tick judged
         timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
         self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
 
@@ -227,9 +229,21 @@ class Daemon:
         down = f"; store unusable, {spooled} error run(s) spooled" if spooled else ""
         return f"{judged}{down}; next run {rfc3339(self.schedule.next_run(self.clock()))}"
 
+    def once(self) -> int:
+        """One tick in this process, then return (`daemon --once`): its exit code.
+
+        0 when every window it judged was ok, 1 when one breached, a check
+        could not run or the tick's process died, 3 when the store could not be read.
+        """
+        self.tick()
+        if STORE_ERROR in self.tick_statuses or self.spool.runs:
+            return 3
+        return 0 if all(s == Status.OK.value for s in self.tick_statuses) else 1
+
     def _tick(self) -> bool:
         """One run; False when its process died (what it left is for the next run)."""
         now = self.clock()
+        self.tick_statuses = []
         request = TickRequest(
             settings=self.settings,
             now=now,
@@ -261,6 +275,7 @@ class Daemon:
             if self._stop.is_set():  # killed at the stop timeout: not an outage
                 log.warning("the run was stopped unfinished: %s", exc)
                 return True
+            self.tick_statuses.append(CRASHED)
             self._crashed(exc, now)
             return False
         self._take(result, started_ns)
@@ -312,6 +327,7 @@ class Daemon:
             )
         if result.store_down is not None:
             window = aligned_window(self.settings, self.schedule, result.store_down.end)
+            self.tick_statuses.append(STORE_ERROR)
             self._store_down(window, result.store_down.problem, started_ns)
         self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
@@ -328,6 +344,7 @@ class Daemon:
 
     def _took(self, run: RunResult) -> None:
         """One window's run, as soon as the tick reports it: telemetry, metrics, a log line."""
+        self.tick_statuses.append(run.status)
         if run.standby:
             log.info(
                 "standby: evaluated [%s, %s): %s; %s", *bounds(run.window), run.status, run.summary

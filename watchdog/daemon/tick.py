@@ -389,7 +389,7 @@ def _judge(
     stopwatch = Stopwatch()
     report: Report | None
     try:
-        report = run_once(store, settings, window, timed=stopwatch)
+        report = run_once(store, settings, window, timed=stopwatch, triage=pages)
     except StoreError as exc:  # the store answers, the source cannot be read
         report, problem = None, exc.problem
         outcome = process_store_error(

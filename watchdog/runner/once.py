@@ -9,7 +9,7 @@ from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
 from checks.sources import open_source
 from checks.state import session_scopes
-from checks.triage import with_triage
+from checks.triage import carried_dims, with_triage
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 
@@ -25,12 +25,22 @@ def window_at(settings: Settings, at: datetime, length: timedelta | None = None)
 
 
 def run_once(
-    store: Store, settings: Settings, window: Window, *, timed: QueryTimer | None = None
+    store: Store,
+    settings: Settings,
+    window: Window,
+    *,
+    timed: QueryTimer | None = None,
+    triage: bool = False,
 ) -> Report:
-    """Evaluate every configured check over `window` on the store's source."""
+    """Evaluate every configured check over `window` on the store's source.
+
+    With `triage`, the queries that judge the checks also carry the triage
+    breakdown of those that breach (`with_triage` completes it).
+    """
     specs = configured_checks(settings)
     source = open_source(store, settings.source, session_scopes(specs))
-    return evaluate(store, source, window, specs, timed=timed)
+    dims = carried_dims(source) if triage else None
+    return evaluate(store, source, window, specs, timed=timed, dims=dims)
 
 
 def evaluate_once(
@@ -38,5 +48,5 @@ def evaluate_once(
 ) -> Report:
     """Open the store, evaluate one window (with its triage breakdown if asked), close it."""
     with open_configured(settings.store) as store:
-        report = run_once(store, settings, window_at(settings, at, length))
+        report = run_once(store, settings, window_at(settings, at, length), triage=triage)
         return with_triage(store, settings, report) if triage else report
