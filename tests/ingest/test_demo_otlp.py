@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from checks.builtin import BUILTIN
 from tests.ingest.processes import BIN, REPO, clean_env
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,7 @@ def test_demo_via_otlp_gives_the_demo_verdicts(tmp_path: Path) -> None:
     assert direct.returncode == 0, direct.stderr
     assert via.returncode == 0, via.stderr
     assert "through the SDK's OTLP/HTTP exporter" in via.stdout
-    assert len(check_lines(direct.stdout)) == 11
+    assert len(check_lines(direct.stdout)) == len(BUILTIN)
     assert check_lines(via.stdout) == check_lines(direct.stdout)
     (command,) = [line.strip() for line in via.stdout.splitlines() if "check --config" in line]
     again = subprocess.run(
