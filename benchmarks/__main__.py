@@ -27,6 +27,7 @@ DEFAULT_EVENTS = (5_000_000, 20_000_000)
 LARGE = 20_000_000  # from here on, --large-reps repetitions
 DEFAULT_PRESETS = ("joelclaw", "otel_logs")
 RESULTS = Path(__file__).with_name("results.json")
+KEPT = ("ingest", "state_cases")  # results of other runs, kept when a run does not redo them
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -142,11 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         document = json.loads(output.read_text()) if output.exists() else {}
     else:
         document = to_json(bench, command, started)
-        document["state_cases"] = state_cases
+        if state_cases:
+            document["state_cases"] = state_cases
     document[recall_cost.KEY] = {"command": command, "repetitions": args.reps, "cases": costs}
-    if output.exists():  # the ingest benchmark's results (benchmarks.ingest) stay
+    if output.exists():  # what this run did not measure stays: ingest, the state's cases
         earlier = json.loads(output.read_text())
-        document.update({k: earlier[k] for k in ("ingest",) if k in earlier})
+        document.update({k: earlier[k] for k in KEPT if k in earlier and k not in document})
     output.write_text(json.dumps(document, indent=2) + "\n")
     print()
     if bench.cases:
