@@ -52,8 +52,10 @@ class Daemon:
     flag: bool = True  # --otlp on the command line; else the config's [ingest] listen
     lines: list[str] = field(default_factory=list)
     proc: subprocess.Popen[str] | None = None
+    since: int = 0  # where the latest start's lines begin in `lines`
 
     def start(self) -> None:
+        self.since = len(self.lines)
         otlp = ("--otlp", f"127.0.0.1:{self.port}") if self.flag else ()
         self.proc = subprocess.Popen(
             [str(BIN), "daemon", *otlp, *self.args],
@@ -72,11 +74,18 @@ class Daemon:
             self.lines.append(line.rstrip("\n"))
 
     def wait_receiving(self, seconds: float = 120) -> None:
-        """Until the receiver listens (its log line), or AssertionError."""
+        """Until the receiver of the latest start listens (its log line), or AssertionError."""
+        self._wait_for("receiving OTLP/HTTP on", seconds)
+
+    def wait_started(self, seconds: float = 120) -> None:
+        """Until the latest start has its signal handlers (its "daemon started" line)."""
+        self._wait_for("daemon started", seconds)
+
+    def _wait_for(self, text: str, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        while "receiving OTLP/HTTP on" not in self.log():
+        while not any(text in line for line in list(self.lines)[self.since :]):
             assert self.proc is not None and self.proc.poll() is None, self.log()
-            assert time.monotonic() < deadline, "the receiver never listened: " + self.log()
+            assert time.monotonic() < deadline, f"never logged {text!r}: " + self.log()
             time.sleep(0.05)
 
     def kill(self) -> None:
@@ -85,8 +94,9 @@ class Daemon:
         self.proc.wait(timeout=60)
 
     def stop(self) -> int:
-        """SIGTERM, and the exit code."""
+        """SIGTERM once the daemon handles it (a SIGTERM during its start kills it), and the exit code."""
         assert self.proc is not None
+        self.wait_started()
         self.proc.terminate()
         return self.proc.wait(timeout=180)
 

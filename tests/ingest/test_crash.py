@@ -20,7 +20,7 @@ from tests.ingest.processes import (
 
 KILLS = 20
 CLIENTS = 3
-REQUESTS = 50  # per client
+REQUESTS = 1_000_000  # per client: more than any run sends; they send until halted
 RECORDS = 100  # per request
 
 pytestmark = pytest.mark.slow
@@ -39,17 +39,20 @@ def test_sigkill_during_sustained_ingest_loses_nothing_acknowledged_and_doubles_
     daemon.start()
     clients = [Client(n, daemon.port, REQUESTS, RECORDS) for n in range(CLIENTS)]
     deadline = time.monotonic() + 900
-    threads = [threading.Thread(target=c.run, args=(deadline,), daemon=True) for c in clients]
+    halt = threading.Event()  # set after the last kill: each client stops after its request
+    threads = [threading.Thread(target=c.run, args=(deadline, halt), daemon=True) for c in clients]
     for thread in threads:
         thread.start()
     rng = random.Random(17)
     kills = 0
     try:
-        while kills < KILLS and any(t.is_alive() for t in threads):
+        while kills < KILLS:
             time.sleep(rng.uniform(0.5, 3.0))
             daemon.kill()
             kills += 1
             daemon.start()
+        time.sleep(1.0)  # the last start is receiving too before the clients halt
+        halt.set()
         for thread in threads:
             thread.join(timeout=max(1.0, deadline - time.monotonic()))
         assert daemon.stop() == 0, daemon.log()
@@ -57,7 +60,9 @@ def test_sigkill_during_sustained_ingest_loses_nothing_acknowledged_and_doubles_
         if daemon.proc is not None and daemon.proc.poll() is None:
             daemon.proc.kill()
     acknowledged = sorted(i for c in clients for i in c.acknowledged)
-    assert len(acknowledged) == CLIENTS * REQUESTS * RECORDS, "a client never got its 200"
+    # A client stops early only at the deadline, with a request never answered 200.
+    assert not any(t.is_alive() for t in threads) and time.monotonic() < deadline
+    assert len(acknowledged) > 0 and len(acknowledged) % RECORDS == 0
     assert kills == KILLS and sum(c.cut for c in clients) > 0  # kills cut requests in flight
     store = f"chdb://{tmp_path / 'xdg' / 'memory-watchdog' / 'store'}"
     stored = [
