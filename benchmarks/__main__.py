@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.state == "yes" or (args.state == "auto" and n >= 20_000_000):
                     state_cases.append(run_state(bench, preset, n))
             # What recall_before_response costs, on a modest table (at most 1M events).
-            bench.reps = args.reps
+            bench.reps = max(args.reps, recall_cost.MIN_REPS)  # a ratio near 1: noise-bound below 7
             costs.append(recall_cost.measure(bench, preset, min(*events, recall_cost.MAX_EVENTS)))
     finally:
         bench.close()

@@ -33,6 +33,7 @@ from watchdog.runner.once import run_once, window_at
 CHECK = "recall_before_response"
 KEY = "recall_before_response_cost"  # its part of benchmarks/results.json
 MAX_EVENTS = 1_000_000  # a modest case: the machine is shared
+MIN_REPS = 7  # the ratio is near 1: three repetitions are noise-bound
 PARTS = ("query_with", "query_without", "suite_with", "suite_without")
 
 
