@@ -279,8 +279,7 @@ def _hold(
         if settled is not None:
             said.append(settled.summary())
     result.run_alert = "; ".join(line for line in said if line)
-    if request.status:
-        result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
+    _read_status(store, settings, request, result, clock)
 
 
 def _record_crash(
@@ -320,9 +319,7 @@ def _stand_by(
     Where judging stands is what the holder recorded (the run log); the next tick that
     holds the lease reads it again.
     """
-    result.standby = holder
-    result.log_read = False
-    result.last_judged = last_completed_at(store, settings, request.now)
+    _step_aside(store, settings, request, result, holder)
     window = aligned_window(settings, schedule, schedule.due_end(request.now))
     start_ns = time.time_ns()
     stopwatch = Stopwatch()
@@ -349,8 +346,7 @@ def _stand_by(
             standby=True,
         )
     )
-    if request.status:
-        result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
+    _read_status(store, settings, request, result, clock)
 
 
 def _lost(
@@ -362,9 +358,27 @@ def _lost(
     clock: Clock,
 ) -> None:
     """The lease passed to another process mid-tick: stop; the holder carries on."""
-    result.standby = lost.holder
+    _step_aside(store, settings, request, result, lost.holder)
+    _read_status(store, settings, request, result, clock)
+
+
+def _step_aside(
+    store: Store,
+    settings: Settings,
+    request: TickRequest,
+    result: TickResult,
+    holder: LeaseInfo | None,
+) -> None:
+    """Another process holds the alert lease: where judging stands is what it records."""
+    result.standby = holder
     result.log_read = False
     result.last_judged = last_completed_at(store, settings, request.now)
+
+
+def _read_status(
+    store: Store, settings: Settings, request: TickRequest, result: TickResult, clock: Clock
+) -> None:
+    """The status document the tick hands back, when the request asks for it."""
     if request.status:
         result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
 
