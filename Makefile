@@ -27,8 +27,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two worker processes (pytest-xdist): the suite mostly waits on processes it starts and
+# the engine, so two halves it on two cores; each worker has its own store (tests/conftest.py).
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # Headless Chromium for tests/test_browser.py: Debian packages, installed system-wide, so
 # never as part of `make test` (which needs only Python and PyPI). `make test` runs the
