@@ -167,15 +167,28 @@ class SessionQueryBuilder:
         positive: bool,
         skip: PayloadMatch | None = None,
         side: bool = False,
+        when: str = "",
+        tag: str = "",
     ) -> str:
-        """Per session: (time, event id) of each trigger event, duplicates counted once."""
+        """Per session: (time, event id) of each trigger event, duplicates counted once.
+
+        `when` (SQL over the trigger's time `$t`) keeps only the triggers that
+        may be due: filtering before `arrayDistinct` spares the hashing of the
+        many that cannot be (most of the lookback lies before the window).
+        """
         k = self.sets.bit(names, skip, side)
-        alias = f"anchors_{k}{'_pos' if positive else ''}"
+        alias = f"anchors_{k}{'_pos' if positive else ''}{'_' + tag if tag else ''}"
         if side:
             self.inner[f"_side_events_{k}"] = f"groupArrayIf((t, event_id), bitTest(_m, {k}))"
-            self.outer[alias] = f"if(session_id != '', arrayDistinct(_side_events_{k}), [])"
+            picked = f"_side_events_{k}"
+            if when:
+                picked = f"arrayFilter(x -> {when.replace('$t', 'x.1')}, {picked})"
+            self.outer[alias] = f"if(session_id != '', arrayDistinct({picked}), [])"
             return alias
-        events = self._roles(k, " AND x.4" if positive else "")
+        extra = (" AND x.4" if positive else "") + (
+            f" AND {when.replace('$t', 'x.1')}" if when else ""
+        )
+        events = self._roles(k, extra)
         self.outer[alias] = (
             f"if(session_id != '', arrayDistinct(arrayMap(x -> (x.1, x.3), {events})), [])"
         )
@@ -254,7 +267,12 @@ class SessionQueryBuilder:
         # An obligation closed by `until` (a response to each human message) reads
         # conversation events: they are kept aside from the memory events.
         side = bool(ob.until)
-        triggers = self.anchors(ob.triggers, ob.positive_results, ob.skip, side)
+        # A trigger's deadline is at most its time + grace (sooner with `until`), and
+        # every trigger is before `at`: one whose time + grace is before W is never due.
+        may_be_due = f"$t + {g} >= {{ws_ms:Int64}}"
+        if not ob.until:
+            may_be_due += f" AND $t + {g} < {{at_ms:Int64}}"
+        triggers = self.anchors(ob.triggers, ob.positive_results, ob.skip, side, may_be_due, tag)
         if ob.until:
             # The deadline of each trigger: trigger + grace, or the first `until` event
             # after it (ts > the trigger's) when that comes sooner. c.3 is the deadline.
