@@ -56,7 +56,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--generate-only",
         action="store_true",
-        help="generate (or keep) the cases' tables and measure nothing: a later run reuses them",
+        help="generate (or keep) the cases' tables (with --state, the narrow and state tables"
+        " too) and measure nothing: a later run reuses them",
     )
     parser.add_argument(
         "--in-process",
@@ -93,6 +94,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _state_case(state: str, events: int) -> bool:
+    """Whether the session state (and the narrow table) is measured at `events`."""
+    return state == "yes" or (state == "auto" and events >= LARGE)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -113,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                 for preset in presets:
                     for mix in args.mix or MIXES:
                         bench.log(f"{preset} ({mix} mix) at {n:,} events")
-                        bench.table(preset, n, mix)
+                        table, _ = bench.table(preset, n, mix)
+                        if mix == "today" and _state_case(args.state, n):
+                            bench.narrow_table(preset, n, table)  # and the session state
         finally:
             bench.close()
         return 0
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 wide = args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000)
                 if wide and "today" in (args.mix or MIXES):
                     bench.run_narrow(preset, n)
-                if args.state == "yes" or (args.state == "auto" and n >= 20_000_000):
+                if _state_case(args.state, n):
                     state_cases.append(run_state(bench, preset, n))
             # What recall_before_response costs, on a modest table (at most 1M events).
             bench.reps = max(args.reps, recall_cost.MIN_REPS)  # a ratio near 1: noise-bound below 7
