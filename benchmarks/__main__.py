@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             bench.close()
         return 0
+    cost_reps = max(args.reps, recall_cost.MIN_REPS)  # a ratio near 1: noise-bound below 7
     costs = []
     state_cases: list[dict[str, Any]] = []
     try:
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 if _state_case(args.state, n):
                     state_cases.append(run_state(bench, preset, n))
             # What recall_before_response costs, on a modest table (at most 1M events).
-            bench.reps = max(args.reps, recall_cost.MIN_REPS)  # a ratio near 1: noise-bound below 7
+            bench.reps = cost_reps
             costs.append(recall_cost.measure(bench, preset, min(*events, recall_cost.MAX_EVENTS)))
     finally:
         bench.close()
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         document = to_json(bench, command, started)
         if state_cases:
             document["state_cases"] = state_cases
-    document[recall_cost.KEY] = {"command": command, "repetitions": args.reps, "cases": costs}
+    document[recall_cost.KEY] = {"command": command, "repetitions": cost_reps, "cases": costs}
     if output.exists():  # what this run did not measure stays: ingest, the state's cases
         earlier = json.loads(output.read_text())
         document.update({k: earlier[k] for k in KEPT if k in earlier and k not in document})
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render_state_table(state_cases))
         print()
     if costs:
-        print(f"What {recall_cost.CHECK} costs (medians of {args.reps}):")
+        print(f"What {recall_cost.CHECK} costs (medians of {cost_reps}):")
         print(recall_cost.render_table(costs))
         print()
     elapsed = time.perf_counter() - started
