@@ -306,6 +306,42 @@ def test_version_prints_the_version() -> None:
     assert re.fullmatch(r"memory-watchdog \d+\.\d+\.\d+\S*\n", result.stdout)
 
 
+_IMPORTED = """
+import sys
+from watchdog.cli.main import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:  # --help
+    code = exit.code
+heavy = ("apscheduler", "prometheus_client", "opentelemetry.sdk", "watchdog.daemon.service")
+print(code, [m for m in heavy if m in sys.modules])
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "loaded"),
+    [
+        (("check", "--help"), []),
+        (("status", "--help"), []),
+        (("daemon", "--help"), ["apscheduler", "prometheus_client", "watchdog.daemon.service"]),
+    ],
+)
+def test_a_command_imports_only_what_it_runs(args: tuple[str, ...], loaded: list[str]) -> None:
+    """`check` and `status` start without the daemon's modules (APScheduler, the OTLP SDK)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORTED, *args], capture_output=True, text=True, check=False
+    )
+    assert result.stdout.splitlines()[-1] == f"0 {loaded}", result.stderr
+
+
+def test_help_still_lists_every_command() -> None:
+    """`--help` names every command, though a run imports only its own."""
+    result = run("--help")
+    assert result.returncode == 0
+    for command in ("check", "demo", "test-checks", "silence", "alerts", "daemon", "status"):
+        assert command in result.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -9,46 +9,55 @@ saying so; the traceback only with `--debug`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from watchdog.cli.alerts import add_alerts, add_notify_test
 from watchdog.cli.args import PROG, Parser, Subparsers, package_version
-from watchdog.cli.check import add_check
-from watchdog.cli.config import add_config
-from watchdog.cli.daemon import add_daemon
-from watchdog.cli.demo import add_demo
-from watchdog.cli.rules import add_test_checks
-from watchdog.cli.schema import add_schema
-from watchdog.cli.silence import add_silence_commands
-from watchdog.cli.status import add_status
 from watchdog.core.errors import UsageError, WatchdogError
 from watchdog.core.logs import configure_logging
 
-# name -> function adding the subcommand; each sets `run` on its parser.
-COMMANDS: dict[str, Callable[[Subparsers], None]] = {
-    "check": add_check,
-    "demo": add_demo,
-    "test-checks": add_test_checks,
-    "silence": add_silence_commands,
-    "alerts": add_alerts,
-    "notify-test": add_notify_test,
-    "daemon": add_daemon,
-    "status": add_status,
-    "schema": add_schema,
-    "config": add_config,
+# name -> "module:function" adding the subcommand; each sets `run` on its parser. Only the
+# module of the command that runs is imported (the daemon's brings APScheduler, the OTLP
+# exporters and prometheus_client; the demo's the OTLP SDK): a cron `check` starts in half
+# the time (docs/performance.md).
+COMMANDS: dict[str, str] = {
+    "check": "watchdog.cli.check:add_check",
+    "demo": "watchdog.cli.demo:add_demo",
+    "test-checks": "watchdog.cli.rules:add_test_checks",
+    "silence": "watchdog.cli.silence:add_silence_commands",
+    "alerts": "watchdog.cli.alerts:add_alerts",
+    "notify-test": "watchdog.cli.alerts:add_notify_test",
+    "daemon": "watchdog.cli.daemon:add_daemon",
+    "status": "watchdog.cli.status:add_status",
+    "schema": "watchdog.cli.schema:add_schema",
+    "config": "watchdog.cli.config:add_config",
 }
 
 
-def build_parser(commands: Mapping[str, Callable[[Subparsers], None]] = COMMANDS) -> Parser:
+def _adder(target: str) -> Callable[[Subparsers], None]:
+    module, _, name = target.partition(":")
+    add: Callable[[Subparsers], None] = getattr(importlib.import_module(module), name)
+    return add
+
+
+def command_named(argv: Sequence[str], commands: Mapping[str, str] = COMMANDS) -> str | None:
+    """The command on the line: its first word that is not an option, when it is one of ours."""
+    word = next((token for token in argv if not token.startswith("-")), None)
+    return word if word in commands else None
+
+
+def build_parser(commands: Mapping[str, str] = COMMANDS, only: str | None = None) -> Parser:
+    """The parser of every command, or of `only` (what `main` runs: one module imported)."""
     parser = Parser(prog=PROG, description="The verify layer of agent memory.")
     parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for add in commands.values():
-        add(sub)
+    for name, target in commands.items():
+        if only is None or name == only:
+            _adder(target)(sub)
     return parser
 
 
@@ -97,15 +106,12 @@ def attach_dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> 
     return out
 
 
-def main(
-    argv: Sequence[str] | None = None,
-    commands: Mapping[str, Callable[[Subparsers], None]] = COMMANDS,
-) -> int:
+def main(argv: Sequence[str] | None = None, commands: Mapping[str, str] = COMMANDS) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     configure_logging(debug)
     try:
-        parser = build_parser(commands)
+        parser = build_parser(commands, only=command_named(argv, commands))
         args = parser.parse_args(attach_dash_values(parser, argv))
         if not getattr(args, "run", None):
             raise UsageError(f"a command is required ({', '.join(commands)}; see {PROG} --help)")
