@@ -51,7 +51,7 @@ def _buggy_command(sub: Subparsers) -> None:
 
 def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     """A bug exits 1 with one line saying it is one, and how to get the traceback."""
-    code = main(["buggy"], commands={"buggy": _buggy_command})
+    code = main(["buggy"], commands={"buggy": "tests.test_errors:_buggy_command"})
     err = capsys.readouterr().err
     assert code == 1
     assert err.strip().splitlines() == [
@@ -62,7 +62,7 @@ def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[
 
 def test_debug_shows_the_traceback_of_an_internal_error(capsys: pytest.CaptureFixture[str]) -> None:
     """With --debug the traceback comes first; the exit code stays 1."""
-    code = main(["buggy", "--debug"], commands={"buggy": _buggy_command_debug})
+    code = main(["buggy", "--debug"], commands={"buggy": "tests.test_errors:_buggy_command_debug"})
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback (most recent call last)" in err
