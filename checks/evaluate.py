@@ -58,6 +58,7 @@ def evaluate(
 
     def session_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
         if source.state:  # the per-session level from the session state: triage not carried
+            state.verify(store, source, group)
             shared = sessions.evaluate(
                 store, source, w, group, per_session=state.per_session(source)
             )

@@ -64,6 +64,7 @@ class CompiledSource:
     dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
     array_join: str = ""  # the preset's: one raw row may yield more than one event
     state: str = ""  # `source.state`: the per-session state table (checks.state), if read
+    session_filter: str = ""  # `source.session_filter`, as configured (the state's guard)
 
     def with_dims(self) -> CompiledSource:
         """The same source, its events carrying a `dim_<name>` column per dimension."""
@@ -231,6 +232,7 @@ def compile_source(
         dims_sql=dims_sql,
         array_join=preset.array_join,
         state=settings.state or "",
+        session_filter=settings.session_filter or "",
     )
 
 

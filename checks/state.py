@@ -28,6 +28,7 @@ keeps exactly that.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,9 @@ from checks.base import Window
 from checks.kinds import CheckSpec, Coverage
 from checks.sessions import PerSession, SessionQueryBuilder, build, session_checks
 from checks.sources import CompiledSource, compile_source, unbounded_sql
+from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 from watchdog.core.times import rfc3339, to_ms
 
 STATE_TABLE = "session_state"
@@ -97,6 +100,20 @@ class Needs:
             tuple((f, tuple(sorted(n))) for f, n in sorted(skips.items())),
             tuple(scopes),
         )
+
+
+# The state table's COMMENT: this mark, then what its view keeps (`built_for`), as JSON.
+BUILT_FOR = "memory-watchdog session state for: "
+
+
+def built_for(needs: Needs, scopes: Mapping[str, str], session_filter: str) -> dict[str, Any]:
+    """What a state keeps, as recorded on its table and compared on every read (`verify`)."""
+    return {
+        "names": list(needs.names),
+        "skips": {field: list(names) for field, names in needs.skips},
+        "scopes": {check: scopes[check] for check in needs.scopes},
+        "session_filter": session_filter,
+    }
 
 
 def _literal(value: str | Sequence[str]) -> str:
@@ -210,7 +227,9 @@ def state_statements(
     on = f" ON CLUSTER {plan.cluster}" if plan.cluster else ""
     ttl = f"\nTTL toDateTime(intDiv(bucket, 1000)) + {plan.ttl}" if plan.ttl else ""
     columns = ",\n".join(f"    {name} {typ}" for name, typ in COLUMNS.items())
-    layout = f"PARTITION BY intDiv(bucket, 86400000)\nORDER BY (source, bucket, session_id){ttl}"
+    kept = built_for(_needs_for(specs, list(scopes)), scopes, settings.source.session_filter or "")
+    comment = f"\nCOMMENT {_literal(BUILT_FOR + json.dumps(kept, sort_keys=True))}"
+    layout = f"PARTITION BY intDiv(bucket, 86400000)\nORDER BY (source, bucket, session_id){ttl}{comment}"
     out: list[tuple[str, str, dict[str, Any]]] = []
     if plan.cluster:
         local = f"{STATE_TABLE}_local"
@@ -228,7 +247,7 @@ def state_statements(
                 "What source.state reads: all shards, sessions sharded by id.",
                 f"CREATE TABLE IF NOT EXISTS {plan.table}{on} AS {plan.storage}\n"
                 f"ENGINE = Distributed('{plan.cluster}', '{plan.database}', '{local}',"
-                " cityHash64(session_id))",
+                f" cityHash64(session_id)){comment}",
                 {},
             )
         )
@@ -276,6 +295,58 @@ def _raw_ts(settings: Settings, present: Mapping[str, str] | None) -> str:
 
 
 # --- reading -----------------------------------------------------------------------------
+
+
+def verify(store: Store, source: CompiledSource, specs: Sequence[CheckSpec]) -> None:
+    """Refuse a state whose view was built for other checks than `specs` need.
+
+    The view keeps the role events of the names, the payload fields and the
+    session filters of the config it was applied with (its table's COMMENT
+    says which); a run needing an event name, a field or a filter it does not
+    keep would judge from a state that lacks them. Raises StoreError naming
+    what differs, so those checks are `error`, never a quiet wrong verdict.
+    """
+    database, _, table = source.state.rpartition(".")
+    found = store.query(
+        "SELECT comment FROM system.tables WHERE name = {t:String}"
+        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
+        {"t": table, "db": database},
+    ).rows
+    if not found:
+        return  # the session query names the missing table itself
+    scopes = session_scopes(specs)
+    want = built_for(_needs_for(specs, list(scopes)), scopes, source.session_filter)
+    comment = str(found[0][0])
+    if not comment.startswith(BUILT_FOR):
+        problems = ["its table records no checks (made by hand or by an earlier version)"]
+    else:
+        problems = _differences(json.loads(comment.removeprefix(BUILT_FOR)), want)
+    if problems:
+        raise StoreError(
+            store.url.masked,
+            f"source.state: {source.state} was built for other checks ({'; '.join(problems)}):"
+            " drop it and its view, then run `memory-watchdog schema apply --materialize`"
+            " again (docs/sources.md)",
+        )
+
+
+def _differences(built: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    """What `want` needs that the state recorded as `built` does not keep."""
+    problems = []
+    names = sorted(set(want["names"]) - set(built.get("names", [])))
+    if names:
+        problems.append(f"it keeps no {', '.join(names)} events")
+    for field, wanted in want["skips"].items():
+        lacking = sorted(set(wanted) - set(built.get("skips", {}).get(field, [])))
+        if lacking:
+            problems.append(f"it keeps no payload {field} of {', '.join(lacking)}")
+    for check, predicate in want["scopes"].items():
+        if built.get("scopes", {}).get(check) != predicate:
+            problems.append(f"the session_filter of {check} changed")
+    if built.get("session_filter", "") != want["session_filter"]:
+        problems.append("source.session_filter changed")
+    return problems
+
 
 _SIDE = re.compile(r"_side_(times|events)_(\d+)")
 _SCOPE = re.compile(r"max\(scope_(\w+)\)")

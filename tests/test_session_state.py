@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from checks.builtin import configured_checks
 from checks.materialize import materialize_statements, plan_for
+from checks.sessions import session_checks
 from checks.source_ddl import create_table_sql
 from checks.state import BUCKET_MS, bounds
 from tests import test_engine_properties as engine
@@ -233,6 +234,51 @@ def test_rows_after_at_stay_out_of_the_state_read(store: Store) -> None:
     assert state == raw_base
 
 
+# --- a state built for other checks ----------------------------------------------------------
+
+
+def _statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {check: c["status"] for check, c in report["checks"].items()}
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        ({"events": {"recall_started": ["memory.recall.started", "recall.begin"]}}, "recall.begin"),
+        ({"source": {"session_filter": "source != 'cron'"}}, "source.session_filter changed"),
+    ],
+    ids=["an event name", "the session filter"],
+)
+def test_a_state_built_for_other_checks_is_an_error_never_a_quiet_verdict(
+    store: Store, changed: dict[str, Any], named: str
+) -> None:
+    """After the config's session rules change, the state's session checks are `error`,
+    naming what it does not keep and how to rebuild it; the other checks still judge."""
+    built = Materialized(store).apply()
+    built.write(every_check().events)
+    changed_state = {**changed, "source": {**changed.get("source", {}), "state": ""}}
+    changed_state["source"]["state"] = f"{built.database}.session_state"
+    now = settings_for(built.table, changed_state)
+    report = run_once(store, now, window_at(now, AT)).to_json()
+    errors = {k: c for k, c in report["checks"].items() if c["status"] == "error"}
+    assert "recall_coverage" in errors
+    assert set(errors) <= {s.id for s in session_checks(configured_checks(now))}
+    assert "recall_latency_p95" not in errors  # a window check, judged from the events
+    summary = errors["recall_coverage"]["summary"]
+    assert named in summary and "schema apply --materialize" in summary
+
+
+def test_a_state_keeping_more_than_a_run_needs_is_read(store: Store) -> None:
+    """A check disabled after the apply needs less than the state keeps: the reports agree."""
+    m = Materialized(store).apply()
+    m.write(every_check().events)
+    m.config = {"checks": {"observe_coverage": {"enabled": False}}}
+    m.raw = settings_for(m.table, m.config)
+    raw, state = m.reports(AT)
+    assert state == raw
+    assert "error" not in _statuses(state).values()
+
+
 def test_state_names_a_table() -> None:
     """source.state is a table name, or the config does not load."""
     with pytest.raises(ConfigError) as err:
@@ -258,7 +304,9 @@ def test_state_ddl_on_one_node() -> None:
     assert table.startswith("CREATE TABLE IF NOT EXISTS watchdog.session_state\n(")
     assert "ENGINE = AggregatingMergeTree\n" in table
     assert "ORDER BY (source, bucket, session_id)" in table
-    assert table.endswith("TTL toDateTime(intDiv(bucket, 1000)) + INTERVAL 180 DAY")
+    assert (
+        "TTL toDateTime(intDiv(bucket, 1000)) + INTERVAL 180 DAY\nCOMMENT 'memory-watchdog" in table
+    )
     assert view.startswith(
         "CREATE MATERIALIZED VIEW IF NOT EXISTS watchdog.session_state_mv"
         " TO watchdog.session_state\nAS SELECT 'joelclaw.otel_events' AS source"
@@ -278,8 +326,9 @@ def test_state_ddl_on_a_cluster() -> None:
         "ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/wd/session_state_local'"
         in local
     )
-    assert distributed.endswith(
-        "Distributed('prod', 'wd', 'session_state_local', cityHash64(session_id))"
+    assert (
+        "Distributed('prod', 'wd', 'session_state_local', cityHash64(session_id))\nCOMMENT"
+        in distributed
     )
     assert " ON CLUSTER prod TO wd.session_state\n" in view
     assert "FROM otel.otel_logs_local" in view
