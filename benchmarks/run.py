@@ -41,7 +41,7 @@ from benchmarks import naive
 from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
 from checks.base import Window
-from checks.state import BUILT_FOR, STATE_TABLE
+from checks.state import BUILT_FOR, STATE_TABLE, table_comment
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
 from watchdog.core.times import rfc3339
@@ -385,7 +385,7 @@ class Bench:
         if (
             not self.fresh
             and row_count(store, plan.table) == events
-            and _records_checks(store, database)
+            and (table_comment(store, f"{database}.{STATE_TABLE}") or "").startswith(BUILT_FOR)
         ):
             return plan, None
         self.log(f"  building {plan.table} from {raw_table} ...")
@@ -440,15 +440,6 @@ class Bench:
         self.log("  " + summary_line(case) + f"  narrow/raw json {case['json_vs_raw']}")
         self.cases.append(case)
         return case
-
-
-def _records_checks(store: Store, database: str) -> bool:
-    """Whether the state in `database` records the checks it keeps (made by this version)."""
-    found = store.query(
-        "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {t:String}",
-        {"db": database, "t": STATE_TABLE},
-    ).rows
-    return bool(found) and str(found[0][0]).startswith(BUILT_FOR)
 
 
 def _close(a: Any, b: Any) -> bool:

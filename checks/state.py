@@ -297,6 +297,17 @@ def _raw_ts(settings: Settings, present: Mapping[str, str] | None) -> str:
 # --- reading -----------------------------------------------------------------------------
 
 
+def table_comment(store: Store, table: str) -> str | None:
+    """The COMMENT of `table` (`db.name`, or a name in the current database); None: no table."""
+    database, _, name = table.rpartition(".")
+    found = store.query(
+        "SELECT comment FROM system.tables WHERE name = {t:String}"
+        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
+        {"t": name, "db": database},
+    ).rows
+    return str(found[0][0]) if found else None
+
+
 def verify(store: Store, source: CompiledSource, specs: Sequence[CheckSpec]) -> None:
     """Refuse a state whose view was built for other checks than `specs` need.
 
@@ -306,17 +317,11 @@ def verify(store: Store, source: CompiledSource, specs: Sequence[CheckSpec]) -> 
     keep would judge from a state that lacks them. Raises StoreError naming
     what differs, so those checks are `error`, never a quiet wrong verdict.
     """
-    database, _, table = source.state.rpartition(".")
-    found = store.query(
-        "SELECT comment FROM system.tables WHERE name = {t:String}"
-        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
-        {"t": table, "db": database},
-    ).rows
-    if not found:
+    comment = table_comment(store, source.state)
+    if comment is None:
         return  # the session query names the missing table itself
     scopes = session_scopes(specs)
     want = built_for(_needs_for(specs, list(scopes)), scopes, source.session_filter)
-    comment = str(found[0][0])
     if not comment.startswith(BUILT_FOR):
         problems = ["its table records no checks (made by hand or by an earlier version)"]
     else:
