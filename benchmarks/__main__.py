@@ -94,9 +94,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _state_case(state: str, events: int) -> bool:
-    """Whether the session state (and the narrow table) is measured at `events`."""
-    return state == "yes" or (state == "auto" and events >= LARGE)
+def _measured(choice: str, events: int) -> bool:
+    """Whether an optional case (`--narrow`, `--state`: yes, no, auto) runs at `events`."""
+    return choice == "yes" or (choice == "auto" and events >= LARGE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     for mix in args.mix or MIXES:
                         bench.log(f"{preset} ({mix} mix) at {n:,} events")
                         table, _ = bench.table(preset, n, mix)
-                        if mix == "today" and _state_case(args.state, n):
+                        if mix == "today" and _measured(args.state, n):
                             bench.narrow_table(preset, n, table)  # and the session state
         finally:
             bench.close()
@@ -136,10 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for mix in args.mix or MIXES:
                     bench.run_case(preset, n, mix)
-                wide = args.narrow == "yes" or (args.narrow == "auto" and n >= 20_000_000)
-                if wide and "today" in (args.mix or MIXES):
+                if _measured(args.narrow, n) and "today" in (args.mix or MIXES):
                     bench.run_narrow(preset, n)
-                if _state_case(args.state, n):
+                if _measured(args.state, n):
                     state_cases.append(run_state(bench, preset, n))
             # What recall_before_response costs, on a modest table (at most 1M events).
             bench.reps = cost_reps
