@@ -256,9 +256,8 @@ def test_a_state_built_for_other_checks_is_an_error_never_a_quiet_verdict(
     naming what it does not keep and how to rebuild it; the other checks still judge."""
     built = Materialized(store).apply()
     built.write(every_check().events)
-    changed_state = {**changed, "source": {**changed.get("source", {}), "state": ""}}
-    changed_state["source"]["state"] = f"{built.database}.session_state"
-    now = settings_for(built.table, changed_state)
+    state = {"state": f"{built.database}.session_state"}
+    now = settings_for(built.table, {**changed, "source": {**changed.get("source", {}), **state}})
     report = run_once(store, now, window_at(now, AT)).to_json()
     errors = {k: c for k, c in report["checks"].items() if c["status"] == "error"}
     assert "recall_coverage" in errors
