@@ -100,6 +100,8 @@ def complete_triage(
         result = report.checks.get(spec.id)
         if result is None or result.status is not Status.BREACHED or spec.id in found:
             continue
+        if not KINDS.of(spec).triaged:
+            continue
         breakdown = _queried(store, source, report.window, dims, spec, result)
         if breakdown is not None:
             found[spec.id] = breakdown

@@ -43,6 +43,12 @@ class Kinds:
         if isinstance(kind, Declared):
             CUSTOM_KINDS.register(kind.name, kind.config)
 
+    def unregister(self, name: str) -> None:
+        """Remove the kind `name` (a kind a test registered for itself)."""
+        kind = self._by_name.pop(name)
+        del self._by_params[kind.params]
+        CUSTOM_KINDS.unregister(name)
+
     def __iter__(self) -> Iterator[AnyKind]:
         return iter(self._by_name.values())
 

@@ -39,6 +39,7 @@ class Kind(ABC, Generic[P]):
 
     name: str
     params: type[P]
+    triaged = True  # whether a breach has failing items to break down (freshness has none)
 
     def of(self, spec: CheckSpec) -> P:
         """`spec`'s parameters, which are this kind's."""
