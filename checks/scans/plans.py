@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from dataclasses import dataclass, field
 from typing import Any
 
 from checks.base import CheckResult, CheckSpec, DeviationCount, Window
@@ -114,7 +113,7 @@ class Plans:
     ) -> Iterator[tuple[Group, Context, Row | StoreError]]:
         """Each scan run once, in plan order: its group, its context, its row or its error."""
         for group in self.groups.values():
-            ctx = Context(store, self.source, _window(window, group.window_ms))
+            ctx = Context(store, self.source, window.sized(group.window_ms))
             started = time.time_ns()
             outcome: Row | StoreError
             try:
@@ -125,12 +124,6 @@ class Plans:
             if timed is not None:
                 timed(group.checks, started, time.time_ns())
             yield group, ctx, outcome
-
-
-def _window(window: Window, window_ms: int | None) -> Window:
-    if window_ms is None:
-        return window
-    return replace(window, length=timedelta(milliseconds=window_ms))
 
 
 def _session_run(scan: SessionScan) -> Callable[[Context], Row]:
