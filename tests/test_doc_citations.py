@@ -9,12 +9,16 @@ like a package (config keys such as `alerts.lease_ttl`, table names such as
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
+from functools import cache
+from pathlib import Path
 
 import pytest
 
 from tests.docs_examples import DOCS, REPO
+from tests.test_docs import _anchors
 
 _DOTTED = re.compile(
     r"`((?:watchdog|checks|alerts|benchmarks|tests)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`"
@@ -65,3 +69,29 @@ def test_every_cited_path_exists(doc: str) -> None:
     cited = {p for p in _PATH.findall(text) if not any(c in p for c in ("<", "*", "..."))}
     missing = sorted(path for path in cited if not (REPO / path).exists())
     assert not missing, f"{doc} names files that do not exist: {missing}"
+
+
+_DOC_LINK = re.compile(r"(docs/[\w-]+\.md)(?:#([\w-]+))?")
+
+
+@cache
+def anchors(page: Path) -> set[str]:
+    return _anchors(page.read_text(encoding="utf-8"))
+
+
+def _modules() -> list[str]:
+    return sorted(
+        str(path.relative_to(REPO))
+        for package in ("watchdog", "checks", "alerts")
+        for path in (REPO / package).rglob("*.py")
+    )
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_module_docstrings_link_to_docs_that_exist(module: str) -> None:
+    """A module's docstring that points at the docs points at a page and a heading that exist."""
+    docstring = ast.get_docstring(ast.parse((REPO / module).read_text(encoding="utf-8"))) or ""
+    for page, anchor in _DOC_LINK.findall(docstring):
+        assert (REPO / page).is_file(), f"{module}: {page} does not exist"
+        if anchor:
+            assert anchor in anchors(REPO / page), f"{module}: {page} has no heading #{anchor}"
