@@ -290,13 +290,9 @@ def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: 
 def _latency_invalid(preset: Preset, settings: SourceSettings) -> str:
     """1 when the event carries a latency that is not a finite, non-negative number."""
     bad_number = "(_lat IS NOT NULL AND NOT (isFinite(assumeNotNull(_lat)) AND _lat >= 0))"
-    if preset.latency_raw is None or "latency_ms" in settings.columns:
+    if preset.latency_unparsable is None or "latency_ms" in settings.columns:
         return f"toUInt8{bad_number}"
-    raw = preset.latency_raw.sql
-    unparsable = (
-        f"(({raw}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({raw}, '\"', '')) IS NULL)"
-    )
-    return f"toUInt8({bad_number} OR {unparsable})"
+    return f"toUInt8({bad_number} OR {preset.latency_unparsable.sql})"
 
 
 class SourceSchemaError(Exception):
