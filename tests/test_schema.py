@@ -89,7 +89,7 @@ def test_cluster_ddl() -> None:
     assert "FROM otel.otel_logs_local" in view.sql
     # The one-off backfill reads every shard of the source and writes through Distributed too.
     assert backfill.sql.startswith("INSERT INTO wd.memory_events (")
-    assert "FROM otel.otel_logs\n" in backfill.sql
+    assert "FROM otel.otel_logs AS " in backfill.sql
 
 
 def test_no_ttl_when_the_source_has_none() -> None:
