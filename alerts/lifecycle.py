@@ -53,6 +53,15 @@ class AlertState(enum.StrEnum):
     FIRING = "firing"
 
 
+class Cause(enum.StrEnum):
+    """What an alert fired for (the firing episode's cause)."""
+
+    NONE = ""  # it never fired
+    BREACHED = "breached"
+    ERROR = "error"  # the watchdog could not evaluate the check (or read the source)
+    NO_DATA = "no_data"  # nothing to judge, under the check's no-data policy `alerting`
+
+
 class Kind(enum.StrEnum):
     """What an announcement says."""
 
@@ -83,7 +92,7 @@ class Alert:
     source: str
     check_id: str
     state: AlertState = AlertState.OK
-    cause: str = ""  # what the latest firing episode fired for: "breached", "error", "no_data"
+    cause: Cause = Cause.NONE  # what the latest firing episode fired for
     streak: int = 0  # consecutive breached/error evaluations (for pending_runs)
     since: datetime | None = None  # when the current state began
     fired_at: datetime | None = None  # start of the latest firing episode
@@ -98,6 +107,9 @@ class Alert:
     silenced_until: datetime | None = None  # a silence in force at the latest evaluation
     no_data_since: datetime | None = None  # start of the first of the latest no_data windows
     version: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cause", Cause(self.cause))  # a string from older callers
 
     @property
     def firing(self) -> bool:
@@ -116,7 +128,7 @@ class Notification:
     kind: Kind
     source: str
     check_id: str
-    cause: str  # "breached", "error" or "no_data" (for a resolve: what it had fired for)
+    cause: str  # a Cause (a plain string is taken as one); for a resolve: what it had fired for
     result: CheckResult  # the evaluation that decided it
     window: Window
     firing_since: datetime | None
@@ -124,10 +136,13 @@ class Notification:
     after_silence: bool = False  # a silence held it until now
     no_data_since: datetime | None = None  # the windows since then had nothing to judge
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cause", Cause(self.cause))  # a string from older callers
+
     @property
     def no_data(self) -> bool:
         """Whether this fired because the check had nothing to judge (policy `alerting`)."""
-        return self.cause == Status.NO_DATA.value
+        return self.cause is Cause.NO_DATA
 
     @property
     def at(self) -> datetime:
@@ -139,7 +154,7 @@ class Notification:
 
     @property
     def is_error(self) -> bool:
-        return self.cause == Status.ERROR.value
+        return self.cause is Cause.ERROR
 
 
 @dataclass(frozen=True)
@@ -228,7 +243,7 @@ def _transition(previous: Alert, result: CheckResult, window: Window, rules: Rul
         if state is AlertState.OK and streak >= rules.pending_runs:
             state, since, fired_at = AlertState.FIRING, at, at
         if state is AlertState.FIRING:
-            cause = status.value
+            cause = Cause(status.value)
     elif status is Status.OK:
         streak = 0
         if state is AlertState.FIRING:

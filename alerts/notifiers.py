@@ -1,12 +1,13 @@
 """The receivers the config turns on, built from the registry of receiver kinds.
 
 `NOTIFIERS` is the explicit registry (receiver kind, a key of `[alerts]` ->
-its class). The config model accepts exactly these tables, so an unknown
-kind fails when the config loads; `AlertSettings.receivers()` names each
-configured receiver (`slack`, `stdout`, `webhook.<name>`,
-`pagerduty.<name>`), and each has outbox rows of its own. The receivers
-live in `alerts.receivers`: Slack (slack-sdk), stdout, the Alertmanager
-webhook and PagerDuty (both over `alerts.receivers.http`).
+its class); each kind's settings model is registered in
+`watchdog.core.settings.receivers.RECEIVERS`, and the two must name the same
+kinds (checked when this module loads). The config model accepts exactly
+these tables, so an unknown kind fails when the config loads;
+`AlertSettings.receivers()` names each configured receiver (`slack`,
+`stdout`, `webhook.<name>`, ...), and each has outbox rows of its own. The
+receivers live in `alerts.receivers`, one module per kind.
 
 A receiver whose secret is referenced but not set is built as an
 `UnavailableNotifier`: its messages are enqueued and wait.
@@ -23,7 +24,7 @@ from alerts.receivers.slack import SlackNotifier
 from alerts.receivers.stdout import StdoutNotifier
 from alerts.receivers.webhook import WebhookNotifier
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import Settings
+from watchdog.core.settings import RECEIVERS, Settings
 
 __all__ = [
     "NOTIFIERS",
@@ -56,6 +57,11 @@ NOTIFIERS: dict[str, type[ReceiverKind]] = {
     "webhook": WebhookNotifier,
     "pagerduty": PagerDutyNotifier,
 }
+
+if set(NOTIFIERS) != set(RECEIVERS):  # a kind with settings and no sender, or the reverse
+    raise RuntimeError(
+        f"receiver kinds out of step: notifiers {sorted(NOTIFIERS)}, settings {sorted(RECEIVERS)}"
+    )
 
 
 class UnavailableNotifier:

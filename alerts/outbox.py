@@ -49,7 +49,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.base import (
-    MAX_RETRY_AFTER,
     Deadline,
     DeliveryError,
     Failure,
@@ -62,83 +61,19 @@ from alerts.lease import Guard, LeaseLost
 from alerts.lifecycle import Notification
 from alerts.render import Templates, ordered
 from alerts.routing import Router
-from alerts.state import OUTBOX, from_ms_or_none, select_list, table, utc
+from alerts.rows import OutboxRow, OutboxStatus
+from alerts.state import OUTBOX, table
 from checks.base import Severity
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms, rfc3339
+from watchdog.core.times import rfc3339
 
 log = logging.getLogger(__name__)
 
-PENDING, DELIVERED, DROPPED, REJECTED = "pending", "delivered", "dropped", "rejected"
-UNCONFIRMED = "unconfirmed"  # given up after two sends cut short by crashes (maybe posted)
 MAX_UNCONFIRMED = 2  # sends cut short before a message is given up: at most one duplicate
 
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    """One message for one notifier, and where its delivery stands."""
-
-    id: str
-    notifier: str
-    source: str
-    at: datetime
-    created_at: datetime
-    seq: int
-    checks: tuple[str, ...]
-    severity: str
-    payload: str
-    status: str = PENDING
-    attempts: int = 0
-    last_error: str = ""
-    hold_until: datetime | None = None
-    retry_at: datetime | None = None
-    last_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
-    version: int = 1
-    sending_at: datetime | None = None  # a send began and its outcome is not recorded yet
-    unconfirmed: int = 0  # sends a crash cut short
-
-    def message(self) -> Message:
-        return Message.from_payload(self.id, json.loads(self.payload), self.severity)
-
-    def values(self) -> list[Any]:
-        return [
-            self.id,
-            self.notifier,
-            self.source,
-            utc(self.at),
-            utc(self.created_at),
-            self.seq,
-            list(self.checks),
-            self.severity,
-            self.payload,
-            self.status,
-            self.attempts,
-            self.last_error,
-            utc(self.hold_until),
-            utc(self.retry_at),
-            utc(self.last_attempt_at),
-            utc(self.delivered_at),
-            self.version,
-            utc(self.sending_at),
-            self.unconfirmed,
-        ]
-
-    def waits_until(self) -> datetime | None:
-        """Until when a Retry-After holds this row back, bounded by MAX_RETRY_AFTER.
-
-        Rows written by older versions may carry any time (one said 5195): they wait
-        at most MAX_RETRY_AFTER after their last attempt too.
-        """
-        if self.retry_at is None:
-            return None
-        if self.last_attempt_at is None:
-            return self.retry_at
-        return min(self.retry_at, self.last_attempt_at + MAX_RETRY_AFTER)
 
 
 def message_id(source: str, at: datetime, notifier: str, part: str) -> str:
@@ -229,12 +164,12 @@ def compose(
 
 def enqueue(store: Store, settings: Settings, rows: Sequence[OutboxRow]) -> None:
     """Write the rows as pending, before anything is sent."""
-    store.insert(table(settings, "outbox"), [r.values() for r in rows], list(OUTBOX))
+    store.insert(table(settings, "outbox"), [OUTBOX.row(r) for r in rows], list(OUTBOX.columns))
 
 
 def _update(store: Store, settings: Settings, row: OutboxRow, **changes: Any) -> OutboxRow:
     updated = replace(row, version=row.version + 1, **changes)
-    store.insert(table(settings, "outbox"), [updated.values()], list(OUTBOX))
+    store.insert(table(settings, "outbox"), [OUTBOX.row(updated)], list(OUTBOX.columns))
     return updated
 
 
@@ -243,34 +178,11 @@ def pending_rows(store: Store, settings: Settings, source: str | None = None) ->
     order within the run)."""
     of_source = "" if source is None else " AND source = {source:String}"
     rows = store.query(
-        f"SELECT {select_list(OUTBOX)} FROM {table(settings, 'outbox')} FINAL"
+        f"SELECT {OUTBOX.select()} FROM {table(settings, 'outbox')} FINAL"
         f" WHERE status = {{pending:String}}{of_source} ORDER BY created_at, at, seq, id",
-        {"pending": PENDING, "source": source or ""},
+        {"pending": OutboxStatus.PENDING.value, "source": source or ""},
     ).dicts()
-    return [
-        OutboxRow(
-            id=str(r["id"]),
-            notifier=str(r["notifier"]),
-            source=str(r["source"]),
-            at=from_ms(int(r["at"])),
-            created_at=from_ms(int(r["created_at"])),
-            seq=int(r["seq"]),
-            checks=tuple(str(c) for c in r["checks"]),
-            severity=str(r["severity"]),
-            payload=str(r["payload"]),
-            status=str(r["status"]),
-            attempts=int(r["attempts"]),
-            last_error=str(r["last_error"]),
-            hold_until=from_ms_or_none(r["hold_until"]),
-            retry_at=from_ms_or_none(r["retry_at"]),
-            last_attempt_at=from_ms_or_none(r["last_attempt_at"]),
-            delivered_at=from_ms_or_none(r["delivered_at"]),
-            version=int(r["version"]),
-            sending_at=from_ms_or_none(r["sending_at"]),
-            unconfirmed=int(r["unconfirmed"]),
-        )
-        for r in rows
-    ]
+    return [OUTBOX.decode(r) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -321,7 +233,13 @@ def deliver_pending(
         if row is None:
             continue
         if row.created_at <= now - settings.alerts.max_delivery_age:
-            _update(store, settings, row, status=DROPPED, last_error="older than max_delivery_age")
+            _update(
+                store,
+                settings,
+                row,
+                status=OutboxStatus.DROPPED,
+                last_error="older than max_delivery_age",
+            )
             tally.dropped.setdefault(row.notifier, []).append(row)
             continue
         if row.hold_until is not None and row.hold_until > now:
@@ -376,7 +294,7 @@ def _settle_cut_send(
         row,
         sending_at=None,
         unconfirmed=cut,
-        status=UNCONFIRMED,
+        status=OutboxStatus.UNCONFIRMED,
         last_error=f"{problem}, the second time: given up (it may have been posted)",
     )
     tally.unconfirmed.setdefault(row.notifier, []).append(row)
@@ -457,7 +375,7 @@ def _attempt(
     except DeliveryError as exc:
         attempted = {"sending_at": None, "last_error": exc.problem}
         if exc.failure is Failure.REJECTED:
-            _update(store, settings, row, status=REJECTED, **attempted)
+            _update(store, settings, row, status=OutboxStatus.REJECTED, **attempted)
             tally.rejected += 1
             tally.errors.append(
                 f"{notifier.describe()}: notification {row.id} set aside: {exc.problem}"
@@ -469,6 +387,12 @@ def _attempt(
         _wait(tally, row)
         return
     _update(
-        store, settings, row, status=DELIVERED, sending_at=None, last_error="", delivered_at=now
+        store,
+        settings,
+        row,
+        status=OutboxStatus.DELIVERED,
+        sending_at=None,
+        last_error="",
+        delivered_at=now,
     )
     tally.delivered.append(row.id)

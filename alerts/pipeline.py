@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from alerts.base import Notifier, Timer
 from alerts.lease import Guard
@@ -61,6 +61,7 @@ from alerts.notifiers import build_notifiers
 from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
 from alerts.render import templates
 from alerts.routing import Router
+from alerts.rows import RunKind
 from alerts.silences import active_silences, silenced_until
 from alerts.state import (
     LIVE,
@@ -74,15 +75,11 @@ from alerts.state import (
 from checks.base import CheckResult, Report, Severity, Status, Window
 from checks.builtin import configured_checks
 from watchdog.core.links import page_link
-from watchdog.core.settings import Settings
+from watchdog.core.settings import RECEIVER_TABLES, Settings
 from watchdog.core.store import Store
 from watchdog.core.times import CLOCK_SKEW
 
 log = logging.getLogger(__name__)
-
-RECEIVER_TABLES = (
-    "[alerts.slack], [alerts.stdout], [alerts.webhook.<name>], [alerts.pagerduty.<name>]"
-)
 
 
 @dataclass(frozen=True)
@@ -179,18 +176,67 @@ def _heal(alert: Alert, now: datetime) -> Alert:
     return alert
 
 
+class DeliveryArgs(TypedDict, total=False):
+    """The keyword arguments every entry point takes: when it runs, and how it delivers."""
+
+    now: Required[datetime]  # the wall clock: delivery, quiet hours, ages
+    notifiers: Mapping[str, Notifier] | None  # default: the configured receivers
+    timer: Timer | None  # paces the delivery's retries (tests hand in a fake one)
+    guard: Guard | None  # the alert lease's checkpoint (alerts.lease)
+
+
+@dataclass(frozen=True)
+class AlertContext:
+    """Where and how one run of the pipeline works: the store, the settings, the clock,
+    the receivers, the pacing of retries and the alert lease's checkpoint."""
+
+    store: Store
+    settings: Settings
+    now: datetime
+    notifiers: Mapping[str, Notifier]
+    timer: Timer | None = None
+    guard: Guard | None = None
+
+    @classmethod
+    def of(cls, store: Store, settings: Settings, **args: Unpack[DeliveryArgs]) -> AlertContext:
+        notifiers = args.get("notifiers")
+        return cls(
+            store,
+            settings,
+            args["now"],
+            build_notifiers(settings) if notifiers is None else notifiers,
+            args.get("timer"),
+            args.get("guard"),
+        )
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one run applies: the results of one source at one window, and what to record."""
+
+    source: str
+    window: Window
+    results: Mapping[str, CheckResult]
+    checks_json: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    run_status: str = ""  # what the run log records
+    duration_s: float | None = None
+    problem: str = ""  # why the source could not be read
+    kind: RunKind = LIVE
+    link: str = ""  # the window's page, '' when none
+    record: bool = True  # write a run-log row...
+    keep_judged: bool = False  # ...unless a run already judged that window (it keeps its verdict)
+    key: str = ""  # sets apart the outbox ids of another path at the same time (`run/`)
+
+
 def process(
     store: Store,
     settings: Settings,
     report: Report,
     *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
     run_status: str | None = None,
     duration_s: float | None = None,
-    timer: Timer | None = None,
     kind: str = LIVE,
-    guard: Guard | None = None,
+    **args: Unpack[DeliveryArgs],
 ) -> ProcessOutcome:
     """Record the run, advance the alerts, enqueue and deliver; see the module docstring.
 
@@ -201,25 +247,17 @@ def process(
     delivery's retries (tests hand in a fake one).
     """
     store_result = source_read(report.source)
-    results: dict[str, CheckResult] = {**report.checks, STORE_CHECK: store_result}
-    checks_json = {**check_results_json(report), STORE_CHECK: store_result.to_json()}
-    return _run(
-        store,
-        settings,
+    evaluation = Evaluation(
         source=report.source,
         window=report.window,
-        results=results,
-        checks_json=checks_json,
-        now=now,
-        notifiers=notifiers,
+        results={**report.checks, STORE_CHECK: store_result},
+        checks_json={**check_results_json(report), STORE_CHECK: store_result.to_json()},
         run_status=run_status or report.status.value,
         duration_s=duration_s,
-        problem="",
-        timer=timer,
-        kind=kind,
+        kind=RunKind(kind),
         link=page_link(settings.report.base_url, report.window.end),
-        guard=guard,
     )
+    return run(AlertContext.of(store, settings, **args), evaluation)
 
 
 def process_store_error(
@@ -228,12 +266,9 @@ def process_store_error(
     window: Window,
     problem: str,
     *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
     duration_s: float | None = None,
-    timer: Timer | None = None,
     kind: str = LIVE,
-    guard: Guard | None = None,
+    **args: Unpack[DeliveryArgs],
 ) -> ProcessOutcome:
     """Record a run that could not read the source, and fire the `store` alert for it.
 
@@ -243,39 +278,25 @@ def process_store_error(
     was judged. `problem` is one line (a StoreError's, its URL masked). The
     run log gets a row with status `error` and this problem, unless a run
     already judged that window (a spooled error run flushed late): it keeps
-    its verdict.
+    its verdict. No page is written for such a window: no link.
     """
     result = source_unreadable(problem)
-    return _run(
-        store,
-        settings,
+    evaluation = Evaluation(
         source=settings.source.display_name,
         window=window,
         results={STORE_CHECK: result},
         checks_json={STORE_CHECK: result.to_json()},
-        now=now,
-        notifiers=notifiers,
         run_status=Status.ERROR.value,
         duration_s=duration_s,
         problem=problem,
-        timer=timer,
-        kind=kind,
-        link="",  # no page is written for a window whose source could not be read
-        guard=guard,
+        kind=RunKind(kind),
         keep_judged=True,
     )
+    return run(AlertContext.of(store, settings, **args), evaluation)
 
 
 def process_crash(
-    store: Store,
-    settings: Settings,
-    window: Window,
-    problem: str,
-    *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
-    timer: Timer | None = None,
-    guard: Guard | None = None,
+    store: Store, settings: Settings, window: Window, problem: str, **args: Unpack[DeliveryArgs]
 ) -> ProcessOutcome:
     """Fire the `run` alert: a run's process died before it finished (killed, out of memory).
 
@@ -284,37 +305,11 @@ def process_crash(
     run-log row is written: the windows that run was judging are judged again
     by the next one, and those it finished keep their verdicts.
     """
-    result = run_crashed(problem)
-    return _run(
-        store,
-        settings,
-        source=settings.source.display_name,
-        window=window,
-        results={RUN_CHECK: result},
-        checks_json={},
-        now=now,
-        notifiers=notifiers,
-        run_status="",
-        duration_s=None,
-        problem=problem,
-        timer=timer,
-        kind=LIVE,
-        link="",
-        guard=guard,
-        record=False,
-        key="run/",
-    )
+    return run(AlertContext.of(store, settings, **args), _run_alert(settings, window, problem))
 
 
 def settle_run_alert(
-    store: Store,
-    settings: Settings,
-    window: Window,
-    *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
-    timer: Timer | None = None,
-    guard: Guard | None = None,
+    store: Store, settings: Settings, window: Window, **args: Unpack[DeliveryArgs]
 ) -> ProcessOutcome | None:
     """After a run that finished: resolve the `run` alert (or reset its pending count).
 
@@ -326,79 +321,54 @@ def settle_run_alert(
         alert.firing or alert.pending or alert.notified_state is AlertState.FIRING
     ):
         return None
-    return _run(
-        store,
-        settings,
+    return run(AlertContext.of(store, settings, **args), _run_alert(settings, window, ""))
+
+
+def _run_alert(settings: Settings, window: Window, problem: str) -> Evaluation:
+    """The `run` pseudo check: fired with `problem`, resolved without; never in the run log."""
+    result = run_crashed(problem) if problem else run_finished()
+    return Evaluation(
         source=settings.source.display_name,
         window=window,
-        results={RUN_CHECK: run_finished()},
-        checks_json={},
-        now=now,
-        notifiers=notifiers,
-        run_status="",
-        duration_s=None,
-        problem="",
-        timer=timer,
-        kind=LIVE,
-        link="",
-        guard=guard,
+        results={RUN_CHECK: result},
+        problem=problem,
         record=False,
         key="run/",
     )
 
 
-def _run(
-    store: Store,
-    settings: Settings,
-    *,
-    source: str,
-    window: Window,
-    results: Mapping[str, CheckResult],
-    checks_json: Mapping[str, Mapping[str, Any]],
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None,
-    run_status: str,
-    duration_s: float | None,
-    problem: str,
-    timer: Timer | None,
-    kind: str,
-    link: str,
-    guard: Guard | None = None,
-    record: bool = True,
-    keep_judged: bool = False,
-    key: str = "",
-) -> ProcessOutcome:
-    chosen = build_notifiers(settings) if notifiers is None else notifiers
+def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
+    """One run of the pipeline: the steps of the module docstring, in order."""
+    store, settings, now, e = context.store, context.settings, context.now, evaluation
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
-    if guard is not None:
-        guard()  # LeaseLost: another process runs the alerts of this source
-    if keep_judged and judged(store, settings, source, window.at):
-        record = False  # that window was judged: it keeps its verdict
+    if context.guard is not None:
+        context.guard()  # LeaseLost: another process runs the alerts of this source
+    record = e.record and not (e.keep_judged and judged(store, settings, e.source, e.window.at))
 
     rules = Rules.of(settings.alerts, configured_checks(settings))
-    alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, source).items()}
-    silences = active_silences(store, settings, window.at)
+    alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
+    silences = active_silences(store, settings, e.window.at)
     steps = [
         advance(
-            alerts.get(check_id) or Alert(source=source, check_id=check_id),
+            alerts.get(check_id) or Alert(source=e.source, check_id=check_id),
             result,
-            window,
+            e.window,
             rules,
-            silenced_until=silenced_until(silences, check_id, window.at),
+            silenced_until=silenced_until(silences, check_id, e.window.at),
         )
-        for check_id, result in results.items()
+        for check_id, result in e.results.items()
     ]
     notifications = [s.notification for s in steps if s.notification is not None]
 
     rows = compose(
         notifications,
-        chosen,
+        context.notifiers,
         renderer,
         now=now,
         router=Router.of(settings.alerts),
-        link=link,
-        key=key,
+        link=e.link,
+        key=e.key,
     )
     enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
     save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)
@@ -406,24 +376,30 @@ def _run(
         record_run(
             store,
             settings,
-            source=source,
-            window=window,
+            source=e.source,
+            window=e.window,
             now=now,
-            status=run_status,
-            checks=checks_json,
-            duration_s=duration_s,
-            problem=problem,
+            status=e.run_status,
+            checks=e.checks_json,
+            duration_s=e.duration_s,
+            problem=e.problem,
             notifications=len(notifications),
-            kind=kind,
+            kind=e.kind,
         )
     delivery = deliver_pending(
-        store, settings, chosen, now=now, timer=timer, source=source, guard=guard
+        store,
+        settings,
+        context.notifiers,
+        now=now,
+        timer=context.timer,
+        source=e.source,
+        guard=context.guard,
     )
 
     current = {**alerts, **{s.alert.check_id: s.alert for s in steps}}
     return ProcessOutcome(
-        source=source,
-        at=window.at,
+        source=e.source,
+        at=e.window.at,
         notifications=tuple(notifications),
         held=tuple(s.alert.check_id for s in steps if s.held),
         firing=tuple(sorted(c for c, a in current.items() if a.firing)),
@@ -431,5 +407,5 @@ def _run(
         enqueued=tuple(r.id for r in rows),
         delivery=delivery,
         stale=bool(steps) and all(s.stale for s in steps),
-        notifiers=tuple(chosen),
+        notifiers=tuple(context.notifiers),
     )

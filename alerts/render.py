@@ -37,7 +37,7 @@ from jinja2 import (
     TemplateSyntaxError,
 )
 
-from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Kind, Notification
+from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Cause, Kind, Notification
 from checks.base import CheckResult, Comparison, Severity, Status, Window
 from checks.evidence import Evidence, FailureRun
 from checks.verdict import format_target, format_value
@@ -426,13 +426,13 @@ def sample_notifications() -> list[Notification]:
     )
     fire = _sample_result("recall_coverage", Status.BREACHED)
     return [
-        Notification(Kind.FIRE, source, fire.id, "breached", fire, window, at),
-        Notification(Kind.FIRE, source, error.id, "error", error, window, at),
+        Notification(Kind.FIRE, source, fire.id, Cause.BREACHED, fire, window, at),
+        Notification(Kind.FIRE, source, error.id, Cause.ERROR, error, window, at),
         Notification(
             Kind.REPEAT,
             source,
             repeat.id,
-            "breached",
+            Cause.BREACHED,
             repeat,
             window,
             at - timedelta(days=1),
@@ -442,7 +442,7 @@ def sample_notifications() -> list[Notification]:
             Kind.RESOLVE,
             source,
             resolved.id,
-            "breached",
+            Cause.BREACHED,
             resolved,
             window,
             at - timedelta(hours=8),

@@ -498,7 +498,7 @@ def test_a_reminder_under_no_data_says_since_when(store: Store) -> None:
     assert load_alerts(store, settings, SOURCE)["recall_coverage"].no_data_since == T0
 
 
-OLD_ALERT_STATE = {k: v for k, v in TABLES["alert_state"][0].items() if k != "no_data_since"}
+OLD_ALERT_STATE = {k: v for k, v in TABLES["alert_state"].columns.items() if k != "no_data_since"}
 
 
 def test_a_store_from_before_no_data_since_is_read_then_migrated(store: Store) -> None:

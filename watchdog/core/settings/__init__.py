@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from watchdog.core.settings.alerts import (
     PAGERDUTY_EVENTS_URL,
+    RECEIVER_TABLES,
+    RECEIVERS,
     AlertSettings,
     PagerDutySettings,
     ReceiverSettings,
@@ -51,6 +53,8 @@ __all__ = [
     "PAGERDUTY_EVENTS_URL",
     "PRESET_TABLES",
     "PSEUDO_CHECK_IDS",
+    "RECEIVERS",
+    "RECEIVER_TABLES",
     "RUN_CHECK_ID",
     "STORE_CHECK_ID",
     "STORE_DIR",

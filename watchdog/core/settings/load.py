@@ -21,6 +21,7 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.settings.custom import KINDS as CUSTOM_KINDS
 from watchdog.core.settings.custom import MODELS as CUSTOM_MODELS
 from watchdog.core.settings.model import CheckOverride, Settings
+from watchdog.core.settings.receivers import SECRET_KEYS
 from watchdog.core.settings.values import MissingSecret
 from watchdog.core.urls import StoreURLError, parse_store_url
 
@@ -42,22 +43,13 @@ def data_dir_from(env: Mapping[str, str]) -> Path:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-# Keys holding a secret, as `<receiver kind>.<key>` under [alerts] (and `ingest.token`):
-# an unset `${NAME}` there is a MissingSecret, reported where it is used, so that
-# commands that send or receive nothing still run.
-SECRET_KEYS = frozenset(
-    {
-        "slack.webhook_url",
-        "slack.token",
-        "webhook.url",
-        "webhook.bearer_token",
-        "pagerduty.routing_key",
-    }
-)
-
-
 def _secret_key(path: str) -> bool:
-    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ingest.token) holds a secret."""
+    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ingest.token) holds a secret.
+
+    An unset `${NAME}` there is a MissingSecret, reported where it is used, so that
+    commands that send or receive nothing still run. The receivers' secret keys are
+    their fields typed `Secret` (watchdog.core.settings.receivers).
+    """
     if path == "ingest.token":
         return True
     parts = path.split(".")
