@@ -89,11 +89,18 @@ class Answer:
 Classify = Callable[[Answer], DeliveryError | None]
 
 
-def classify_status(name: str, answer: Answer, *, service: str, key: str) -> DeliveryError | None:
-    """The usual meaning of an HTTP status for a receiver; `key` is the config key to fix."""
+def classify_status(
+    name: str, answer: Answer, *, service: str, key: str, url_key: str | None = None
+) -> DeliveryError | None:
+    """The usual meaning of an HTTP status for a receiver.
+
+    `key` is the config key to fix when the service refuses the credentials (401, 403),
+    `url_key` (default `key`) when the address is wrong (a redirect, 404, 405, 410).
+    """
     status = answer.status
     if 200 <= status < 300:
         return None
+    url_key = url_key or key
     shown = f"HTTP {status}" + (f": {answer.line()}" if answer.line() else "")
     if status == 429:
         wait = retry_after(answer.headers)
@@ -108,11 +115,13 @@ def classify_status(name: str, answer: Answer, *, service: str, key: str) -> Del
     if 300 <= status < 400:
         return DeliveryError(
             name,
-            f"{shown}: redirected, not followed; set {key} to the final address",
+            f"{shown}: redirected, not followed; set {url_key} to the final address",
             failure=Failure.PERMANENT,
         )
-    if status in (401, 403, 404, 405, 410):
+    if status in (401, 403):
         return DeliveryError(name, f"{shown}: check {key}", failure=Failure.PERMANENT)
+    if status in (404, 405, 410):
+        return DeliveryError(name, f"{shown}: check {url_key}", failure=Failure.PERMANENT)
     return DeliveryError(name, f"{service} rejected the message: {shown}", failure=Failure.REJECTED)
 
 

@@ -147,4 +147,6 @@ class PagerDutyNotifier:
                 f"HTTP 400: {answer.line()}: check {key}",
                 failure=Failure.PERMANENT,
             )
-        return classify_status(self.name, answer, service="PagerDuty", key=key)
+        return classify_status(
+            self.name, answer, service="PagerDuty", key=key, url_key=f"alerts.{self.name}.url"
+        )

@@ -178,5 +178,6 @@ class WebhookNotifier:
         self.post.send(document, deadline, self._classify)
 
     def _classify(self, answer: Answer) -> DeliveryError | None:
-        key = f"alerts.{self.name}.url"
-        return classify_status(self.name, answer, service="the webhook", key=key)
+        url = f"alerts.{self.name}.url"
+        key = f"alerts.{self.name}.bearer_token" if self._bearer else url
+        return classify_status(self.name, answer, service="the webhook", key=key, url_key=url)

@@ -9,7 +9,9 @@ them. Each records every request and answers from a script of replies
 - `SERVER_ERROR`: `500`;
 - `timeout(seconds)`: answers (504) only after that long (the client gives up first);
 - `UNAUTHORIZED`: `401`, `NOT_FOUND`: `404`, `BAD_REQUEST`: `400`;
-- `REDIRECT`: `302` to another path (a POST must not follow it).
+- `REDIRECT`: `302` to another path (a POST must not follow it), `redirect(code)` another 3xx;
+- `ECHO`: `404` whose body echoes the request's last path segment and query values,
+  decoded, as a consumer saying "no such hook <id>" does.
 
 `PagerDutyStandIn` checks each event as PagerDuty does (a 32-character
 routing key, a known action, a payload with summary, source and a known
@@ -27,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 WEBHOOK_PATH = "/hooks/s3cr3t-webhook-path"
 BEARER = "s3cr3t-bearer-token"
@@ -38,6 +41,7 @@ EVENTS_PATH = "/v2/enqueue"
 class Reply:
     kind: str
     seconds: float = 0.0
+    code: int = 0
 
 
 OK = Reply("ok")
@@ -45,7 +49,12 @@ SERVER_ERROR = Reply("server_error")
 UNAUTHORIZED = Reply("unauthorized")
 NOT_FOUND = Reply("not_found")
 BAD_REQUEST = Reply("bad_request")
-REDIRECT = Reply("redirect")
+REDIRECT = Reply("redirect", code=302)
+ECHO = Reply("echo")
+
+
+def redirect(code: int) -> Reply:
+    return Reply("redirect", code=code)
 
 
 def rate_limited(seconds: float) -> Reply:
@@ -144,8 +153,13 @@ class HttpStandIn:
             status, body = 429, "rate limited"
             headers["Retry-After"] = f"{reply.seconds:g}"
         elif reply.kind == "redirect":
-            status, body = 302, "moved"
+            status, body = reply.code, "moved"
             headers["Location"] = "/elsewhere"
+        elif reply.kind == "echo":
+            parts = urlsplit(request.path)
+            last = unquote(parts.path.rstrip("/").rsplit("/", 1)[-1])
+            values = [v for _, v in parse_qsl(parts.query)]
+            status, body = 404, f"no such hook {last} (query {', '.join(values)})"
         else:
             status, body = {
                 "server_error": (500, "internal error"),

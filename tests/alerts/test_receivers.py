@@ -188,7 +188,7 @@ def test_webhook_sends_the_bearer_token_and_never_shows_it(
         receiver.send(message, deadline(FakeTimer()))
     shown = receiver.describe() + caught.value.problem
     assert BEARER not in shown and WEBHOOK_PATH not in shown
-    assert "check alerts.webhook.team.url" in caught.value.problem
+    assert "check alerts.webhook.team.bearer_token" in caught.value.problem
 
 
 # ---- the webhook's failures (the rest: tests/alerts/test_receiver_contract.py) --------------

@@ -23,6 +23,7 @@ from watchdog.core.settings.custom import MODELS as CUSTOM_MODELS
 from watchdog.core.settings.model import CheckOverride, Settings
 from watchdog.core.settings.receivers import SECRET_KEYS
 from watchdog.core.settings.values import MissingSecret
+from watchdog.core.text import printable
 from watchdog.core.urls import StoreURLError, parse_store_url
 
 APP_DIR = "memory-watchdog"
@@ -190,8 +191,20 @@ def settings_from_mapping(
     env: Mapping[str, str] | None = None,
     origin: str | None = None,
 ) -> Settings:
-    """Validate parsed TOML into Settings; ConfigError names the first bad key."""
-    env = os.environ if env is None else env
+    """Validate parsed TOML into Settings; ConfigError names the first bad key.
+
+    The key and the problem are made printable (control characters escaped): a TOML
+    key may hold an ESC or a CR, and the error is one line on a terminal.
+    """
+    try:
+        return _validated(data, os.environ if env is None else env, origin)
+    except ConfigError as exc:
+        raise ConfigError(
+            printable(exc.key, 300), printable(exc.problem, None), origin=exc.origin
+        ) from None
+
+
+def _validated(data: Mapping[str, Any], env: Mapping[str, str], origin: str | None) -> Settings:
     expanded = _expand_env(dict(data), env, "")
     checks = expanded.get("checks")
     if isinstance(checks, dict) and "custom" in checks:

@@ -1,0 +1,182 @@
+"""Hardening round 3 (issue 23), the receivers' part: what an attacker and bad luck broke.
+
+Each test failed on the code before its fix (docs/guarantees.md lists them):
+a webhook URL that is no URL crashed `config check`, control characters in a
+TOML key reached the terminal raw, a PagerDuty redirect blamed the routing
+key, and a webhook consumer echoing part of its secret URL put it on stderr
+and in the outbox table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from alerts.base import Deadline, DeliveryError, Failure
+from alerts.notifiers import PagerDutyNotifier, WebhookNotifier, build_notifiers
+from alerts.pipeline import process
+from alerts.testing import FakeTimer
+from checks.base import Status
+from tests.alerts.conftest import T0, make_settings, report
+from tests.alerts.http_standin import (
+    ECHO,
+    ROUTING_KEY,
+    PagerDutyStandIn,
+    WebhookStandIn,
+    redirect,
+)
+from tests.alerts.receiver_rigs import firing_message
+from watchdog.core.store import Store
+
+BIN = Path(sys.executable).parent / "memory-watchdog"
+
+
+def run_cli(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "watchdog.toml"
+    path.write_text(config, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    return subprocess.run(
+        [str(BIN), *args, "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        check=False,
+    )
+
+
+# ---- finding 10: one line, exit 2, escaped ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "http://[::1]:99999/hook", "https://", "http:///no-host"]
+)
+def test_a_webhook_url_that_is_no_url_is_one_config_line_exit_2(tmp_path: Path, url: str) -> None:
+    """`config check` with webhook url = "http://[::1": exit 2 naming the key, not an internal error."""
+    result = run_cli(
+        tmp_path, f'[alerts.webhook.team]\nurl = "{url}"\n', "config", "check", "--no-store"
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "alerts.webhook.team.url" in line and "internal error" not in line
+    assert url not in line  # the URL is a secret: not echoed
+
+
+def test_control_characters_in_a_toml_key_are_escaped_on_one_line(tmp_path: Path) -> None:
+    """A raw ESC or CR in a key is printed escaped, on one line, exit 2."""
+    result = run_cli(
+        tmp_path,
+        '[alerts]\n"x\\u001b[31mred\\rhidden\\nsecond" = 1\n',
+        "config",
+        "check",
+        "--no-store",
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "\x1b" not in line and "\r" not in line
+    assert "alerts.x\\x1b[31mred\\rhidden\\nsecond: unknown key" in line
+
+
+def test_control_characters_in_a_receiver_name_are_escaped(tmp_path: Path) -> None:
+    """A receiver name with an ESC is refused naming it escaped, exit 2."""
+    result = run_cli(
+        tmp_path,
+        '[alerts.webhook."t\\u001b]0;title\\u0007"]\nurl = "http://127.0.0.1:9/hook"\n',
+        "config",
+        "check",
+        "--no-store",
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "\x1b" not in line and "\x07" not in line
+    assert "alerts.webhook.t\\x1b]0;title\\x07: a receiver name is" in line
+
+
+# ---- finding 11: a redirect names the URL to fix ----------------------------------------
+
+
+@pytest.fixture
+def pd() -> Iterator[PagerDutyStandIn]:
+    standin = PagerDutyStandIn()
+    yield standin
+    standin.close()
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_a_pagerduty_redirect_names_its_url_not_its_routing_key(
+    pd: PagerDutyStandIn, code: int
+) -> None:
+    """A 307 from the Events API endpoint is not followed, and the line says to fix `url`."""
+    pd.reply(redirect(code))
+    receiver = PagerDutyNotifier(routing_key=ROUTING_KEY, url=pd.url, name="pagerduty.oncall")
+    with pytest.raises(DeliveryError) as caught:
+        receiver.send(firing_message(), Deadline(timedelta(seconds=30), FakeTimer()))
+    assert caught.value.failure is Failure.PERMANENT
+    assert "set alerts.pagerduty.oncall.url to the final address" in caught.value.problem
+    assert "routing_key" not in caught.value.problem
+    assert len(pd.requests) == 1
+
+
+# ---- finding 7: every part of a secret URL is masked --------------------------------------
+
+SEGMENT = "s3cr3t+segm%C3%A9nt"  # percent-encoded in the URL; the consumer echoes it decoded
+QUERY = "qu3ry/v%C3%A1lue"
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookStandIn]:
+    standin = WebhookStandIn()
+    yield standin
+    standin.close()
+
+
+def secret_url(hook: WebhookStandIn) -> str:
+    return f"{hook.base}/hooks/T0KENPART/{quote(SEGMENT, safe='%+')}?key={quote(QUERY, safe='%')}"
+
+
+def secret_parts() -> list[str]:
+    """Each secret part of the URL, raw and decoded (what a consumer may echo)."""
+    from urllib.parse import unquote, unquote_plus
+
+    return ["T0KENPART", SEGMENT, unquote(SEGMENT), QUERY, unquote_plus(QUERY), unquote(QUERY)]
+
+
+def test_a_consumer_echoing_part_of_its_secret_url_shows_no_part_of_it(
+    hook: WebhookStandIn,
+) -> None:
+    """A 404 "no such hook <segment>" and an echoed query value are masked, raw and decoded."""
+    hook.reply(ECHO)
+    receiver = WebhookNotifier(url=secret_url(hook), name="webhook.team")
+    with pytest.raises(DeliveryError) as caught:
+        receiver.send(firing_message(), Deadline(timedelta(seconds=30), FakeTimer()))
+    assert "no such hook" in caught.value.problem  # the consumer's words, masked
+    shown = str(caught.value) + receiver.describe()
+    assert [part for part in secret_parts() if part in shown] == []
+
+
+def test_a_secret_url_echoed_by_its_consumer_stays_out_of_the_outbox_table(
+    store: Store, hook: WebhookStandIn
+) -> None:
+    """The outbox's last_error, written from the consumer's echo, holds no part of the URL."""
+    settings = make_settings({"alerts": {"webhook": {"team": {"url": secret_url(hook)}}}})
+    hook.default = ECHO
+    outcome = process(
+        store,
+        settings,
+        report(T0, {"recall_coverage": Status.BREACHED}),
+        now=T0,
+        notifiers=build_notifiers(settings),
+        timer=FakeTimer(),
+    )
+    assert outcome.delivery.pending == 1
+    rows = store.query(f"SELECT last_error FROM `{settings.store.database}`.outbox FINAL").rows
+    stored = " ".join(str(r[0]) for r in rows) + " ".join(outcome.errors)
+    assert "no such hook" in stored
+    assert [part for part in secret_parts() if part in stored] == []
