@@ -144,6 +144,10 @@ class Timer:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
+    def lane(self) -> Timer:
+        """The timer of one receiver's lane (alerts.delivery): the same one, for real time."""
+        return self
+
 
 class Deadline:
     """The time left for one delivery run (`alerts.delivery_timeout`)."""

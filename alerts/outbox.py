@@ -49,13 +49,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.base import (
-    Deadline,
     DeliveryError,
     Failure,
     Message,
     Notifier,
     Timer,
 )
+from alerts.delivery import LaneWork, deliver_lanes
 from alerts.facts import alert_facts
 from alerts.lease import Guard, LeaseLost
 from alerts.lifecycle import Notification
@@ -223,12 +223,12 @@ def deliver_pending(
     source: str | None = None,
     guard: Guard | None = None,
 ) -> DeliveryReport:
-    """Deliver every pending row (of `source`) that may go now, oldest first, within the
-    run's deadline; `guard` (the alert lease's check) runs before each send."""
-    deadline = Deadline(settings.alerts.delivery_timeout, timer)
+    """Deliver every pending row (of `source`) that may go now, each receiver's oldest
+    first, every receiver at once (alerts.delivery), within `alerts.delivery_timeout`;
+    `guard` (the alert lease's check) runs before each send."""
     tally = _Tally()
-    rows = pending_rows(store, settings, source)
-    for index, found in enumerate(rows):
+    work: dict[str, list[tuple[OutboxRow, Message]]] = {}
+    for found in pending_rows(store, settings, source):
         row = _settle_cut_send(store, settings, found, tally)
         if row is None:
             continue
@@ -245,11 +245,10 @@ def deliver_pending(
         if row.hold_until is not None and row.hold_until > now:
             tally.held += 1
             continue
-        notifier = notifiers.get(row.notifier)
         waits_until = row.waits_until()
         rate_limited = waits_until is not None and waits_until > now
-        if notifier is None or row.notifier in tally.failed or rate_limited or deadline.expired():
-            if notifier is not None and waits_until is not None and rate_limited:
+        if row.notifier not in notifiers or row.notifier in tally.failed or rate_limited:
+            if row.notifier in notifiers and waits_until is not None and rate_limited:
                 tally.failed.setdefault(
                     row.notifier,
                     DeliveryError(row.notifier, f"rate limited until {rfc3339(waits_until)}"),
@@ -257,15 +256,43 @@ def deliver_pending(
             _wait(tally, row)
             continue
         try:
+            message = row.message()
+        except ValueError as exc:  # not a payload this version can read: set it aside
+            _reject(store, settings, notifiers[row.notifier], row, f"unreadable: {exc}", tally)
+            continue
+        work.setdefault(row.notifier, []).append((row, message))
+
+    marked: dict[str, OutboxRow] = {}
+
+    def before(row: OutboxRow) -> bool:
+        try:
             if guard is not None:
                 guard()
         except LeaseLost as lost:
-            for left in rows[index:]:
-                _wait(tally, left)
             tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
-            break
-        _attempt(store, settings, notifier, row, deadline, now, tally)
-    return _report(settings, notifiers, deadline, tally)
+            return False
+        # Marked before the request goes out: a crash from here on leaves the mark behind.
+        marked[row.id] = _update(
+            store, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
+        )
+        return True
+
+    def after(row: OutboxRow, error: DeliveryError | None) -> bool:
+        return _record(store, settings, notifiers[row.notifier], marked[row.id], error, now, tally)
+
+    lanes = deliver_lanes(
+        {name: LaneWork(notifiers[name], rows) for name, rows in work.items()},
+        settings.alerts.delivery_timeout,
+        timer=timer,
+        before=before,
+        after=after,
+    )
+    for rows in lanes.left.values():
+        for row in rows:
+            _wait(tally, row)
+    order = {row.id: index for index, (row, _) in enumerate(p for w in work.values() for p in w)}
+    tally.delivered.sort(key=lambda row_id: order.get(row_id, 0))
+    return _report(settings, notifiers, lanes.timed_out, tally)
 
 
 def _wait(tally: _Tally, row: OutboxRow) -> None:
@@ -302,14 +329,17 @@ def _settle_cut_send(
 
 
 def _report(
-    settings: Settings, notifiers: Mapping[str, Notifier], deadline: Deadline, tally: _Tally
+    settings: Settings,
+    notifiers: Mapping[str, Notifier],
+    timed_out: frozenset[str],
+    tally: _Tally,
 ) -> DeliveryReport:
     """The run's report, and one line per problem."""
     max_age = settings.alerts.max_delivery_age
-    if deadline.expired() and tally.pending:
+    if timed_out and tally.pending:
         tally.errors.append(
-            f"alerts: delivery stopped after alerts.delivery_timeout"
-            f" ({format_duration(settings.alerts.delivery_timeout)});"
+            f"alerts: delivery to {', '.join(sorted(timed_out))} stopped after"
+            f" alerts.delivery_timeout ({format_duration(settings.alerts.delivery_timeout)});"
             f" {tally.pending} notification(s) wait for the next run"
         )
     for name, error in tally.failed.items():
@@ -352,47 +382,46 @@ def _report(
     )
 
 
-def _attempt(
+def _reject(
     store: Store,
     settings: Settings,
     notifier: Notifier,
     row: OutboxRow,
-    deadline: Deadline,
-    now: datetime,
+    problem: str,
     tally: _Tally,
 ) -> None:
-    # Marked before the request goes out: a crash from here on leaves the mark behind.
-    row = _update(
-        store, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
-    )
-    try:
-        try:
-            notifier.send(row.message(), deadline)
-        except DeliveryError:
-            raise
-        except Exception as exc:  # a notifier's bug must not end the run: retried later
-            raise DeliveryError(notifier.name, f"{type(exc).__name__}: {exc}") from exc
-    except DeliveryError as exc:
-        attempted = {"sending_at": None, "last_error": exc.problem}
-        if exc.failure is Failure.REJECTED:
-            _update(store, settings, row, status=OutboxStatus.REJECTED, **attempted)
-            tally.rejected += 1
-            tally.errors.append(
-                f"{notifier.describe()}: notification {row.id} set aside: {exc.problem}"
-            )
-            return
-        retry_at = now + timedelta(seconds=exc.retry_after) if exc.retry_after else None
-        _update(store, settings, row, retry_at=retry_at, **attempted)
-        tally.failed[row.notifier] = exc
-        _wait(tally, row)
-        return
-    _update(
-        store,
-        settings,
-        row,
-        status=OutboxStatus.DELIVERED,
-        sending_at=None,
-        last_error="",
-        delivered_at=now,
-    )
-    tally.delivered.append(row.id)
+    _update(store, settings, row, status=OutboxStatus.REJECTED, sending_at=None, last_error=problem)
+    tally.rejected += 1
+    tally.errors.append(f"{notifier.describe()}: notification {row.id} set aside: {problem}")
+
+
+def _record(
+    store: Store,
+    settings: Settings,
+    notifier: Notifier,
+    row: OutboxRow,
+    error: DeliveryError | None,
+    now: datetime,
+    tally: _Tally,
+) -> bool:
+    """A send's outcome in the outbox (clearing its mark); whether the lane goes on."""
+    if error is None:
+        _update(
+            store,
+            settings,
+            row,
+            status=OutboxStatus.DELIVERED,
+            sending_at=None,
+            last_error="",
+            delivered_at=now,
+        )
+        tally.delivered.append(row.id)
+        return True
+    if error.failure is Failure.REJECTED:
+        _reject(store, settings, notifier, row, error.problem, tally)
+        return True
+    retry_at = now + timedelta(seconds=error.retry_after) if error.retry_after else None
+    _update(store, settings, row, retry_at=retry_at, sending_at=None, last_error=error.problem)
+    tally.failed[row.notifier] = error
+    _wait(tally, row)
+    return False

@@ -16,12 +16,21 @@ Slack, and sharing their rules (`retry_after`, `backoff_limit`):
 Redirects are not followed (a POST would lose its body): a 3xx is a
 permanent error naming the key to fix. Secrets never reach an error line:
 every line goes through the receiver's `mask`.
+
+Each request ends by the run's deadline, whatever the server does: the
+socket timeout bounds one read, so a server trickling its answer a byte at
+a time would hold a request for ever; at the deadline a timer shuts the
+request's socket, which ends the read at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import random
+import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -130,7 +139,54 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises the 3xx as an HTTPError
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect())
+class _Cut:
+    """The sockets of one request, shut when its deadline passes (`cut`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.done = False
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.done:
+                _shut(sock)
+
+    def cut(self) -> None:
+        with self._lock:
+            self.done = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)  # unblocks a read in another thread, unlike close()
+
+
+def _opener(cut: _Cut) -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies from the environment included), its sockets handed to `cut`."""
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            cut.add(self.sock)
+
+    class SecureConnection(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            cut.add(self.sock)
+
+    class Handler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Connection, req)
+
+    class SecureHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(SecureConnection, req)
+
+    return urllib.request.build_opener(_NoRedirect(), Handler(), SecureHandler())
 
 
 @dataclass(frozen=True)
@@ -154,7 +210,11 @@ class JsonPost:
                 raise DeliveryError(self.name, "no time left in alerts.delivery_timeout")
             timeout = max(0.05, min(self.timeout_s, deadline.remaining()))
             try:
-                answer = self._post(data, timeout)
+                answer = self._post(data, timeout, deadline)
+            except _TooLate:
+                raise DeliveryError(
+                    self.name, "no complete answer within alerts.delivery_timeout"
+                ) from None
             except ValueError as exc:  # not a URL urllib can use
                 raise DeliveryError(
                     self.name, self.mask(f"invalid URL: {exc}"), failure=Failure.PERMANENT
@@ -185,15 +245,31 @@ class JsonPost:
             deadline.sleep(wait)
             attempt += 1
 
-    def _post(self, data: bytes, timeout: float) -> Answer:
+    def _post(self, data: bytes, timeout: float, deadline: Deadline) -> Answer:
+        """One request, cut at the deadline (then _TooLate) however slowly the server answers."""
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **self.headers}
         request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        cut = _Cut()
+        timer = threading.Timer(deadline.remaining(), cut.cut)
+        timer.daemon = True
+        timer.start()
         try:
-            with _OPENER.open(request, timeout=timeout) as response:
-                return Answer(response.status, dict(response.headers), _read(response))
+            with _opener(cut).open(request, timeout=timeout) as response:
+                # Accepted: the body says nothing more, and a slow one must not hold us.
+                return Answer(response.status, dict(response.headers), "")
         except urllib.error.HTTPError as exc:
             with exc:
                 return Answer(exc.code, dict(exc.headers or {}), _read(exc))
+        except (OSError, HTTPException):
+            if cut.done:
+                raise _TooLate from None
+            raise
+        finally:
+            timer.cancel()
+
+
+class _TooLate(Exception):
+    """The deadline cut a request short."""
 
 
 def _read(response: Any) -> str:

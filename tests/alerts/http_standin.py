@@ -10,6 +10,9 @@ them. Each records every request and answers from a script of replies
 - `timeout(seconds)`: answers (504) only after that long (the client gives up first);
 - `UNAUTHORIZED`: `401`, `NOT_FOUND`: `404`, `BAD_REQUEST`: `400`;
 - `REDIRECT`: `302` to another path (a POST must not follow it), `redirect(code)` another 3xx;
+- `trickle(seconds, length)`: a `200` whose status line and headers (`length` bytes) come
+  one byte every `seconds` (a receiver that starts answering and never finishes);
+- `HANG`: no answer at all until the stand-in closes;
 - `ECHO`: `404` whose body echoes the request's last path segment and query values,
   decoded, as a consumer saying "no such hook <id>" does.
 
@@ -51,6 +54,11 @@ NOT_FOUND = Reply("not_found")
 BAD_REQUEST = Reply("bad_request")
 REDIRECT = Reply("redirect", code=302)
 ECHO = Reply("echo")
+HANG = Reply("hang")
+
+
+def trickle(seconds: float, length: int = 1000) -> Reply:
+    return Reply("trickle", seconds, code=length)
 
 
 def redirect(code: int) -> Reply:
@@ -72,6 +80,7 @@ class Request:
     body: dict[str, Any]
     reply: Reply
     status: int = 0
+    sent: int = 0  # bytes of a trickled answer written before the client went away
 
     @property
     def delivered(self) -> bool:
@@ -87,6 +96,7 @@ class HttpStandIn:
     requests: list[Request] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     success: int = 200
+    closed: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         standin = self
@@ -132,8 +142,27 @@ class HttpStandIn:
         return [r for r in self.requests if r.delivered]
 
     def close(self) -> None:
+        self.closed.set()  # ends the answers that hang or trickle
         self.server.shutdown()
         self.server.server_close()
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
+        """A 200 a byte at a time, until it is complete or the client is gone.
+
+        The request counts as delivered only when the whole answer went out.
+        """
+        head = b"HTTP/1.1 200 OK\r\nX-Slow: "
+        tail = b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        answer = head + b"x" * max(0, request.reply.code - len(head) - len(tail)) + tail
+        try:
+            while request.sent < len(answer) and not self.closed.wait(request.reply.seconds):
+                handler.wfile.write(answer[request.sent : request.sent + 1])
+                handler.wfile.flush()
+                request.sent += 1
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client cut the request
+        if request.sent == len(answer):
+            request.status = 200
 
     def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
         """The success answer (PagerDuty's checks the event first)."""
@@ -147,6 +176,12 @@ class HttpStandIn:
         if reply.kind == "timeout":  # the client has given up by then: not delivered
             time.sleep(reply.seconds)
             status, body = 504, "too late"
+        elif reply.kind == "hang":
+            self.closed.wait()
+            return
+        elif reply.kind == "trickle":
+            self._trickle(handler, request)
+            return
         elif reply.kind == "ok":
             status, body = self.accept(request)
         elif reply.kind == "rate_limited":
@@ -230,6 +265,24 @@ class PagerDutyStandIn(HttpStandIn):
     @property
     def url(self) -> str:
         return self.base + EVENTS_PATH
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
+        """A 200 a byte at a time, until it is complete or the client is gone.
+
+        The request counts as delivered only when the whole answer went out.
+        """
+        head = b"HTTP/1.1 200 OK\r\nX-Slow: "
+        tail = b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        answer = head + b"x" * max(0, request.reply.code - len(head) - len(tail)) + tail
+        try:
+            while request.sent < len(answer) and not self.closed.wait(request.reply.seconds):
+                handler.wfile.write(answer[request.sent : request.sent + 1])
+                handler.wfile.flush()
+                request.sent += 1
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client cut the request
+        if request.sent == len(answer):
+            request.status = 200
 
     def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
         errors = event_errors(request.body)

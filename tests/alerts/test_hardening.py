@@ -24,15 +24,19 @@ from alerts.notifiers import PagerDutyNotifier, WebhookNotifier, build_notifiers
 from alerts.pipeline import process
 from alerts.testing import FakeTimer
 from checks.base import Status
-from tests.alerts.conftest import T0, make_settings, report
+from tests.alerts.conftest import T0, H, make_settings, report
 from tests.alerts.http_standin import (
     ECHO,
+    HANG,
+    OK,
     ROUTING_KEY,
     PagerDutyStandIn,
     WebhookStandIn,
     redirect,
+    trickle,
 )
 from tests.alerts.receiver_rigs import firing_message
+from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
@@ -180,3 +184,71 @@ def test_a_secret_url_echoed_by_its_consumer_stays_out_of_the_outbox_table(
     stored = " ".join(str(r[0]) for r in rows) + " ".join(outcome.errors)
     assert "no such hook" in stored
     assert [part for part in secret_parts() if part in stored] == []
+
+
+# ---- finding 4: a trickling receiver: bounded delivery, lanes of their own ----------------
+
+BREACH_TWO = {"recall_coverage": Status.BREACHED, "recall_latency_p95": Status.BREACHED}
+
+
+def two_receivers(hook: WebhookStandIn, pd: PagerDutyStandIn) -> Settings:
+    """A webhook and PagerDuty, with a 2s alerts.delivery_timeout."""
+    return make_settings(
+        {
+            "alerts": {
+                "delivery_timeout": "2s",
+                "webhook": {"team": {"url": hook.url}},
+                "pagerduty": {"oncall": {"routing_key": ROUTING_KEY, "url": pd.url}},
+            }
+        }
+    )
+
+
+def test_a_trickling_receiver_is_cut_at_the_delivery_timeout(
+    store: Store, hook: WebhookStandIn, pd: PagerDutyStandIn
+) -> None:
+    """An answer that comes a byte at a time is cut at delivery_timeout; the others still go."""
+    settings = two_receivers(hook, pd)
+    hook.default = trickle(0.2, 150)  # 30s of answer, a byte every 0.2s: each read is quick
+    outcome = process(  # the real clock: the deadline is wall time
+        store, settings, report(T0, BREACH_TWO), now=T0, notifiers=build_notifiers(settings)
+    )
+    [cut] = hook.requests
+    assert 0 < cut.sent < 150 and not cut.delivered  # the client hung up mid-answer
+    assert len(pd.events()) == 2  # PagerDuty's lane did not wait for the webhook's
+    assert outcome.delivery.pending == 1
+    [line] = [e for e in outcome.errors if e.startswith("webhook.team")]
+    assert "no complete answer within alerts.delivery_timeout" in line
+    hook.default = OK  # the next run delivers it
+    later = process(
+        store,
+        settings,
+        report(T0 + 4 * H, BREACH_TWO),
+        now=T0 + 4 * H,
+        notifiers=build_notifiers(settings),
+    )
+    assert later.delivery.pending == 0 and len(hook.documents()) == 1
+
+
+def test_a_hanging_receiver_never_delays_another_receivers_messages(
+    store: Store, hook: WebhookStandIn, pd: PagerDutyStandIn
+) -> None:
+    """A webhook that never answers costs its own messages a run; PagerDuty's go at once."""
+    settings = two_receivers(hook, pd)
+    hook.default = HANG
+    outcome = process(
+        store, settings, report(T0, BREACH_TWO), now=T0, notifiers=build_notifiers(settings)
+    )
+    assert [e["event_action"] for e in pd.events()] == ["trigger", "trigger"]
+    assert sorted(outcome.delivery.delivered) == sorted(
+        r for r in outcome.enqueued if r not in _rows_of(store, settings, "webhook.team")
+    )
+    assert outcome.delivery.pending == 1
+
+
+def _rows_of(store: Store, settings: Settings, notifier: str) -> set[str]:
+    rows = store.query(
+        f"SELECT id FROM `{settings.store.database}`.outbox FINAL WHERE notifier = {{n:String}}",
+        {"n": notifier},
+    ).rows
+    return {str(r[0]) for r in rows}
