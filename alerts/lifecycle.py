@@ -68,6 +68,9 @@ class Kind(enum.StrEnum):
     FIRE = "fire"
     REPEAT = "repeat"
     RESOLVE = "resolve"
+    # Not news: a firing alert sent again at a run that announces nothing about it, for the
+    # receivers that keep it open only while it is re-sent (Alertmanager); see `refreshed`.
+    REFRESH = "refresh"
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,29 @@ class Step:
 
 
 _OPENS = (Status.BREACHED, Status.ERROR)
+
+
+def refreshed(step: Step, result: CheckResult, window: Window) -> Notification | None:
+    """A firing alert that this evaluation judged and announced nothing about, as a refresh.
+
+    None when it announced something, was stale, is not firing, or a silence holds it
+    (a silenced alert sends nothing).
+    """
+    alert = step.alert
+    if step.notification is not None or step.stale or step.held or not alert.firing:
+        return None
+    if alert.silenced_until is not None:
+        return None
+    return Notification(
+        kind=Kind.REFRESH,
+        source=alert.source,
+        check_id=alert.check_id,
+        cause=alert.cause,
+        result=result,
+        window=window,
+        firing_since=alert.fired_at,
+        no_data_since=alert.no_data_since,
+    )
 
 
 def advance(

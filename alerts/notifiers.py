@@ -18,19 +18,23 @@ from __future__ import annotations
 from typing import Any, ClassVar, Protocol, TextIO
 
 from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier, ReceiverContext
+from alerts.receivers.alertmanager import AlertmanagerNotifier, refresh_horizon
 from alerts.receivers.pagerduty import PagerDutyNotifier
 from alerts.receivers.secrets import mask_token, mask_webhook
 from alerts.receivers.slack import SlackNotifier
 from alerts.receivers.stdout import StdoutNotifier
+from alerts.receivers.telegram import TelegramNotifier
 from alerts.receivers.webhook import WebhookNotifier
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import RECEIVERS, Settings
 
 __all__ = [
     "NOTIFIERS",
+    "AlertmanagerNotifier",
     "PagerDutyNotifier",
     "SlackNotifier",
     "StdoutNotifier",
+    "TelegramNotifier",
     "UnavailableNotifier",
     "WebhookNotifier",
     "build_notifiers",
@@ -56,6 +60,8 @@ NOTIFIERS: dict[str, type[ReceiverKind]] = {
     "stdout": StdoutNotifier,
     "webhook": WebhookNotifier,
     "pagerduty": PagerDutyNotifier,
+    "alertmanager": AlertmanagerNotifier,
+    "telegram": TelegramNotifier,
 }
 
 if set(NOTIFIERS) != set(RECEIVERS):  # a kind with settings and no sender, or the reverse
@@ -104,7 +110,11 @@ def build_notifiers(
     `text_stream` is where the stdout receiver writes (default stdout); `check`
     hands in stderr because its report owns stdout.
     """
-    context = ReceiverContext(text_stream=text_stream, external_url=settings.report.base_url or "")
+    context = ReceiverContext(
+        text_stream=text_stream,
+        external_url=settings.report.base_url or "",
+        refresh_horizon=refresh_horizon(settings.schedule),
+    )
     built: dict[str, Notifier] = {}
     for name, receiver in settings.alerts.receivers().items():
         kind = NOTIFIERS[receiver.kind]

@@ -58,7 +58,7 @@ from alerts.base import (
 from alerts.delivery import LaneWork, deliver_lanes
 from alerts.facts import alert_facts
 from alerts.lease import Guard, LeaseLost
-from alerts.lifecycle import Notification
+from alerts.lifecycle import Kind, Notification
 from alerts.render import Templates, ordered
 from alerts.routing import Router
 from alerts.rows import OutboxRow, OutboxStatus
@@ -95,6 +95,8 @@ def compose(
     router: Router | None = None,
     link: str = "",
     key: str = "",
+    kinds: Mapping[str, str] | None = None,
+    refreshing: frozenset[str] = frozenset(),
 ) -> list[OutboxRow]:
     """The outbox rows of one evaluation's announcements, for each receiver they route to.
 
@@ -104,6 +106,8 @@ def compose(
     until its quiet hours end. `link` is the window's page (report.base_url),
     or '' for none. `key` sets apart the rows of announcements made at the same
     evaluation time by another path (the `run` alert's), so their ids differ.
+    `kinds` names each check's kind (check id -> `coverage`, ...); refreshes (firing
+    alerts re-sent, not news) go only to the receivers named in `refreshing`.
     """
     if not notifications:
         return []
@@ -120,14 +124,21 @@ def compose(
                 text=text.text,
                 blocks=text.blocks,
                 plain=text.plain,
-                alerts=tuple(alert_facts(n, link) for n in ordered(items)),
+                alerts=tuple(
+                    alert_facts(n, link, (kinds or {}).get(n.check_id, "")) for n in ordered(items)
+                ),
             )
             rendered[key] = json.dumps(message.payload(), ensure_ascii=False)
         return rendered[key]
 
     rows = []
     for name, notifier in notifiers.items():
-        mine = [n for n in notifications if route.takes(name, n.severity.value, n.check_id)]
+        mine = [
+            n
+            for n in notifications
+            if route.takes(name, n.severity.value, n.check_id)
+            and (n.kind is not Kind.REFRESH or name in refreshing)
+        ]
         quiet = notifier.quiet_hours
         parts: list[tuple[str, Sequence[Notification], datetime | None]]
         if quiet is not None and quiet.active(now):

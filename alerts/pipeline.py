@@ -46,6 +46,7 @@ from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
 from alerts.base import Notifier, Timer
+from alerts.facts import kind_name
 from alerts.lease import Guard
 from alerts.lifecycle import (
     RUN_CHECK,
@@ -56,6 +57,7 @@ from alerts.lifecycle import (
     Notification,
     Rules,
     advance,
+    refreshed,
 )
 from alerts.notifiers import build_notifiers
 from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
@@ -346,7 +348,8 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         context.guard()  # LeaseLost: another process runs the alerts of this source
     record = e.record and not (e.keep_judged and judged(store, settings, e.source, e.window.at))
 
-    rules = Rules.of(settings.alerts, configured_checks(settings))
+    checks = configured_checks(settings)
+    rules = Rules.of(settings.alerts, checks)
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
     silences = active_silences(store, settings, e.window.at)
     steps = [
@@ -360,15 +363,25 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         for check_id, result in e.results.items()
     ]
     notifications = [s.notification for s in steps if s.notification is not None]
+    # Firing alerts re-sent to the receivers that keep them open only so (Alertmanager).
+    refreshes = [
+        r
+        for s, result in zip(steps, e.results.values(), strict=True)
+        if (r := refreshed(s, result, e.window)) is not None
+    ]
 
     rows = compose(
-        notifications,
+        [*notifications, *refreshes],
         context.notifiers,
         renderer,
         now=now,
         router=Router.of(settings.alerts),
         link=e.link,
         key=e.key,
+        kinds={c.id: kind_name(c.kind) for c in checks},
+        refreshing=frozenset(
+            name for name, r in settings.alerts.receivers().items() if r.refreshes
+        ),
     )
     enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
     save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)

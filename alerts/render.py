@@ -167,7 +167,7 @@ def _label(n: Notification) -> tuple[str, str]:
     if n.kind is Kind.RESOLVE:
         return "Resolved", ":large_green_circle:"
     icon = ":warning:" if n.is_error else ":grey_question:" if n.no_data else ""
-    if n.kind is Kind.REPEAT:
+    if n.kind in (Kind.REPEAT, Kind.REFRESH):
         return "Still firing", icon or ":large_orange_circle:"
     label = "Error" if n.is_error else "No data" if n.no_data else "Firing"
     return label, icon or ":red_circle:"
@@ -196,7 +196,7 @@ def alert_context(n: Notification) -> dict[str, Any]:
     # The pseudo checks `store` and `run` compare nothing: no value, no "breach when".
     store = n.check_id in (STORE_CHECK, RUN_CHECK)
     summary = _clip(result.summary, MAX_SUMMARY).rstrip(".")
-    if n.kind is Kind.REPEAT and result.status is Status.NO_DATA and not n.no_data:
+    if n.kind in (Kind.REPEAT, Kind.REFRESH) and result.status is Status.NO_DATA and not n.no_data:
         summary = f"latest window: {summary}"  # what the window lacked, not the breach
     return {
         "kind": n.kind.value,
@@ -223,7 +223,7 @@ def alert_context(n: Notification) -> dict[str, Any]:
     }
 
 
-_KIND_RANK = {Kind.FIRE: 0, Kind.REPEAT: 1, Kind.RESOLVE: 2}
+_KIND_RANK = {Kind.FIRE: 0, Kind.REPEAT: 1, Kind.REFRESH: 1, Kind.RESOLVE: 2}
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 

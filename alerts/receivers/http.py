@@ -200,6 +200,8 @@ class JsonPost:
     max_retries: int = 3
     backoff_base: float = 0.5
     mask: Callable[[str], str] = str
+    # How long a 429 asks to wait (Retry-After; Telegram says it in the body instead).
+    wait_of: Callable[[Answer], float | None] = lambda answer: retry_after(answer.headers)
 
     def send(self, body: Any, deadline: Deadline, classify: Classify) -> Answer:
         """POST `body` as JSON until `classify` accepts an answer; DeliveryError otherwise."""
@@ -235,7 +237,7 @@ class JsonPost:
                 if error.failure is not Failure.TRANSIENT:
                     raise error
                 if answer.status == 429:
-                    asked = retry_after(answer.headers)
+                    asked = self.wait_of(answer)
                     wait = limit = 1.0 if asked is None else asked
                 else:
                     wait, limit = backoff_wait(self.backoff_base, attempt), None

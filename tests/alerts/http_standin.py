@@ -26,10 +26,12 @@ closed by the resolve with the same dedup key.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -77,7 +79,7 @@ def timeout(seconds: float) -> Reply:
 class Request:
     path: str
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: Any  # the JSON posted: an object, or a list (Alertmanager)
     reply: Reply
     status: int = 0
     sent: int = 0  # bytes of a trickled answer written before the client went away
@@ -312,3 +314,58 @@ class PagerDutyStandIn(HttpStandIn):
             elif event["event_action"] == "resolve" and key in state:
                 state[key] = "resolved"
         return state
+
+
+AM_PATH = "/api/v2/alerts"
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def alertmanager_errors(body: Any) -> list[str]:
+    """What Alertmanager's API v2 would refuse in a `POST /api/v2/alerts` body."""
+    if not isinstance(body, list):
+        return ["body must be a list of alerts"]
+    errors = []
+    for index, alert in enumerate(body):
+        labels = alert.get("labels") if isinstance(alert, dict) else None
+        if not isinstance(labels, dict) or not labels:
+            errors.append(f"{index}.labels in body is required")
+            continue
+        for name, value in labels.items():
+            if not _LABEL_NAME.fullmatch(name) or not isinstance(value, str):
+                errors.append(f'invalid label set: invalid name "{name}"')
+        starts, ends = alert.get("startsAt"), alert.get("endsAt")
+        if starts and ends and _time(ends) <= _time(starts):
+            errors.append("start time must be before end time")
+        url = alert.get("generatorURL")
+        if url is not None and not re.match(r"[a-z][a-z0-9+.-]*://\S+$", str(url)):
+            errors.append(f'{index}.generatorURL in body must be of type uri: "{url}"')
+    return errors
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass
+class AlertmanagerStandIn(HttpStandIn):
+    """Alertmanager's `POST /api/v2/alerts`: 200 for alerts it takes, 400 as it refuses them.
+
+    The real Alertmanager is tested in tests/alerts/test_alertmanager.py; this one
+    answers whatever the fault tests script.
+    """
+
+    @property
+    def url(self) -> str:
+        return self.base
+
+    def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
+        if request.path != AM_PATH:
+            return 404, "404 page not found"
+        errors = alertmanager_errors(request.body)
+        if errors:
+            return 400, errors[0]
+        return 200, ""
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Every alert it took, in order."""
+        return [alert for request in self.delivered() for alert in request.body]

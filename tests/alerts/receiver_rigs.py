@@ -23,17 +23,21 @@ from typing import Any
 from alerts.base import Message
 from alerts.facts import alert_facts
 from alerts.notifiers import (
+    AlertmanagerNotifier,
     PagerDutyNotifier,
     SlackNotifier,
     StdoutNotifier,
+    TelegramNotifier,
     WebhookNotifier,
 )
 from alerts.render import sample_notifications, templates
 from checks.base import Severity
 from tests.alerts import http_standin as http
 from tests.alerts import slack_standin as slack
+from tests.alerts import telegram_standin as telegram
 
 FAST = {"backoff_base": 0.01, "timeout_s": 2.0}
+AM_PASSWORD = "am-s3cr3t-password"
 
 
 def firing_message() -> Message:
@@ -192,6 +196,53 @@ def _rigs() -> list[Rig]:
                 "pagerduty": {"oncall": {"routing_key": http.ROUTING_KEY, "url": s.url}}
             },
             replies=HTTP_REPLIES,
+        ),
+        Rig(
+            id="alertmanager",
+            kind="alertmanager",
+            name="alertmanager.prod",
+            http=True,
+            secrets=(AM_PASSWORD,),
+            start=http.AlertmanagerStandIn,
+            build=lambda s, o: AlertmanagerNotifier(
+                urls=[s.url], basic_auth=("watchdog", AM_PASSWORD), name="alertmanager.prod", **o
+            ),
+            config=lambda s: {
+                "alertmanager": {
+                    "prod": {
+                        "url": s.url,
+                        "basic_auth_user": "watchdog",
+                        "basic_auth_password": AM_PASSWORD,
+                    }
+                }
+            },
+            replies=HTTP_REPLIES,
+        ),
+        Rig(
+            id="telegram",
+            kind="telegram",
+            name="telegram.ops",
+            http=True,
+            secrets=(telegram.BOT_TOKEN, telegram.BOT_TOKEN.split(":")[1]),
+            start=telegram.TelegramStandIn,
+            build=lambda s, o: TelegramNotifier(
+                bot_token=telegram.BOT_TOKEN,
+                chat_id=telegram.CHAT_ID,
+                api_url=s.api_url,
+                name="telegram.ops",
+                **o,
+            ),
+            config=lambda s: {
+                "telegram": {
+                    "ops": {
+                        "bot_token": telegram.BOT_TOKEN,
+                        "chat_id": telegram.CHAT_ID,
+                        "api_url": s.api_url,
+                    }
+                }
+            },
+            replies=HTTP_REPLIES,
+            malformed_requests=2,  # the HTML, then the plain text alone
         ),
         Rig(
             id="stdout",

@@ -32,11 +32,14 @@ from watchdog.core.settings.receivers import (
     PAGERDUTY_EVENTS_URL,
     RECEIVER_TABLES,
     RECEIVERS,
+    TELEGRAM_API_URL,
+    AlertmanagerSettings,
     PagerDutySettings,
     ReceiverModel,
     ReceiverSettings,
     SlackSettings,
     StdoutSettings,
+    TelegramSettings,
     WebhookSettings,
 )
 from watchdog.core.settings.values import ConfigModel, MissingSecret
@@ -46,12 +49,15 @@ __all__ = [
     "PAGERDUTY_EVENTS_URL",
     "RECEIVERS",
     "RECEIVER_TABLES",
+    "TELEGRAM_API_URL",
     "AlertSettings",
+    "AlertmanagerSettings",
     "PagerDutySettings",
     "ReceiverSettings",
     "RouteSettings",
     "SlackSettings",
     "StdoutSettings",
+    "TelegramSettings",
     "WebhookSettings",
 ]
 

@@ -19,6 +19,7 @@ what every list about receivers needs, so that no list is kept by hand:
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.values import ConfigModel, MissingSecret, Secret, TimeZone, secret_value
 
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+TELEGRAM_API_URL = "https://api.telegram.org"
 
 
 def check_http_url(value: str, *, secret: bool) -> None:
@@ -64,6 +66,7 @@ class ReceiverModel(ConfigModel):
     kind: ClassVar[str] = ""
     named: ClassVar[bool] = True  # [alerts.<kind>.<name>]; False: one [alerts.<kind>]
     machine: ClassVar[bool] = False  # takes each alert's facts (fire, then resolve)
+    refreshes: ClassVar[bool] = False  # gets every firing alert at every run, not news only
     title: ClassVar[str] = ""  # what it is, for people: "Slack", "Alertmanager"
 
     quiet_timezone: TimeZone = "UTC"
@@ -208,11 +211,120 @@ class PagerDutySettings(ReceiverModel):
     _timeout = field_validator("timeout")(_positive)
 
 
+def _as_tuple(value: Any) -> Any:
+    """A single string where a list is expected, as a one-item list."""
+    return (value,) if isinstance(value, str) else value
+
+
+class AlertmanagerSettings(ReceiverModel):
+    """`[alerts.alertmanager.<name>]`: Prometheus Alertmanager's API, `POST /api/v2/alerts`.
+
+    `url` is one Alertmanager or a list (an HA pair: each gets every post, as
+    Prometheus does); credentials go in `basic_auth_user`/`basic_auth_password`
+    or `bearer_token` (secrets), never in the URL. Each run re-sends the alerts
+    still firing, each valid until after the next run (`endsAt`).
+    """
+
+    kind: ClassVar[str] = "alertmanager"
+    machine: ClassVar[bool] = True
+    refreshes: ClassVar[bool] = True
+    title: ClassVar[str] = "Alertmanager"
+
+    url: tuple[str, ...]
+    basic_auth_user: str | None = None
+    basic_auth_password: Secret | None = None
+    bearer_token: Secret | None = None
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    _list = field_validator("url", mode="before")(_as_tuple)
+    _timeout = field_validator("timeout")(_positive)
+
+    @field_validator("url")
+    @classmethod
+    def _urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("must name at least one Alertmanager (e.g. http://alertmanager:9093)")
+        for url in value:
+            check_http_url(url, secret=False)
+            if "@" in urlsplit(url).netloc:
+                raise ValueError(
+                    "credentials go in basic_auth_user and basic_auth_password, not in the URL"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("names the same Alertmanager twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> AlertmanagerSettings:
+        basic = self.basic_auth_user is not None or self.basic_auth_password is not None
+        if basic and (self.basic_auth_user is None or self.basic_auth_password is None):
+            raise ValueError("basic_auth_user and basic_auth_password go together")
+        if basic and self.bearer_token is not None:
+            raise ValueError("set basic_auth_user and basic_auth_password, or bearer_token")
+        return self
+
+
+class TelegramSettings(ReceiverModel):
+    """`[alerts.telegram.<name>]`: a Telegram chat through the Bot API's `sendMessage`.
+
+    `bot_token` is a secret (it sits in the request's URL path); `chat_id` is a
+    chat's number (`-1001234567890`) or a public channel's `@name`. `api_url`
+    is the Bot API server (change it only for a local Bot API server or a test).
+    """
+
+    kind: ClassVar[str] = "telegram"
+    title: ClassVar[str] = "Telegram"
+
+    bot_token: Secret
+    chat_id: str
+    api_url: str = TELEGRAM_API_URL
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    _timeout = field_validator("timeout")(_positive)
+
+    @field_validator("chat_id", mode="before")
+    @classmethod
+    def _chat(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str) and not re.fullmatch(
+            r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}", value
+        ):
+            raise ValueError(
+                f"{value!r} is not a chat id (a number such as -1001234567890, or @channelname)"
+            )
+        return value
+
+    @field_validator("api_url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        check_http_url(value, secret=False)
+        return value
+
+    @field_validator("bot_token")
+    @classmethod
+    def _token(cls, value: Secret) -> Secret:
+        token = secret_value(value)
+        if token and not re.fullmatch(r"\d{1,20}:[A-Za-z0-9_-]{20,100}", token):
+            raise ValueError(
+                "is not a bot token (digits, a colon, then the secret: as @BotFather gives it;"
+                " value not shown)"
+            )
+        return value
+
+
 # Every receiver kind, by its key under [alerts]. A new kind is a model here and a module
 # in alerts/receivers/ (registered in alerts.notifiers.NOTIFIERS, checked against this).
 RECEIVERS: Mapping[str, type[ReceiverModel]] = {
     model.kind: model
-    for model in (SlackSettings, StdoutSettings, WebhookSettings, PagerDutySettings)
+    for model in (
+        SlackSettings,
+        StdoutSettings,
+        WebhookSettings,
+        PagerDutySettings,
+        AlertmanagerSettings,
+        TelegramSettings,
+    )
 }
 
 ReceiverSettings = ReceiverModel
