@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 WEBHOOK_PATH = "/hooks/s3cr3t-webhook-path"
@@ -142,6 +142,12 @@ class HttpStandIn:
 
     def delivered(self) -> list[Request]:
         return [r for r in self.requests if r.delivered]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         self.closed.set()  # ends the answers that hang or trickle

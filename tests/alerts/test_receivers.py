@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,15 @@ from tests.alerts.http_standin import (
     ROUTING_KEY,
     UNAUTHORIZED,
     WEBHOOK_PATH,
+    AlertmanagerStandIn,
     PagerDutyStandIn,
     WebhookStandIn,
     rate_limited,
 )
+from tests.alerts.telegram_standin import BOT_TOKEN, CHAT_ID, TelegramStandIn
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import parse_time
 
 BASE_URL = "https://watchdog.example"
 BIN = Path(sys.executable).parent / "memory-watchdog"
@@ -346,28 +349,39 @@ def test_a_missing_pagerduty_secret_keeps_its_rows_per_alert_and_pending(store: 
     assert "PAGERDUTY_KEY is not set" in outcome.errors[0]
 
 
-def test_notify_test_fires_and_resolves_a_test_alert_at_machine_receivers(
+def test_notify_test_sends_through_every_receiver_kind(
     hook: WebhookStandIn, pd: PagerDutyStandIn, tmp_path: Path
 ) -> None:
-    """notify-test: the webhook gets a firing then a resolved test alert; PagerDuty's incident closes."""
-    config = tmp_path / "watchdog.toml"
-    config.write_text(
-        f'[alerts.webhook.team]\nurl = "{hook.url}"\n'
-        f'[alerts.pagerduty.oncall]\nrouting_key = "{ROUTING_KEY}"\nurl = "{pd.url}"\n',
-        encoding="utf-8",
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
-    result = subprocess.run(
-        [str(BIN), "notify-test", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("sent (fired and resolved)") == 2
-    assert [d["alerts"][0]["status"] for d in hook.documents()] == ["firing", "resolved"]
-    assert hook.documents()[0]["alerts"][0]["labels"]["severity"] == "info"
-    assert list(pd.incidents().values()) == ["resolved"]
-    assert ROUTING_KEY not in result.stdout
+    """notify-test: machine receivers get a test alert that fires and resolves, Telegram a text."""
+    with AlertmanagerStandIn() as am, TelegramStandIn() as tg:
+        config = tmp_path / "watchdog.toml"
+        config.write_text(
+            f'[alerts.webhook.team]\nurl = "{hook.url}"\n'
+            f'[alerts.pagerduty.oncall]\nrouting_key = "{ROUTING_KEY}"\nurl = "{pd.url}"\n'
+            f'[alerts.alertmanager.prod]\nurl = "{am.url}"\n'
+            f'[alerts.telegram.ops]\nbot_token = "{BOT_TOKEN}"\nchat_id = {CHAT_ID}\n'
+            f'api_url = "{tg.api_url}"\n',
+            encoding="utf-8",
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+        result = subprocess.run(
+            [str(BIN), "notify-test", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("sent (fired and resolved)") == 3
+        assert [d["alerts"][0]["status"] for d in hook.documents()] == ["firing", "resolved"]
+        assert hook.documents()[0]["alerts"][0]["labels"]["severity"] == "info"
+        assert list(pd.incidents().values()) == ["resolved"]
+        fired, resolved = am.alerts()
+        assert fired["labels"]["alertname"] == resolved["labels"]["alertname"] == "notify_test"
+        assert parse_time(resolved["endsAt"]) <= datetime.now(UTC)  # over at once
+        [text] = tg.messages()
+        assert text.startswith("memory-watchdog test message")
+        assert "telegram.ops (Telegram bot 123456789:***" in result.stdout
+        shown = result.stdout + result.stderr
+        assert ROUTING_KEY not in shown and BOT_TOKEN.split(":")[1] not in shown
