@@ -10,7 +10,6 @@ then closes the incident by it), and the next episode gets a new one.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -36,7 +35,7 @@ def alert_key(source: str, check_id: str, firing_since: datetime | None) -> str:
 
 def alert_facts(n: Notification, link: str = "", check_kind: str = "") -> AlertFacts:
     """One announcement's facts; `link` is the window's page (generator URL), '' when none,
-    `check_kind` the check's kind (`kind_name`)."""
+    `check_kind` the name of the check's kind (checks.kinds.KINDS)."""
     context = alert_context(n)
     resolved = n.kind is Kind.RESOLVE
     started = n.firing_since or n.at
@@ -67,11 +66,6 @@ def alert_facts(n: Notification, link: str = "", check_kind: str = "") -> AlertF
 
 # The kind of the watchdog's own alerts (`store`, `run`): about itself, not about a check.
 WATCHDOG_KIND = "watchdog"
-
-
-def kind_name(class_name: str) -> str:
-    """A check kind's name as labels carry it: `OutcomeRate` -> `outcome_rate`."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
 
 
 def notify_test_facts(source: str, receiver: str, now: datetime) -> tuple[AlertFacts, AlertFacts]:

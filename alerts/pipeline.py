@@ -46,7 +46,6 @@ from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
 from alerts.base import Notifier, Timer
-from alerts.facts import kind_name
 from alerts.lease import Guard
 from alerts.lifecycle import (
     RUN_CHECK,
@@ -76,6 +75,7 @@ from alerts.state import (
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
 from checks.builtin import configured_checks
+from checks.kinds import KINDS
 from watchdog.core.links import page_link
 from watchdog.core.settings import RECEIVER_TABLES, Settings
 from watchdog.core.store import Store
@@ -378,7 +378,7 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         router=Router.of(settings.alerts),
         link=e.link,
         key=e.key,
-        kinds={c.id: kind_name(c.kind) for c in checks},
+        kinds={c.id: KINDS.of(c).name for c in checks},
         refreshing=frozenset(
             name for name, r in settings.alerts.receivers().items() if r.refreshes
         ),
