@@ -38,7 +38,9 @@ from typing import Any
 
 import pytest
 
+from tests.alerts.http_standin import AlertmanagerStandIn
 from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
+from tests.alerts.telegram_standin import TelegramStandIn
 from tests.builder import T0, H, M, S, Scenario, unique_table
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.otlp_standin import OTLPCollector
@@ -58,7 +60,9 @@ HOSTILE = "'\"`;--{x:String}{}$1$HOME\\ /*"
 PASSWORD = "PwCanary-5b1e"
 TOKEN_CANARY = "TokCanary-8d2f"
 HOOK_CANARY = "HookCanary-c07a"
-CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY)
+AM_CANARY = "AmPwCanary-7c1d"  # an Alertmanager's basic auth password
+TG_CANARY = "TgCanary_3e9a"  # the secret part of a Telegram bot token (it sits in the URL path)
+CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY, AM_CANARY, TG_CANARY)
 
 
 # ---- hostile data and config values --------------------------------------------------
@@ -286,6 +290,7 @@ def run_cli(
 
 
 def secret_config(tmp_path: Path, table: str, database: str, slack: str) -> Path:
+    """Slack (webhook or token) and the other receivers with secrets, all from ${ENV}."""
     cfg = tmp_path / f"{database}.toml"
     if slack == "webhook":
         alerts = 'webhook_url = "${SLACK_WEBHOOK_URL}"'
@@ -294,17 +299,38 @@ def secret_config(tmp_path: Path, table: str, database: str, slack: str) -> Path
     cfg.write_text(
         f'[store]\ndatabase = "{database}"\nquery_timeout = "10s"\n'
         f'[source]\ntable = "{table}"\n'
-        f'[alerts]\ndelivery_timeout = "3s"\n[alerts.slack]\n{alerts}\ntimeout = "2s"\n',
+        f'[alerts]\ndelivery_timeout = "3s"\n[alerts.slack]\n{alerts}\ntimeout = "2s"\n'
+        '[alerts.alertmanager.prod]\nurl = "${AM_URL}"\nbasic_auth_user = "watchdog"\n'
+        'basic_auth_password = "${AM_PASSWORD}"\ntimeout = "2s"\n'
+        '[alerts.telegram.ops]\nbot_token = "${TELEGRAM_BOT_TOKEN}"\nchat_id = "-100123"\n'
+        'api_url = "${TELEGRAM_API}"\ntimeout = "2s"\n',
         encoding="utf-8",
     )
     return cfg
 
 
+@pytest.fixture
+def alertmanager() -> Iterator[AlertmanagerStandIn]:
+    with AlertmanagerStandIn() as standin:
+        yield standin
+
+
+@pytest.fixture
+def telegram() -> Iterator[TelegramStandIn]:
+    with TelegramStandIn() as standin:
+        yield standin
+
+
 @pytest.mark.slow
 def test_canary_secrets_appear_in_no_output(
-    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn, tmp_path: Path
+    store: Store,
+    server: ClickHouseHTTPServer,
+    slack: SlackStandIn,
+    alertmanager: AlertmanagerStandIn,
+    telegram: TelegramStandIn,
+    tmp_path: Path,
 ) -> None:
-    """Store password, Slack token and webhook secret: in no stdout, stderr, report, message or log."""
+    """Store password and every receiver's secrets: in no stdout, stderr, report, message or log."""
     table = unique_table()
     world(lambda s: s).write(store, table)
     database = f"wd_{uuid.uuid4().hex[:10]}"
@@ -313,6 +339,11 @@ def test_canary_secrets_appear_in_no_output(
         SLACK_WEBHOOK_URL=f"{slack.base}/services/T0CANARY/B0CANARY/{HOOK_CANARY}",
         SLACK_TOKEN=f"xoxb-1111-{TOKEN_CANARY}",  # not the stand-in's token: invalid_auth
         SLACK_API=slack.api_url,
+        AM_URL=alertmanager.url,
+        AM_PASSWORD=AM_CANARY,
+        # Not the stand-in's bot: 401 Unauthorized, an error line about a URL holding it.
+        TELEGRAM_BOT_TOKEN=f"987654321:{TG_CANARY}AAAAAAAAAAAAAAAAAAAAAA",
+        TELEGRAM_API=telegram.api_url,
     )
     webhook = str(secret_config(tmp_path, table, database, "webhook"))
     # Fresh state for each failing case, so that each has a message to (fail to) send.
@@ -382,8 +413,13 @@ def test_canary_secrets_appear_in_no_output(
     for args in (["alerts", "--format", "json"], ["status", "--debug"], ["notify-test", "--debug"]):
         run_cli(out, env, args[0], "--store", url, "--config", webhook, *args[1:])
     run_cli(out, env, "notify-test", "--store", url, "--config", token, "--debug")
+    config_check = run_cli(out, env, "config", "check", "--store", url, "--config", webhook)
+    assert "alertmanager.prod" in config_check.stdout and "telegram.ops" in config_check.stdout
     for request in slack.requests:
         out.add(f"slack message {request.path[:20]}", request.raw)
+    assert alertmanager.delivered() and telegram.requests  # both were sent to (and said so)
+    for posted in alertmanager.requests + telegram.requests:  # bodies: headers carry the secret
+        out.add("alertmanager or telegram body", json.dumps(posted.body, ensure_ascii=False))
     state = store.query(
         f"SELECT toJSONString(tuple(*)) FROM {database}.outbox"
         f" UNION ALL SELECT toJSONString(tuple(*)) FROM {database}.runs"
