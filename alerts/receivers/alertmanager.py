@@ -91,7 +91,7 @@ def alertmanager_alerts(
     body = []
     for alert in alerts:
         if alert.firing:
-            valid_from = max(parse_time(alert.at), now)
+            valid_from = max(parse_time(alert.at), now.replace(microsecond=0))
             ends = rfc3339(valid_from + horizon)
         else:
             ends = alert.ends_at or alert.at

@@ -31,10 +31,13 @@ from typing import Any, ClassVar
 from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
 from alerts.receivers.http import Answer, JsonPost, classify_status, retry_after
 from alerts.receivers.secrets import mask_secrets
+from alerts.render import format_window
+from checks.base import Window
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import TELEGRAM_API_URL, TelegramSettings
 from watchdog.core.settings.values import secret_value
 from watchdog.core.text import printable
+from watchdog.core.times import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +110,7 @@ def telegram_html(alerts: Sequence[AlertFacts], link: str = "") -> str:
     first = alerts[0]
     title = (
         f"<b>memory-watchdog: {', '.join(counts)}</b> ({_text(first.source, 200)},"
-        f" window {_text(first.window_start, 40)} – {_text(first.window_end, 40)})"
+        f" window {_text(_window(first), 60)})"
     )
     report = (
         f'\n\n<a href="{html.escape(link, quote=True)}">The window\'s report</a>' if link else ""
@@ -126,6 +129,15 @@ def telegram_html(alerts: Sequence[AlertFacts], link: str = "") -> str:
         shown.append("\n\n" + markup)
         budget -= cost
     return title + "".join(shown) + report
+
+
+def _window(alert: AlertFacts) -> str:
+    """The alert's window as chat shows it (`2026-11-28 00:00 – 04:00 UTC`)."""
+    try:
+        start, end = parse_time(alert.window_start), parse_time(alert.window_end)
+    except ValueError:
+        return f"{alert.window_start} – {alert.window_end}"
+    return format_window(Window(at=end, length=end - start, lookback=end - start))
 
 
 class TelegramNotifier:
