@@ -1,25 +1,6 @@
-"""One table of the watchdog's own, and the codec between its rows and one dataclass.
-
-A `Table` is a name, its columns (name -> ClickHouse type, in DDL order), the
-rest of its DDL, and the columns added after its first release. A `Codec`
-ties a table to the dataclass one row is: the columns are the dataclass's
-fields (plus `extras`, columns written beside it, such as when the row was
-written), checked when the codec is made. From that one description come
-the row to insert (`row`), the select list (`select`: times as epoch
-milliseconds, so no client time zone can shift them) and the value read
-back (`decode`), each field converted by its type:
-
-| field type | written | read back |
-|---|---|---|
-| `datetime` | aware, in UTC | `from_ms` of the epoch milliseconds |
-| a `StrEnum` | its value | the member |
-| `tuple[str, ...]` | a list (`Array(String)`) | a tuple |
-| `Mapping` | JSON text, keys sorted (`String`) | the parsed object |
-| `str`, `int`, `float` | as is | converted |
-
-`None` stays `None` (a `Nullable` column). A column a table lacks (read-only
-callers before its migration) leaves the field at its default.
-"""
+"""One table of the watchdog's own, and the codec between its rows and one dataclass: the
+DDL, the row to insert, the select list and the value read back all come from the dataclass's
+fields and their types (`Codec`; the tables: alerts.state, docs/alerts.md#where-the-state-lives)."""
 
 from __future__ import annotations
 
@@ -106,7 +87,17 @@ def _converters(hint: Any) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
 
 @dataclass(frozen=True)
 class Codec(Table, Generic[T]):
-    """A table whose rows are the dataclass `model` (plus the columns in `extras`)."""
+    """A table whose rows are the dataclass `model` (plus the columns in `extras`).
+
+    The columns are the dataclass's fields (plus `extras`, written beside it, such
+    as when the row was written), checked when the codec is made; each field is
+    converted by its type: a `datetime` written aware in UTC and read back from
+    epoch milliseconds (`select` asks for them, so no client time zone can shift
+    it), a `StrEnum` by its value, a `tuple[str, ...]` as `Array(String)`, a
+    `Mapping` as JSON text with sorted keys, `str`, `int` and `float` as they are;
+    `None` stays `None` (a `Nullable` column). A column a table lacks (read-only
+    callers before its migration) leaves the field at its default.
+    """
 
     model: type[T] = field(kw_only=True)
     extras: tuple[str, ...] = ()

@@ -1,24 +1,6 @@
-"""Delivery lanes: every receiver's messages in order, all receivers at once, one deadline.
-
-The outbox (alerts.outbox) decides what may go and records what happened;
-`deliver_lanes` does the sending. Each receiver is a lane: its rows go one
-after the other, oldest first, each sent on a worker thread of that lane, so
-that
-
-- one receiver never delays another's messages: a receiver that hangs, or
-  trickles its answer a byte at a time, holds up its own lane only;
-- `alerts.delivery_timeout` bounds the whole delivery end to end: when it
-  is over, a send still in flight is abandoned and counts as a transient
-  failure ("no answer within alerts.delivery_timeout"), retried at the next
-  run like any timeout. Receivers over HTTP also cut their own request at
-  the deadline (alerts.receivers.http), so their worker ends with it; a
-  client that cannot be cut (slack-sdk) is left to its socket timeout on a
-  daemon thread that never blocks the process's exit.
-
-The callbacks run on the caller's thread, never on a worker: `before` (the
-send mark in the store, the lease's checkpoint) and `after` (the outcome),
-so the store is only ever used from one thread.
-"""
+"""Delivery lanes: each receiver's messages in order on a lane of its own, every receiver at
+once, the whole delivery within `alerts.delivery_timeout` end to end, the store used only from
+the caller's thread (docs/alerts.md#the-outbox-never-lost-at-most-one-duplicate)."""
 
 from __future__ import annotations
 
@@ -107,6 +89,14 @@ def deliver_lanes(
     after: Callable[[Row, DeliveryError | None], bool],
 ) -> LanesResult[Row]:
     """Send every lane's rows, each lane in order, all at once, within `total`.
+
+    Each receiver is a lane, its rows sent one after the other on a worker thread
+    of its own, so that a receiver that hangs or trickles its answer holds up its
+    own lane only. When `total` is over, a send still in flight is abandoned as a
+    transient failure ("no answer within alerts.delivery_timeout") and retried at
+    the next run; receivers over HTTP cut their own request at the deadline
+    (alerts.receivers.http), a client that cannot be cut (slack-sdk) is left to
+    its socket timeout on a daemon thread that never blocks the process's exit.
 
     `before(row)` runs before each send (False stops every lane: the alert lease
     passed on); `after(row, error)` records each outcome (False stops that lane).

@@ -1,35 +1,6 @@
-"""The alert state machine (docs/spec.md section 8): pure, judged at the evaluation time.
-
-An alert is one check on one source, in state `ok` or `firing`:
-
-- `breached` or `error` for `pending_runs` consecutive evaluations opens it
-  (`ok -> firing`) and announces it; an `error` alert is worded "the
-  watchdog could not evaluate X", never as a breach;
-- while firing it is announced again every `repeat_interval`;
-- `ok` resolves it (`firing -> ok`) and announces that once, with how long
-  it fired;
-- `insufficient_data`, `no_data` and `disabled` keep the state and neither
-  count towards nor reset `pending_runs` (a disabled check is not repeated).
-
-`no_data` follows the check's no-data policy (`[checks.<id>] no_data`, as
-Grafana's): `keep_state`, the default, is the rule above, and the alert
-remembers since when the windows had nothing to judge (`no_data_since`, the
-start of the first such window), so that a reminder says "no data since
-..." instead of quoting that as the breach; `alerting` makes `no_data` open
-the alert like `error` does, with cause `no_data` (worded "X has no data"),
-and it resolves when the check is `ok` again.
-
-Everything is judged at the evaluation time `at`, never the wall clock, so
-a replay (`check --at`) behaves like the live run at that time. An
-evaluation whose `at` is not after the last one applied to an alert is
-stale and changes nothing, so evaluating the same `at` twice, or restarting,
-never announces anything again.
-
-A silence holds the announcement but not the state change. What chat was
-last told is remembered (`notified_state`), so when the silence ends an
-alert whose state differs from what chat knows is announced then: nothing
-is swallowed.
-"""
+"""The alert state machine, pure and judged at the evaluation time: what opens, reminds,
+resolves and refreshes an alert, with each check's no-data policy and the silences in force
+(docs/alerts.md#the-alert-lifecycle, docs/spec.md section 8)."""
 
 from __future__ import annotations
 

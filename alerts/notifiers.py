@@ -1,17 +1,7 @@
-"""The receivers the config turns on, built from the registry of receiver kinds.
-
-`NOTIFIERS` is the explicit registry (receiver kind, a key of `[alerts]` ->
-its class); each kind's settings model is registered in
-`watchdog.core.settings.receivers.RECEIVERS`, and the two must name the same
-kinds (checked when this module loads). The config model accepts exactly
-these tables, so an unknown kind fails when the config loads;
-`AlertSettings.receivers()` names each configured receiver (`slack`,
-`stdout`, `webhook.<name>`, ...), and each has outbox rows of its own. The
-receivers live in `alerts.receivers`, one module per kind.
-
-A receiver whose secret is referenced but not set is built as an
-`UnavailableNotifier`: its messages are enqueued and wait.
-"""
+"""The receivers the config turns on, built from `NOTIFIERS` (receiver kind -> its class), which
+must name the kinds of `watchdog.core.settings.receivers.RECEIVERS` (checked when it loads); a
+receiver whose secret is not set is built as an `UnavailableNotifier`, whose messages wait
+(docs/development.md#adding-a-receiver)."""
 
 from __future__ import annotations
 

@@ -1,42 +1,7 @@
-"""The outbox: every notification is written down before it is sent, marked after.
-
-Guarantees (docs/spec.md section 8):
-
-- never lost: a message is a `pending` row before any request goes out, and
-  stays pending until the receiver accepted it; a run that cannot
-  deliver leaves it for the next run, which tries it again, oldest first;
-- at most one duplicate, however many crashes: before a request goes out the
-  row is marked as being sent (`sending_at`), and its outcome clears the
-  mark. A row found still marked at the next run had its send cut short by
-  a crash (the receiver may or may not have posted it): that is counted
-  (`unconfirmed`) and the message is sent once more; a second send cut
-  short the same way gives it up (status `unconfirmed`, said in one line
-  and counted), since both may have been posted. A receiver's timeout is a
-  failure, not a cut send: it is retried (a receiver that posts and then
-  times out may post twice, as with any HTTP client);
-- in order: after a failure, that receiver's later rows wait for the next
-  run too, so nothing overtakes an earlier message (a PagerDuty resolve
-  never overtakes its trigger);
-- bounded: within a run, retries (slack-sdk's handlers for Slack,
-  `alerts.receivers.http` for webhook and PagerDuty, both honouring
-  Retry-After) stop at `alerts.delivery_timeout`; a row undelivered for
-  longer than `alerts.max_delivery_age` is dropped with an error line and
-  counted; a permanent error (bad token, no channel) costs one request per
-  run, reported in one line, never a retry storm; a message the service
-  rejects as malformed is set aside (`rejected`) so it cannot block the rest;
-  a Retry-After holds a receiver's rows back for at most an hour
-  (`alerts.base.MAX_RETRY_AFTER`), whatever it asks;
-- one deliverer: each run delivers the rows of its own source, and under the
-  alert lease (`alerts.lease`) only one process does so at a time; `guard`
-  is the lease's check before each send.
-
-Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
-(the `notifier` column names it), and the guarantees hold per receiver: one
-receiver's outage never holds up another's messages. Routes
-(`alerts.routing`) decide which receivers get which announcements. Quiet
-hours hold a receiver's non-critical announcements in their own row
-(`hold_until`), which waits without blocking anything else.
-"""
+"""The outbox: every notification written down before it is sent, one row per message and
+receiver (per alert for PagerDuty), marked before each send and after it, so that none is lost
+and none is sent more than twice (docs/alerts.md#the-outbox-never-lost-at-most-one-duplicate);
+the sending itself is alerts.delivery's."""
 
 from __future__ import annotations
 

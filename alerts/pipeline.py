@@ -1,41 +1,7 @@
-"""From a Report to chat: the one entry point of alerting.
-
-`process(store, settings, report, now=...)` is what `check --notify` and the
-daemon call after an evaluation. In order, it:
-
-1. creates the watchdog's tables when they do not exist (`alerts.state`);
-2. advances every alert of the report's source through the state machine
-   (`alerts.lifecycle`), judged at the evaluation time `report.window.at`,
-   with the silences in force at that time;
-3. routes each announcement to its receivers (`alerts.routing`), renders
-   one message per receiver grouping the announcements routed to it (one
-   per announcement for PagerDuty, and linking to the window's page when
-   `report.base_url` is set) and writes them to the outbox
-   (`alerts.outbox`), before anything is sent;
-4. saves the alert states, and records the run in the run log;
-5. delivers every pending outbox row, oldest first, within
-   `alerts.delivery_timeout` (`now`, the wall clock, is what delivery
-   bookkeeping, quiet hours and `max_delivery_age` use).
-
-Chat failures never raise: they come back as one line each in
-`ProcessOutcome.errors` (secrets masked), for the caller to report; they
-are only logged at debug level here. A `StoreError` (the watchdog's own tables could not
-be written) and a `ConfigError` (a broken custom template) do raise.
-
-Besides the report's checks, every run judges the pseudo check `store`:
-`ok` when the source was read (so `process` resolves it), `error` when
-`process_store_error` reports that it could not be. The daemon has one more,
-`run`: `process_crash` fires it when a run's process died before finishing
-(killed, out of memory), judged at the wall clock, and `settle_run_alert`
-resolves it once a run finishes again. Neither writes a run-log row, and an
-error run never replaces a window that was judged: that window keeps its
-verdict.
-
-`guard` is the alert lease's checkpoint (alerts.lease): called before the
-lifecycle starts and before each message is sent, it raises LeaseLost when
-another process holds the lease; the lifecycle then does nothing, and
-delivery stops, leaving the rest to the holder.
-"""
+"""From a report to every receiver: the one entry point of alerting, `run(AlertContext,
+Evaluation)` behind `process`, `process_store_error`, `process_crash` and `settle_run_alert`
+(its steps: docs/architecture.md#one-evaluation-end-to-end, step 5; the pseudo checks `store`
+and `run`: docs/alerts.md#the-alert-lifecycle)."""
 
 from __future__ import annotations
 
@@ -340,7 +306,15 @@ def _run_alert(settings: Settings, window: Window, problem: str) -> Evaluation:
 
 
 def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
-    """One run of the pipeline: the steps of the module docstring, in order."""
+    """One run of the pipeline, in order: create the tables when missing; advance every alert
+    the evaluation judged (at its time, with the silences in force then); route and render
+    one message per receiver (per alert for PagerDuty; refreshes for Alertmanager) and write
+    them to the outbox before anything is sent; save the states and record the run; deliver.
+
+    Delivery failures never raise: they come back as one line each in `errors` (secrets
+    masked). A StoreError (the watchdog's own tables) and a ConfigError (a broken custom
+    template) do; so does LeaseLost from `context.guard` before the lifecycle starts.
+    """
     store, settings, now, e = context.store, context.settings, context.now, evaluation
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)

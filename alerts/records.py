@@ -1,17 +1,7 @@
-"""What `status`, `alerts`, the daemon and the page read back from the watchdog's tables.
-
-- `last_runs(store, settings, n)`: the newest evaluations of the configured
-  source, newest first (`RunRecord`).
-- `alert_states(store, settings)`: every alert of every source in the
-  database, with its pending outbox rows and any silence (`AlertRecord`).
-- `outbox_backlog(store, settings)`: per notifier, what is pending, held,
-  dropped and rejected (`Backlog`).
-- `check_history(store, settings, check_id, n)`: one check's status, value
-  and target over the last `n` evaluations, oldest first (`CheckPoint`).
-
-Each returns empty results while the tables do not exist yet, so a read-only
-user can run `status` against a fresh database: nothing here writes.
-"""
+"""What `status`, `alerts`, the daemon and the page read back from the watchdog's tables: the run
+log, alert states with their outbox and silences, the outbox per receiver, one check's history;
+empty while the tables do not exist, so a read-only user can run `status` on a fresh database
+(docs/alerts.md#where-the-state-lives)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
-"""Chat messages from Jinja2 templates: Slack Block Kit, its text fallback, plain text.
-
-One message per evaluation groups every announcement of that run. The
-templates (`alerts/templates/*.j2`, or the same file names in
-`alerts.templates_dir`, which wins file by file) receive a context of
-preformatted strings built here from check results: statuses, values and
-targets, counts, summaries and opaque ids. Never an event payload value.
-
-Escaping is the environments' job, not the templates': every `{{ value }}`
-goes through the environment's `finalize`, which escapes Slack mrkdwn (`&`,
-`<`, `>`; so `<!channel>` cannot ping and `<https://x|y>` cannot forge a
-link) and, for Block Kit, JSON-escapes the result for a JSON string. A
-custom template therefore cannot forget to escape. The environments use
-`StrictUndefined` and are built once per templates directory; loading them
-renders every template against a sample, so a typo like `{{ a.valeu }}`
-fails at load time as a config error naming the file and line.
-"""
+"""Chat messages from Jinja2 templates (Slack Block Kit, its text fallback, plain text),
+escaped by the environments so that no template can forget, and checked against a sample
+when they load (docs/alerts.md#your-own-templates)."""
 
 from __future__ import annotations
 
@@ -287,7 +273,16 @@ def _template_line(exc: BaseException, name: str) -> str:
 
 
 class Templates:
-    """The three StrictUndefined environments over one loader, checked when built."""
+    """The three StrictUndefined environments over one loader, checked when built.
+
+    Escaping is the environments' job, not the templates': every `{{ value }}`
+    goes through the environment's `finalize`, which makes it printable and
+    escapes Slack mrkdwn (`&`, `<`, `>`: `<!channel>` cannot ping, `<url|x>`
+    cannot forge a link) and, for Block Kit, JSON-escapes it for a JSON string.
+    The templates see preformatted strings (statuses, values, counts, summaries,
+    opaque ids), never an event payload value; rendering them once against a
+    sample using every field makes a typo a config error naming file and line.
+    """
 
     def __init__(self, templates_dir: str | None = None) -> None:
         self.templates_dir = templates_dir

@@ -1,17 +1,6 @@
-"""The watchdog's own tables: alert states, the outbox, the run log and silences.
-
-They live in `store.database` (default `watchdog`), are created on first use
-with `CREATE ... IF NOT EXISTS`, and never touch a source table. Every
-table is a `ReplacingMergeTree(version)`: a change is a new row with a
-higher version, and readers see the latest row per key with `FINAL`, which
-behaves the same on the embedded engine and on a server. Times are
-`DateTime64(3, 'UTC')` written as aware datetimes and read back as epoch
-milliseconds, so no client time zone can shift them. Data values are bound
-parameters; the database name is an identifier validated by the config.
-
-What the commands and the page read back from these tables is in
-`alerts.records`.
-"""
+"""The watchdog's own tables (alert states, the outbox, the run log, silences, leases), each a
+codec over its row's dataclass, created on first use and given the columns added since
+(docs/alerts.md#where-the-state-lives)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,6 @@
-"""Prometheus Alertmanager through its API: `POST <url>/api/v2/alerts`, as Prometheus posts.
-
-Each message's alerts go as Alertmanager's alert objects:
-
-    [{"labels": {"alertname": <check id>, "severity", "source", "kind": <check kind>},
-      "annotations": {"summary", "description", "value", "target", "window", ...},
-      "startsAt": <the firing episode's start>, "endsAt": ..., "generatorURL": <the page>}]
-
-Labels identify the alert and are bounded (a check id, a severity, the
-source, a kind): Alertmanager groups, routes, inhibits and silences by them
-(`amtool silence add alertname=recall_coverage`). Annotations carry the
-watchdog's own words and evidence ids, never an event payload value.
-
-Alertmanager resolves an alert whose `endsAt` has passed. So a firing alert
-is sent at every run while it fires (the pipeline's refreshes, not only
-fire and reminder), each post valid until after the next run: `endsAt` =
-the later of the evaluation time and the wall clock, plus the refresh
-horizon (two of the schedule's longest periods plus its delay: the next
-run, its delay, and one run of slack). A resolve posts `endsAt` = the
-resolve time. A watchdog that stops leaves its alerts to expire; the
-`MemoryWatchdogDown` rule (config/prometheus/) says why.
-
-Several URLs (an HA pair) each get every post, as Prometheus sends to every
-Alertmanager: a message is delivered once each has accepted it; until then
-it stays in the outbox and goes to all again (a post is idempotent there).
-Answers: 200 accepted; 400 and 422 an alert Alertmanager refuses (this
-message is set aside); 401/403 the credentials, 404 the URL (a permanent
-error: kept, one request per run); 429 and 5xx retried.
-"""
+"""Prometheus Alertmanager through its API v2 (`POST <url>/api/v2/alerts`, as Prometheus
+posts): bounded labels, our words as annotations, every firing alert re-sent at every run and
+valid past the next, each URL of an HA pair sent every post (docs/alerts.md#alertmanager)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
-"""One JSON POST with retries, for the receivers without a client of their own (webhook, PagerDuty).
-
-The standard library's urllib, paced like slack-sdk's retry handlers are for
-Slack, and sharing their rules (`retry_after`, `backoff_limit`):
-
-- 429: wait exactly Retry-After (1s when absent) when the run's deadline
-  leaves room, else give up and let the outbox row wait until then;
-- 5xx, 408, refused, reset or timed-out connections: exponential backoff
-  with jitter (`backoff_base * 2^attempt`, plus up to half again) while the
-  deadline allows, at most `max_retries` times;
-- any other answer is not retried: `classify` says whether it was
-  delivered (2xx), rejected (this message can never go: set aside) or a
-  permanent error of the receiver (bad URL or credentials: kept, one
-  request per run).
-
-Redirects are not followed (a POST would lose its body): a 3xx is a
-permanent error naming the key to fix. Secrets never reach an error line:
-every line goes through the receiver's `mask`.
-
-Each request ends by the run's deadline, whatever the server does: the
-socket timeout bounds one read, so a server trickling its answer a byte at
-a time would hold a request for ever; at the deadline a timer shuts the
-request's socket, which ends the read at once.
-"""
+"""One JSON POST with retries for the receivers without a client of their own: slack-sdk's
+rules over the standard library (429 and Retry-After, backoff, what each status means, no
+redirect followed), each request cut at the run's deadline however slowly it is answered, and
+every line masked (docs/alerts.md#delivery)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""Telegram through the Bot API: `POST <api_url>/bot<token>/sendMessage`, in HTML.
-
-    {"chat_id": <chat_id>, "text": <HTML>, "parse_mode": "HTML",
-     "link_preview_options": {"is_disabled": true}}
-
-The text is built from each alert's facts, in Telegram's HTML subset (`<b>`,
-`<code>`, `<a href>`): every value is made printable (control characters
-escaped) and then escaped for that subset (`&`, `<`, `>`, and `"` in the
-link), so a check id, a source or an evidence id such as `<b>x</i>` or
-`&nbsp` shows as written and can never make Telegram refuse the message
-("can't parse entities"). A message holds at most 4,096 characters after
-its entities are parsed (counted in UTF-16 code units, as Telegram counts):
-alerts that do not fit are cut, with "... (N more in the report)".
-
-The bot token sits in the URL path: every description, error line and log
-shows it as `<bot id>:***`. Answers: 200 sent; 429 waits
-`parameters.retry_after` (in the body) like any Retry-After, bounded by
-alerts.base.MAX_RETRY_AFTER; 5xx retried; 401/404 the token, 403 and "chat
-not found" the chat (permanent: kept, one request per run); a message
-Telegram cannot parse is sent once more as plain text, then set aside.
-"""
+"""Telegram through the Bot API's `sendMessage` in HTML: every value escaped for Telegram's
+HTML subset, at most 4,096 characters as Telegram counts them, `parameters.retry_after`
+honoured, the bot token (in the URL path) masked everywhere (docs/alerts.md#telegram)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""`[alerts]`: the alert lifecycle, its receivers and the routes that pick them.
-
-Receivers, each with outbox rows of its own (the outbox's `notifier` column
-holds the receiver's name), one table per kind of
-`watchdog.core.settings.receivers.RECEIVERS`: `[alerts.slack]` -> `slack`
-and `[alerts.stdout]` -> `stdout` (one each), `[alerts.webhook.<name>]` ->
-`webhook.<name>`, and so on for every kind that is `named`.
-
-`[[alerts.routes]]` send an alert (one check on one source) to the receivers
-of the first route whose `severity` and `checks` match it (`continue = true`
-goes on to the next matching route too, as in Alertmanager); an alert no
-route matches goes to `default_receivers`, by default every receiver. A
-route naming a receiver that is not configured is a config error.
-
-Secrets (the receivers' fields typed `Secret`) are `SecretStr`, or a
-`MissingSecret` when their `${NAME}` is unset: only commands that send
-refuse those (see `missing_secrets`).
-"""
+"""`[alerts]`: the alert lifecycle's keys, a table per receiver kind of `RECEIVERS`, and the
+routes that pick each alert's receivers (docs/configuration.md#alert-receivers-and-routes,
+docs/alerts.md#receivers-and-routes)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""The receivers' settings, each model describing its receiver; `RECEIVERS` is their registry.
-
-A receiver kind is one settings model here (its keys, its secrets, its
-checks) and one module in `alerts/receivers/` (how it sends). The model says
-what every list about receivers needs, so that no list is kept by hand:
-
-- `kind`: the key under `[alerts]` (`slack`, `webhook`, ...);
-- `named`: one receiver (`[alerts.slack]`, named `slack`) or any number of
-  named ones (`[alerts.webhook.<name>]`, named `webhook.<name>`);
-- `machine`: it acts on each alert's facts (fires, then resolves, an alert
-  in the tool it feeds) rather than showing the rendered text;
-- its secrets: the fields typed `Secret` (an unset `${NAME}` there is a
-  `MissingSecret`, which stops only what sends).
-
-`[alerts]` (watchdog.core.settings.alerts) has one table per entry of
-`RECEIVERS`; the loader's secret keys, the "no receiver configured" hint,
-`notify-test` and `config check` all read them from here.
-"""
+"""The receivers' settings, each model describing its receiver (kind, table, secrets, machine or
+chat), and `RECEIVERS`, the registry every list of receivers is derived from
+(docs/development.md#adding-a-receiver, docs/configuration.md#alert-receivers-and-routes)."""
 
 from __future__ import annotations
 
