@@ -1,23 +1,6 @@
-"""The OpenTelemetry Collector ClickHouse exporter's tables, in every layout it creates.
-
-The exporter writes logs and spans in one of two layouts, told apart by the
-attribute columns' types in `system.columns`:
-
-- the Map layout: `LogAttributes` / `SpanAttributes` / `ResourceAttributes`
-  of type `Map(LowCardinality(String), String)`, every value as text
-  (numbers in decimal, arrays and maps as JSON); over its versions the logs
-  table gained `TimestampTime` (leading its sort key), then `EventName`,
-  then lost `TimestampTime` again;
-- the JSON layout: the same columns of type `JSON`, values keeping their
-  JSON types, dotted keys (`session.id`) stored as nested paths, with
-  `*AttributesKeys` columns listing the flattened keys in newer versions
-  (and `EventName` in the newest).
-
-Both read to the same normalized event: an attribute is its value as the
-Map layout's text, and the payload is a JSON object whose keys are the
-attribute keys as written (`event.id`, not `{"event": {"id": ...}}`) and
-whose values are that text. So the checks, the deviation contract
-included, give the same verdicts on either layout.
+"""The OpenTelemetry Collector ClickHouse exporter's tables, logs and spans, in each layout it
+creates (attributes as a Map or as the JSON type, told apart by their column types), read to
+the same normalized event and so the same verdicts (docs/sources.md#the-exporters-layouts).
 """
 
 from __future__ import annotations
@@ -96,8 +79,15 @@ class Attributes:
     def text(self) -> str:
         """SQL: the whole column as text (for a row hash)."""
         return (
-            f"toJSONString({self.column})" if self.layout is Layout.JSON else f"toString({self.column})"
+            f"toJSONString({self.column})"
+            if self.layout is Layout.JSON
+            else f"toString({self.column})"
         )
+
+
+def _unparsable(text: str) -> str:
+    """SQL: 1 when an attribute holds a latency (not '' nor 'null') that is no number."""
+    return f"(({text}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({text}, '\"', '')) IS NULL)"
 
 
 def attributes(column: str, types: Mapping[str, str] | None) -> Attributes:
@@ -173,7 +163,7 @@ def logs_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) ->
             "payload": Expr(log.payload(), ("LogAttributes",)),
         },
         ts_filter=ts_filter,
-        latency_raw=Expr(log.value("latency_ms"), ("LogAttributes",)),
+        latency_unparsable=Expr(_unparsable(log.value("latency_ms")), ("LogAttributes",)),
         dimensions={
             "ServiceName": Expr("ServiceName", ("ServiceName",)),
             "SeverityText": Expr("SeverityText", ("SeverityText",)),

@@ -1,12 +1,7 @@
-"""Sources: each preset compiles to one SQL subquery yielding the normalized event.
-
-The normalized event (docs/spec.md section 2) has the columns `event_id, ts,
-session_id, name, latency_ms, trigger, result_count, payload`; the compiled
-subquery adds `t` (ts in epoch milliseconds, what the checks compare) and
-`in_scope` (whether the event may define a session, from `session_filter`).
-It reads only `[at - lookback, at)`: `{lb_ms:Int64}` and `{at_ms:Int64}` are
-bound by the caller. Column expressions are SQL by design (config is
-trusted, like a datasource query in Grafana); data values never are.
+"""Sources: each preset (`BUILDERS`, keyed by `watchdog.core.settings.presets.PRESETS`) compiles
+to one SQL subquery yielding the normalized event of docs/spec.md section 2, plus `t` (epoch
+ms) and `in_scope`, over the bound read range `[lb_ms, at_ms)`; column expressions are SQL by
+design (docs/sources.md#mapping-your-own-table), data values never are.
 """
 
 from __future__ import annotations
@@ -295,13 +290,9 @@ def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: 
 def _latency_invalid(preset: Preset, settings: SourceSettings) -> str:
     """1 when the event carries a latency that is not a finite, non-negative number."""
     bad_number = "(_lat IS NOT NULL AND NOT (isFinite(assumeNotNull(_lat)) AND _lat >= 0))"
-    if preset.latency_raw is None or "latency_ms" in settings.columns:
+    if preset.latency_unparsable is None or "latency_ms" in settings.columns:
         return f"toUInt8{bad_number}"
-    raw = preset.latency_raw.sql
-    unparsable = (
-        f"(({raw}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({raw}, '\"', '')) IS NULL)"
-    )
-    return f"toUInt8({bad_number} OR {unparsable})"
+    return f"toUInt8({bad_number} OR {preset.latency_unparsable.sql})"
 
 
 class SourceSchemaError(Exception):

@@ -1,11 +1,6 @@
-"""One run's plans: which scan judges which check, each scan run once.
-
-Each check kind adds a check to a scan of `Plans` (`plan` in
-`checks.kinds`): the session or window scan of the check's window length,
-shared with every other check there, or a query of its own. It returns a
-`Reader`, which turns the scan's row into the check's `Judged`. `Plans.run`
-runs each scan once; a store error in one scan makes its checks `error`
-and never stops the others.
+"""One run's plans: which scan judges which check (each kind's `plan` adds its check to a shared
+scan and returns the reader of its result), each scan run once, a store error confined to
+its own checks (docs/architecture.md#one-evaluation-end-to-end).
 """
 
 from __future__ import annotations
