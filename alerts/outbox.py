@@ -5,10 +5,12 @@ the sending itself is alerts.delivery's."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -189,8 +191,12 @@ class _Tally:
     given_up: list[str] = field(default_factory=list)
 
 
+# How delivery reaches the store: a store held open, or a way to open it for each use.
+StoreAccess = Store | Callable[[], AbstractContextManager[Store]]
+
+
 def deliver_pending(
-    store: Store,
+    store: StoreAccess,
     settings: Settings,
     notifiers: Mapping[str, Notifier],
     *,
@@ -201,7 +207,60 @@ def deliver_pending(
 ) -> DeliveryReport:
     """Deliver every pending row (of `source`) that may go now, each receiver's oldest
     first, every receiver at once (alerts.delivery), within `alerts.delivery_timeout`;
-    `guard` (the alert lease's check) runs before each send."""
+    `guard` (the alert lease's check) runs before each send.
+
+    Given a way to open the store rather than a store, delivery holds it only while
+    it reads or writes (the rows to send, each send's mark and outcome), never while
+    a receiver answers: a process that takes turns with others on an embedded store
+    (the daemon's OTLP loads) is not held up by a slow receiver.
+    """
+    with _opened(store) as held:
+        tally, work = _plan(held, settings, notifiers, now, source)
+
+    marked: dict[str, OutboxRow] = {}
+
+    def before(row: OutboxRow) -> bool:
+        try:
+            if guard is not None:
+                guard()
+        except LeaseLost as lost:
+            tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
+            return False
+        # Marked before the request goes out: a crash from here on leaves the mark behind.
+        with _opened(store) as held:
+            marked[row.id] = _update(
+                held, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
+            )
+        return True
+
+    def after(row: OutboxRow, error: DeliveryError | None) -> bool:
+        with _opened(store) as held:
+            notifier = notifiers[row.notifier]
+            return _record(held, settings, notifier, marked[row.id], error, now, tally)
+
+    lanes = deliver_lanes(
+        {name: LaneWork(notifiers[name], rows) for name, rows in work.items()},
+        settings.alerts.delivery_timeout,
+        timer=timer,
+        before=before,
+        after=after,
+    )
+    for rows in lanes.left.values():
+        for row in rows:
+            _wait(tally, row)
+    order = {row.id: index for index, (row, _) in enumerate(p for w in work.values() for p in w)}
+    tally.delivered.sort(key=lambda row_id: order.get(row_id, 0))
+    return _report(settings, notifiers, lanes.timed_out, tally)
+
+
+def _plan(
+    store: Store,
+    settings: Settings,
+    notifiers: Mapping[str, Notifier],
+    now: datetime,
+    source: str | None,
+) -> tuple[_Tally, dict[str, list[tuple[OutboxRow, Message]]]]:
+    """The rows that may go now, by receiver; those that cannot, settled or counted."""
     tally = _Tally()
     work: dict[str, list[tuple[OutboxRow, Message]]] = {}
     for found in pending_rows(store, settings, source):
@@ -238,37 +297,12 @@ def deliver_pending(
             continue
         work.setdefault(row.notifier, []).append((row, message))
 
-    marked: dict[str, OutboxRow] = {}
+    return tally, work
 
-    def before(row: OutboxRow) -> bool:
-        try:
-            if guard is not None:
-                guard()
-        except LeaseLost as lost:
-            tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
-            return False
-        # Marked before the request goes out: a crash from here on leaves the mark behind.
-        marked[row.id] = _update(
-            store, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
-        )
-        return True
 
-    def after(row: OutboxRow, error: DeliveryError | None) -> bool:
-        return _record(store, settings, notifiers[row.notifier], marked[row.id], error, now, tally)
-
-    lanes = deliver_lanes(
-        {name: LaneWork(notifiers[name], rows) for name, rows in work.items()},
-        settings.alerts.delivery_timeout,
-        timer=timer,
-        before=before,
-        after=after,
-    )
-    for rows in lanes.left.values():
-        for row in rows:
-            _wait(tally, row)
-    order = {row.id: index for index, (row, _) in enumerate(p for w in work.values() for p in w)}
-    tally.delivered.sort(key=lambda row_id: order.get(row_id, 0))
-    return _report(settings, notifiers, lanes.timed_out, tally)
+def _opened(store: StoreAccess) -> AbstractContextManager[Store]:
+    """The store held open as it is, or opened for this use."""
+    return contextlib.nullcontext(store) if isinstance(store, Store) else store()
 
 
 def _wait(tally: _Tally, row: OutboxRow) -> None:

@@ -6,7 +6,8 @@ and `run`: docs/alerts.md#the-alert-lifecycle)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
@@ -151,6 +152,7 @@ class DeliveryArgs(TypedDict, total=False):
     notifiers: Mapping[str, Notifier] | None  # default: the configured receivers
     timer: Timer | None  # paces the delivery's retries (tests hand in a fake one)
     guard: Guard | None  # the alert lease's checkpoint (alerts.lease)
+    deliver: bool  # False: enqueue only, for `deliver` to send with the store closed
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,7 @@ class AlertContext:
     notifiers: Mapping[str, Notifier]
     timer: Timer | None = None
     guard: Guard | None = None
+    deliver: bool = True
 
     @classmethod
     def of(cls, store: Store, settings: Settings, **args: Unpack[DeliveryArgs]) -> AlertContext:
@@ -175,6 +178,7 @@ class AlertContext:
             build_notifiers(settings) if notifiers is None else notifiers,
             args.get("timer"),
             args.get("guard"),
+            args.get("deliver", True),
         )
 
 
@@ -292,6 +296,25 @@ def settle_run_alert(
     return run(AlertContext.of(store, settings, **args), _run_alert(settings, window, ""))
 
 
+def deliver(
+    open_store: Callable[[], AbstractContextManager[Store]],
+    settings: Settings,
+    **args: Unpack[DeliveryArgs],
+) -> DeliveryReport:
+    """Deliver what waits in the outbox of the configured source, opening the store only for
+    each read and write, never while a receiver answers (after runs made with `deliver=False`)."""
+    notifiers = args.get("notifiers")
+    return deliver_pending(
+        open_store,
+        settings,
+        build_notifiers(settings) if notifiers is None else notifiers,
+        now=args["now"],
+        timer=args.get("timer"),
+        source=settings.source.display_name,
+        guard=args.get("guard"),
+    )
+
+
 def _run_alert(settings: Settings, window: Window, problem: str) -> Evaluation:
     """The `run` pseudo check: fired with `problem`, resolved without; never in the run log."""
     result = run_crashed(problem) if problem else run_finished()
@@ -373,15 +396,17 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
             notifications=len(notifications),
             kind=e.kind,
         )
-    delivery = deliver_pending(
-        store,
-        settings,
-        context.notifiers,
-        now=now,
-        timer=context.timer,
-        source=e.source,
-        guard=context.guard,
-    )
+    delivery = DeliveryReport()
+    if context.deliver:
+        delivery = deliver_pending(
+            store,
+            settings,
+            context.notifiers,
+            now=now,
+            timer=context.timer,
+            source=e.source,
+            guard=context.guard,
+        )
 
     current = {**alerts, **{s.alert.check_id: s.alert for s in steps}}
     return ProcessOutcome(

@@ -9,20 +9,22 @@ and in the outbox table.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from alerts.base import Deadline, DeliveryError, Failure
+from alerts.base import Deadline, DeliveryError, Failure, Message
 from alerts.notifiers import PagerDutyNotifier, WebhookNotifier, build_notifiers
-from alerts.pipeline import process
-from alerts.testing import FakeTimer
+from alerts.pipeline import deliver, process
+from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
 from tests.alerts.conftest import T0, H, make_settings, report
 from tests.alerts.http_standin import (
@@ -252,3 +254,55 @@ def _rows_of(store: Store, settings: Settings, notifier: str) -> set[str]:
         {"n": notifier},
     ).rows
     return {str(r[0]) for r in rows}
+
+
+@dataclass
+class CountingOpener:
+    """Opens the (shared) store for each use, counting the uses in progress."""
+
+    store: Store
+    open: int = 0
+    opened: int = 0
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[Store]:
+        self.open += 1
+        self.opened += 1
+        try:
+            yield self.store
+        finally:
+            self.open -= 1
+
+
+@dataclass
+class StoreWatchingNotifier(RecordingNotifier):
+    """Records, at each send, how many uses of the store were in progress."""
+
+    opener: CountingOpener | None = None
+    open_while_sending: list[int] = field(default_factory=list)
+
+    def send(self, message: Message, deadline: Deadline) -> None:
+        assert self.opener is not None
+        self.open_while_sending.append(self.opener.open)
+        super().send(message, deadline)
+
+
+def test_delivery_holds_the_store_only_while_it_writes(store: Store) -> None:
+    """Enqueued without delivering, then delivered with the store opened per write: never open
+    while a receiver answers (what the daemon's tick needs to leave the store's turn)."""
+    settings = make_settings()
+    opener = CountingOpener(store)
+    chat = StoreWatchingNotifier(name="chat", opener=opener)
+    enqueued = process(
+        store,
+        settings,
+        report(T0, BREACH_TWO),
+        now=T0,
+        notifiers={"chat": chat},
+        deliver=False,
+    )
+    assert len(enqueued.enqueued) == 1 and enqueued.delivery.delivered == () and chat.sent == []
+    delivered = deliver(opener, settings, now=T0, notifiers={"chat": chat}, timer=FakeTimer())
+    assert delivered.delivered == enqueued.enqueued and len(chat.sent) == 1
+    assert chat.open_while_sending == [0]
+    assert opener.opened >= 3  # the rows to send, the send's mark, its outcome
