@@ -87,7 +87,9 @@ class Attributes:
 
 def _unparsable(text: str) -> str:
     """SQL: 1 when an attribute holds a latency (not '' nor 'null') that is no number."""
-    return f"(({text}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({text}, '\"', '')) IS NULL)"
+    return (
+        f"(({text}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({text}, '\"', '')) IS NULL)"
+    )
 
 
 def attributes(column: str, types: Mapping[str, str] | None) -> Attributes:
