@@ -115,3 +115,37 @@ def test_unusable_store_is_503_with_retry_after(tmp_path: Path) -> None:
         assert ingest.spool.queued_bytes > 0  # the accepted request waits for the store
     finally:
         ingest.stop()
+
+
+@pytest.mark.parametrize(
+    ("token", "env"),
+    [
+        ("${OTLP_TOKEN}", {"OTLP_TOKEN": ""}),  # an empty line in a systemd EnvironmentFile
+        ("${OTLP_TOKEN:-}", {}),
+        ("", {}),
+        (" \t ", {}),
+    ],
+    ids=["empty-variable", "empty-default", "empty-string", "whitespace"],
+)
+def test_an_empty_token_is_no_token(tmp_path: Path, token: str, env: dict[str, str]) -> None:
+    """An empty or whitespace `[ingest] token` opens nothing: the daemon and `config check` exit 2
+    naming ingest.token, and nothing is bound."""
+    port = free_port()
+    config = tmp_path / "watchdog.toml"
+    config.write_text(f'[ingest]\nlisten = "0.0.0.0:{port}"\ntoken = "{token}"\n', encoding="utf-8")
+    done = daemon(tmp_path, "--config", str(config), **env)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "ingest.token" in line and "empty" in line
+    checked = subprocess.run(
+        [str(BIN), "config", "check", "--no-store", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean_env(tmp_path / "xdg"), **env},
+        cwd=REPO,
+        check=False,
+    )
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "ingest.token" in checked.stderr and "empty" in checked.stderr
+    assert not (tmp_path / "xdg" / "memory-watchdog" / "ingest").exists()

@@ -78,6 +78,22 @@ class IngestSettings(ConfigModel):
     def _size(cls, value: Any) -> int:
         return parse_size(value)
 
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: Secret | None) -> Secret | None:
+        # An empty token (an empty variable, `${OTLP_TOKEN:-}`) would open the receiver to
+        # anyone while the config reads as if it were guarded: it is a mistake, never "no token".
+        if (
+            value is not None
+            and not secret_value(value).strip()
+            and not isinstance(value, MissingSecret)
+        ):
+            raise ValueError(
+                "is empty, and an empty token would let anyone in: set one"
+                " (clients send Authorization: Bearer <token>) or remove the key"
+            )
+        return value
+
     @field_validator("logs_table", "traces_table")
     @classmethod
     def _table(cls, value: str) -> str:
