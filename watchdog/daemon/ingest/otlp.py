@@ -198,7 +198,11 @@ def response(signal: str, batch: Batch | None, content_type: str) -> bytes:
 
 
 def _nanos(ns: int) -> str:
-    """Nanoseconds since the epoch as DateTime64(9) text that keeps every digit."""
+    """Nanoseconds since the epoch as a JSON number the engine reads as DateTime64(9), every digit.
+
+    Written unquoted: the engine reads a *quoted* time with fewer than 9 integer digits (before
+    1973, or 0, OTLP's "unset") as a date and refuses the row; a number it reads for every value.
+    """
     seconds, fraction = divmod(ns, 1_000_000_000)
     return f"{seconds}.{fraction:09d}"
 
@@ -252,7 +256,7 @@ def _log_lines(request: Any, reject: Callable[[str], None]) -> Iterator[str]:
                     continue
                 body = record.body
                 yield (
-                    f'["{_nanos(ts)}","{_hex(trace_id, _NO_TRACE)}","{_hex(span_id, _NO_SPAN)}",'
+                    f'[{_nanos(ts)},"{_hex(trace_id, _NO_TRACE)}","{_hex(span_id, _NO_SPAN)}",'
                     f"{record.flags & 0xFF},{_text(record.severity_text)},"
                     f"{record.severity_number & 0xFF},"
                     f"{_text(body.string_value or as_string(body))},"
@@ -277,8 +281,7 @@ def _span_lines(request: Any, reject: Callable[[str], None]) -> Iterator[str]:
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
                 kind, code = span.kind, span.status.code
                 events, links = span.events, span.links
-                own = [
-                    _nanos(start),
+                head = [
                     _hex(span.trace_id, _NO_TRACE),
                     _hex(span.span_id, _NO_SPAN),
                     _hex(span.parent_span_id, _NO_SPAN),
@@ -289,7 +292,8 @@ def _span_lines(request: Any, reject: Callable[[str], None]) -> Iterator[str]:
                     end - start,
                     STATUS_CODES[code] if 0 <= code < len(STATUS_CODES) else "",
                     span.status.message,
-                    [_nanos(e.time_unix_nano) for e in events],
+                ]
+                tail = [
                     [e.name for e in events],
                     [attributes(e.attributes) for e in events],
                     [_hex(link.trace_id, _NO_TRACE) for link in links],
@@ -297,7 +301,10 @@ def _span_lines(request: Any, reject: Callable[[str], None]) -> Iterator[str]:
                     [link.trace_state for link in links],
                     [attributes(link.attributes) for link in links],
                 ]
-                yield f"{_json(own)[:-1]},{shared}]\n"
+                times = ",".join(_nanos(e.time_unix_nano) for e in events)
+                yield (
+                    f"[{_nanos(start)},{_json(head)[1:-1]},[{times}],{_json(tail)[1:-1]},{shared}]\n"
+                )
 
 
 def _span_problem(span: Any) -> str:

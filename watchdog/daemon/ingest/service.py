@@ -40,7 +40,7 @@ from watchdog.daemon.ingest.loader import (
 )
 from watchdog.daemon.ingest.otlp import LOGS, TRACES
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
-from watchdog.daemon.ingest.spool import IngestSpool
+from watchdog.daemon.ingest.spool import IngestSpool, Load
 from watchdog.daemon.tick import Progress, TickRequest, TickResult
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,19 @@ class Ingest:
             return self._round_holding_turn()
 
     def _round_holding_turn(self) -> LoadResult:
+        result, split = self._load_planned()
+        if split:  # a refused load wrote nothing: its batches are tried each alone at once
+            again, _ = self._load_planned()
+            result = LoadResult(
+                outcomes=[*result.outcomes, *again.outcomes],
+                problem=again.problem,
+                busy=again.busy,
+                warnings=[*result.warnings, *again.warnings],
+            )
+        return result
+
+    def _load_planned(self) -> tuple[LoadResult, bool]:
+        """Plan and run the loads; the result, and whether a refused load was split."""
         self.spool.plan(self.tables)
         loads = self.spool.planned_loads()
         request = LoadRequest(
@@ -202,10 +215,12 @@ class Ingest:
         )
         self.loaded.last_round_s = time.monotonic() - started
         self.loaded.rounds += 1
-        self._take(result, {load.token: load for load in loads})
-        return result
+        split = self._take(result, {load.token: load for load in loads})
+        return result, split
 
-    def _take(self, result: LoadResult, loads: dict[str, Any]) -> None:
+    def _take(self, result: LoadResult, loads: dict[str, Load]) -> bool:
+        """Mark what was loaded, split or set aside what was refused; True when a load was split."""
+        split = False
         for warning in result.warnings:
             if warning not in self._warned:
                 self._warned.add(warning)
@@ -216,8 +231,18 @@ class Ingest:
                 self.spool.done(load)
                 self.loaded.rows[load.signal] += load.rows
                 self._refusals.pop(load.token, None)
+            elif outcome.refused and len(load.files) > 1:
+                self.spool.split(load)
+                split = True
             elif outcome.refused:
                 count = self._refusals[load.token] = self._refusals.get(load.token, 0) + 1
+                log.warning(
+                    "ingest: the store refuses %d %s rows (%s); %s",
+                    load.rows,
+                    load.signal,
+                    outcome.problem,
+                    "set aside" if count >= REFUSALS_BEFORE_ASIDE else "tried again next round",
+                )
                 if count >= REFUSALS_BEFORE_ASIDE:
                     self.spool.set_aside(load, outcome.problem)
                     self.loaded.set_aside += load.rows
@@ -242,6 +267,7 @@ class Ingest:
                 self.spool.queued_bytes,
             )
             self._failing_since = None
+        return split
 
 
 class TurnTakingTicks(ChildTicks):

@@ -132,6 +132,7 @@ class IngestSpool:
         # Batch name -> (bytes, rows), in the order they were accepted.
         self._batches = {p.name: (p.stat().st_size, _count_rows(p)) for p in self._batch_files()}
         self._planned: set[str] = set()
+        self._solo: set[str] = set()  # batches of a refused load: each loaded on its own
         for load in self.planned_loads():
             self._planned.update(Path(f).name for f in load.files)
 
@@ -197,10 +198,13 @@ class IngestSpool:
         """
         with self._lock:
             pending = {n: entry for n, entry in self._batches.items() if n not in self._planned}
+            solo = self._solo & pending.keys()
         planned: list[Load] = []
         for signal in SIGNALS:
             names = [n for n in pending if n.startswith(f"{signal}-")]
-            for group in _groups(names, pending):
+            groups = [[n] for n in names if n in solo]
+            groups += _groups([n for n in names if n not in solo], pending)
+            for group in groups:
                 planned.append(self._write_load(signal, tables[signal], group, pending))
         return planned
 
@@ -237,6 +241,19 @@ class IngestSpool:
         if self._appended > 10_000:
             self._compact_ledger()
 
+    def split(self, load: Load) -> None:
+        """Forget a load the store refused (it wrote nothing); plan each of its batches alone.
+
+        So a batch the store cannot take is set aside alone, and the others are loaded.
+        """
+        with self._lock:
+            for file in load.files:
+                name = Path(file).name
+                self._planned.discard(name)
+                self._solo.add(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.loads / f"{load.token}.json")
+
     def set_aside(self, load: Load, problem: str) -> None:
         """Move a load's batches to `quarantine/` (the store refuses their rows); never deleted."""
         self.quarantine.mkdir(exist_ok=True)
@@ -263,6 +280,7 @@ class IngestSpool:
                 os.unlink(file)
             self._batches.pop(name, None)
             self._planned.discard(name)
+            self._solo.discard(name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.loads / f"{load.token}.json")
 
