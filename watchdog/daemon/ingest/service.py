@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.core.settings import Settings
+from watchdog.core.urls import parse_store_url
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import (
     ChildLoads,
@@ -40,7 +41,7 @@ from watchdog.daemon.ingest.loader import (
 )
 from watchdog.daemon.ingest.otlp import LOGS, TRACES
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
-from watchdog.daemon.ingest.spool import IngestSpool, Load
+from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load
 from watchdog.daemon.tick import Progress, TickRequest, TickResult
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,15 @@ def spool_dir(settings: Settings) -> Path:
     """`[ingest] spool_dir`, else `<data_dir>/ingest`."""
     configured = settings.ingest.spool_dir
     return Path(configured) if configured else settings.data_dir / "ingest"
+
+
+def destinations(settings: Settings) -> dict[str, Destination]:
+    """Where each signal's rows go: the store (its URL, password masked) and the table."""
+    store = parse_store_url(settings.store.url).masked
+    return {
+        LOGS: Destination(store, settings.ingest.logs_table),
+        TRACES: Destination(store, settings.ingest.traces_table),
+    }
 
 
 @dataclass
@@ -80,7 +90,7 @@ class Ingest:
     ) -> None:
         self.settings = settings
         self.spool = spool or IngestSpool(
-            spool_dir(settings), retry_window=settings.ingest.retry_window
+            spool_dir(settings), destinations(settings), retry_window=settings.ingest.retry_window
         )
         self.turn = threading.Lock()  # the store: one load or one tick at a time
         self.receiver = Receiver(settings.ingest, self.spool, admission=self.admission)
@@ -200,7 +210,7 @@ class Ingest:
 
     def _load_planned(self) -> tuple[LoadResult, bool]:
         """Plan and run the loads; the result, and whether a refused load was split."""
-        self.spool.plan(self.tables)
+        self.spool.plan()
         loads = self.spool.planned_loads()
         request = LoadRequest(
             store=self.settings.store,

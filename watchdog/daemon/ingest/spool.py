@@ -2,18 +2,22 @@
 
 Three kinds of file under the spool directory (`[ingest] spool_dir`):
 
-- `batches/<signal>-<digest>.jsonl`: one accepted request's rows
-  (watchdog.daemon.ingest.otlp.Batch), written to `tmp/`, fsynced, renamed
-  here and the directory fsynced *before* the client is answered 200. The
-  digest names the records, so a client's retry of a request that is
-  still here (or was loaded recently) is recognised and stored once.
+- `batches/<signal>-<destination>-<digest>.jsonl`: one accepted request's
+  rows (watchdog.daemon.ingest.otlp.Batch), written to `tmp/`, fsynced,
+  renamed here and the directory fsynced *before* the client is answered
+  200. The digest names the records, so a client's retry of a request that
+  is still here (or was loaded recently) is recognised and stored once; the
+  destination names the store and table they go to (`Destination.key`), so
+  a daemon on another store, sharing the data directory, neither loads them
+  nor takes its own clients' records for retries of them.
 - `loads/<token>.json`: a load, the batches one insert carries and the
   insert's deduplication token, written before the insert. After a crash
   the same load is inserted again with the same token, and ClickHouse keeps
   one copy (the tables carry `non_replicated_deduplication_window`).
-- `loaded.log`: the digests loaded in the last `retry_window`, appended
-  (and fsynced) before a load's batches are deleted: a retry that arrives
-  after its batch was loaded is still recognised.
+- `loaded.log`: the digests loaded in the last `retry_window`, each with its
+  destination, appended (and fsynced) before a load's batches are deleted:
+  a retry that arrives after its batch was loaded is still recognised, for
+  the store and table it was loaded into only.
 
 One process, the daemon, owns the spool: the receiver's threads add
 batches, the loader thread plans loads and marks them done; the insert
@@ -30,7 +34,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -40,6 +44,30 @@ from watchdog.daemon.ingest.otlp import SIGNALS, Batch
 log = logging.getLogger(__name__)
 
 BATCH_SUFFIX = ".jsonl"
+ANY = "*"  # the destination of names written before destinations were (they match every one)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a signal's rows go: the store, as its URL shows with the password masked, and a table."""
+
+    store: str
+    table: str
+
+    @property
+    def key(self) -> str:
+        """A short name of the destination, in batch names and the ledger."""
+        return hashlib.sha256(f"{self.store}\n{self.table}".encode()).hexdigest()[:12]
+
+
+def parse_name(name: str) -> tuple[str, str, str]:
+    """(signal, destination key, digest) of a batch file name; ANY for names without one."""
+    parts = name.removesuffix(BATCH_SUFFIX).split("-")
+    if len(parts) == 2:
+        return parts[0], ANY, parts[1]
+    return parts[0], parts[1], parts[-1]
+
+
 # One insert carries at most this much: the loader's memory and one insert's time stay bounded.
 MAX_LOAD_BYTES = 64 * 1024**2
 
@@ -56,8 +84,9 @@ class Load:
     size: int
 
     @property
-    def digests(self) -> tuple[str, ...]:
-        return tuple(Path(f).name.removesuffix(BATCH_SUFFIX).partition("-")[2] for f in self.files)
+    def entries(self) -> tuple[str, ...]:
+        """`<destination> <digest>` of each batch, as the ledger keeps them."""
+        return tuple(_entry(Path(f).name) for f in self.files)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -109,11 +138,14 @@ class IngestSpool:
     def __init__(
         self,
         directory: Path,
+        destinations: Mapping[str, Destination],
         *,
         retry_window: timedelta = timedelta(minutes=15),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.directory = directory
+        self.destinations = dict(destinations)  # signal -> where its rows go
+        self._keys = {d.key for d in destinations.values()} | {ANY}
         self.batches = directory / "batches"
         self.loads = directory / "loads"
         self.tmp = directory / "tmp"
@@ -129,7 +161,8 @@ class IngestSpool:
                 stale.unlink()
         self._loaded = self._read_ledger()
         self._appended = 0
-        # Batch name -> (bytes, rows), in the order they were accepted.
+        # Batch name -> (bytes, rows), in the order they were accepted; another destination's
+        # batches (a daemon on another store shares the directory) are left for it.
         self._batches = {p.name: (p.stat().st_size, _count_rows(p)) for p in self._batch_files()}
         self._planned: set[str] = set()
         self._solo: set[str] = set()  # batches of a refused load: each loaded on its own
@@ -149,9 +182,10 @@ class IngestSpool:
 
         When this returns, a crash cannot lose the batch: answer the client then.
         """
-        name = f"{batch.signal}-{batch.digest}{BATCH_SUFFIX}"
+        key = self.destinations[batch.signal].key
+        name = f"{batch.signal}-{key}-{batch.digest}{BATCH_SUFFIX}"
         path = self.batches / name
-        if self._known(name, batch.digest):
+        if self._known(name, key, batch.digest):
             return False
         tmp = self.tmp / f"{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as out:
@@ -161,7 +195,7 @@ class IngestSpool:
         with self._lock:
             # Checked again under the lock the loader takes to mark a load done: a batch
             # is either still here, or its digest is in the ledger already.
-            if name in self._batches or batch.digest in self._loaded:
+            if self._known_locked(name, key, batch.digest):
                 tmp.unlink()
                 return False
             os.replace(tmp, path)
@@ -169,15 +203,29 @@ class IngestSpool:
         _fsync_dir(self.batches)
         return True
 
-    def _known(self, name: str, digest: str) -> bool:
+    def _known(self, name: str, key: str, digest: str) -> bool:
         with self._lock:
-            return name in self._batches or digest in self._loaded
+            return self._known_locked(name, key, digest)
+
+    def _known_locked(self, name: str, key: str, digest: str) -> bool:
+        """Kept and waiting, or loaded lately into this destination (the caller holds the lock)."""
+        loaded = self._loaded
+        return (
+            name in self._batches
+            or f"{key} {digest}" in loaded
+            or f"{ANY} {digest}" in loaded
+            or f"{parse_name(name)[0]}-{digest}{BATCH_SUFFIX}" in self._batches
+        )
 
     # -- the loader's side --------------------------------------------------------------
 
     def _batch_files(self) -> list[Path]:
         return sorted(
-            (p for p in self.batches.iterdir() if p.name.endswith(BATCH_SUFFIX)),
+            (
+                p
+                for p in self.batches.iterdir()
+                if p.name.endswith(BATCH_SUFFIX) and parse_name(p.name)[1] in self._keys
+            ),
             key=lambda p: p.stat().st_mtime_ns,
         )
 
@@ -186,16 +234,19 @@ class IngestSpool:
         found = []
         for path in self.loads.glob("*.json"):
             try:
-                found.append((path.stat().st_mtime_ns, Load.from_json(path.read_text("utf-8"))))
+                load = Load.from_json(path.read_text("utf-8"))
+                found.append((path.stat().st_mtime_ns, load))
             except (OSError, ValueError, KeyError) as exc:
                 log.error("ingest spool: unreadable load %s (%s); left in place", path, exc)
-        return [load for _, load in sorted(found, key=lambda item: item[0])]
+        ours = [
+            (at, load)
+            for at, load in found
+            if all(parse_name(Path(f).name)[1] in self._keys for f in load.files)
+        ]
+        return [load for _, load in sorted(ours, key=lambda item: item[0])]
 
-    def plan(self, tables: dict[str, str]) -> list[Load]:
-        """New loads for the batches no load carries yet, each written down before its insert.
-
-        `tables` maps a signal to the table its rows go to.
-        """
+    def plan(self) -> list[Load]:
+        """New loads for the batches no load carries yet, each written down before its insert."""
         with self._lock:
             pending = {n: entry for n, entry in self._batches.items() if n not in self._planned}
             solo = self._solo & pending.keys()
@@ -205,7 +256,8 @@ class IngestSpool:
             groups = [[n] for n in names if n in solo]
             groups += _groups([n for n in names if n not in solo], pending)
             for group in groups:
-                planned.append(self._write_load(signal, tables[signal], group, pending))
+                table = self.destinations[signal].table
+                planned.append(self._write_load(signal, table, group, pending))
         return planned
 
     def _write_load(
@@ -228,15 +280,15 @@ class IngestSpool:
     def done(self, load: Load) -> None:
         """The load is in the store: remember its digests, then drop its batches and itself."""
         now = self._clock()
-        digests = load.digests
+        entries = load.entries
         with open(self.ledger, "a", encoding="ascii") as ledger:
-            ledger.writelines(f"{now:.3f} {d}\n" for d in digests)
+            ledger.writelines(f"{now:.3f} {e}\n" for e in entries)
             ledger.flush()
             os.fsync(ledger.fileno())
-        self._appended += len(digests)
+        self._appended += len(entries)
         with self._lock:
-            for digest in digests:
-                self._loaded[digest] = now
+            for entry in entries:
+                self._loaded[entry] = now
             self._drop(load)
         if self._appended > 10_000:
             self._compact_ledger()
@@ -291,10 +343,12 @@ class IngestSpool:
         oldest = self._clock() - self.retry_window
         with contextlib.suppress(FileNotFoundError):
             for line in self.ledger.read_text("ascii", errors="replace").splitlines():
-                at, _, digest = line.partition(" ")
+                at, _, entry = line.partition(" ")
+                if entry and " " not in entry:  # written before destinations: any destination
+                    entry = f"{ANY} {entry}"
                 with contextlib.suppress(ValueError):
-                    if float(at) >= oldest and digest:
-                        loaded[digest] = float(at)
+                    if float(at) >= oldest and entry.strip():
+                        loaded[entry] = float(at)
         return loaded
 
     def _compact_ledger(self) -> None:
@@ -331,6 +385,12 @@ def _groups(names: list[str], entries: dict[str, tuple[int, int]]) -> Iterator[l
         total += size
     if group:
         yield group
+
+
+def _entry(name: str) -> str:
+    """`<destination> <digest>` of a batch file name, as the ledger keeps it."""
+    _, key, digest = parse_name(name)
+    return f"{key} {digest}"
 
 
 def _count_rows(path: Path) -> int:
