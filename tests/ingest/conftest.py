@@ -60,7 +60,7 @@ def receiving(store: Store, tmp_path: Path) -> Iterator[Callable[..., Receiving]
         receiver = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
         server = receiver.start("127.0.0.1:0")
         started.append(receiver)
-        host, port = server.server_address[:2]
+        host, port = server.address
         return Receiving(receiver, settings, f"http://{host!s}:{port}")
 
     yield start

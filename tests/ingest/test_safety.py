@@ -106,7 +106,7 @@ def test_unusable_store_is_503_with_retry_after(tmp_path: Path) -> None:
     ingest = Ingest(settings)
     server = ingest.start("127.0.0.1:0")
     try:
-        host, port = server.server_address[:2]
+        host, port = server.address
         endpoint = f"http://{host!s}:{port}"
         assert post(endpoint, logs_request(3)).status == 200  # durable in the spool
         refused = post(endpoint, logs_request(4))

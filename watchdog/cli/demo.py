@@ -115,7 +115,7 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         # The receiver loads into this very store, in this process (no daemon here).
         ingest = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
         server = ingest.start("127.0.0.1:0")
-        host, port = server.server_address[:2]
+        host, port = server.address
         try:
             send_events(f"http://{host!s}:{port}", data.events, data.retried)
         finally:

@@ -148,6 +148,8 @@ def decode(signal: str, body: bytes, content_type: str) -> Any:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("not an OTLP/JSON request: nested too deep") from None
     if not isinstance(document, dict):
         raise BadRequest(f"not an OTLP/JSON {type(request).__name__}: not an object")
     try:
@@ -155,6 +157,8 @@ def decode(signal: str, body: bytes, content_type: str) -> Any:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
         raise BadRequest(f"not an OTLP/JSON {type(request).__name__}: {exc}") from None
+    except RecursionError:
+        raise BadRequest(f"not an OTLP/JSON {type(request).__name__}: nested too deep") from None
     return request
 
 

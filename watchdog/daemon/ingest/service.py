@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from watchdog.daemon.ingest.loader import (
     open_request_store,
 )
 from watchdog.daemon.ingest.otlp import LOGS, TRACES
+from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
 from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load
 from watchdog.daemon.tick import Progress, TickRequest, TickResult
@@ -104,7 +104,7 @@ class Ingest:
         self._failing_since: float | None = None
         self._refusals: dict[str, int] = {}
         self._warned: set[str] = set()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: HttpServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -129,11 +129,11 @@ class Ingest:
 
     # -- running ------------------------------------------------------------------------
 
-    def start(self, listen: str) -> ThreadingHTTPServer:
+    def start(self, listen: str) -> HttpServer:
         """Create the tables (first round), then serve on `listen` and load in a thread."""
         self.round()
-        self._server = self.receiver.serve(listen)
-        host, port = self._server.server_address[:2]
+        self._server = HttpServer(self.receiver, listen)
+        host, port = self._server.address
         log.info(
             "receiving OTLP/HTTP on http://%s:%s (/v1/logs, /v1/traces) into %s and %s",
             host,
@@ -153,8 +153,7 @@ class Ingest:
         self.refuse_new()
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
