@@ -38,8 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from checks.base import CheckResult, NoDataPolicy, Severity, Status, Window
-from checks.kinds import CheckSpec
+from checks.base import CheckResult, CheckSpec, NoDataPolicy, Severity, Status, Window
 from watchdog.core.settings import RUN_CHECK_ID, STORE_CHECK_ID, AlertSettings
 
 # The pseudo check id of "the source could not be read at all" (see alerts.pipeline).

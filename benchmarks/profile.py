@@ -21,20 +21,16 @@ from pathlib import Path
 from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, MIXES
 from benchmarks.run import Bench, settings_for
-from checks.base import Status
-from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer
-from checks.sources import open_source
-from checks.triage import breakdown
 from watchdog.runner.once import run_once, window_at
 
 
 def profile(bench: Bench, preset: str, events: int, mix: str = "today") -> dict[str, list[float]]:
     """Seconds per repetition: the floor, each query (named by its checks), the totals.
 
-    The evaluation is timed twice: as `check --format text` runs it, and
-    carrying the triage (as `check --format json` and the daemon run it), then
-    each breakdown query the evaluation did not carry.
+    The evaluation is timed twice: as `check --format text` runs it, and with
+    the triage (as `check --format json` and the daemon run it: the scans carry
+    what they can, the kinds query the rest).
     """
     table, _ = bench.table(preset, events, mix)
     store = bench.open()
@@ -58,15 +54,7 @@ def profile(bench: Bench, preset: str, events: int, mix: str = "today") -> dict[
         run_once(store, settings, window, timed=timer(""))
         seconds["the whole evaluation (text)"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        report = run_once(store, settings, window, timed=timer("carrying triage: "), triage=True)
-        seconds["the evaluation carrying triage"].append(time.perf_counter() - started)
-        source = open_source(store, settings.source)
-        for spec in configured_checks(settings):
-            result = report.checks[spec.id]
-            if result.status is Status.BREACHED and spec.id not in report.triage:
-                began = time.perf_counter()
-                breakdown(store, source, window, spec, result)
-                seconds[f"triage query of {spec.id}"].append(time.perf_counter() - began)
+        run_once(store, settings, window, timed=timer("carrying triage: "), triage=True)
         seconds["evaluation + triage (json)"].append(time.perf_counter() - started)
     return seconds
 

@@ -5,7 +5,7 @@ and agent responses kept in arrays of their own per session). On one table,
 alternating `reps` times:
 
 - the session query of the enabled built-in checks, built with and without
-  the `recall_before_response` check (the same builder, `checks.sessions.build`);
+  the `recall_before_response` check (the same plan, `checks.scans.session`);
 - the whole suite (`run_once` plus the JSON rendering) with the check
   enabled and with `[checks.recall_before_response] enabled = false`.
 
@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.run import Bench, Samples, _ratio, _timed, _verdicts, settings_for
-from checks import sessions
 from checks.builtin import configured_checks
+from checks.kinds import KINDS
+from checks.scans.plans import Plans
 from checks.sources import open_source
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
@@ -54,14 +55,17 @@ def session_queries(
 ) -> dict[str, tuple[str, dict[str, Any]]]:
     """The shared session query (SQL, parameters) with and without the check."""
     source = open_source(store, settings.source)
-    enabled = sessions.session_checks([s for s in configured_checks(settings) if s.enabled])
+    enabled = [s for s in configured_checks(settings) if s.enabled]
     found = {}
     for label, specs in (
         ("with", enabled),
         ("without", [s for s in enabled if s.id != CHECK]),
     ):
-        builder, _ = sessions.build(specs)
-        found[label] = (builder.sql(source), {**source.params, **at_params, **builder.params})
+        plans = Plans(source)
+        for spec in specs:
+            KINDS.of(spec).plan(plans, spec)
+        scan = plans.sessions[None]  # the session scan of the configured window
+        found[label] = (scan.render_raw(source), {**source.params, **at_params, **scan.params()})
     return found
 
 

@@ -41,7 +41,8 @@ from benchmarks import naive
 from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
 from checks.base import Window
-from checks.state import BUILT_FOR, STATE_TABLE, table_comment
+from checks.state.layout import BUILT_FOR, STATE_TABLE
+from checks.state.read import table_comment
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
 from watchdog.core.times import rfc3339

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from benchmarks.run import Bench
-from checks.state import STATE_TABLE
+from checks.state.layout import STATE_TABLE
 from watchdog.core.times import rfc3339
 
 # Off the bucket grid: the lookback's two ends are partial buckets, read from events.

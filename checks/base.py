@@ -1,10 +1,10 @@
-"""The contracts every check shares: windows, statuses, results and the report."""
+"""The contracts every check shares: windows, statuses, a check's spec, results, the report."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,6 +53,15 @@ class Comparison(enum.StrEnum):
         return value <= target
 
 
+class Unit(enum.StrEnum):
+    """What a check's value counts or measures."""
+
+    COUNT = "count"
+    RATIO = "ratio"
+    MS = "ms"
+    S = "s"
+
+
 @dataclass(frozen=True)
 class Window:
     """The evaluation window W = [at - length, at); events exist only before `at`."""
@@ -87,6 +96,34 @@ class Window:
 
 
 @dataclass(frozen=True)
+class KindParams:
+    """The parameters of one check kind (`checks.kinds`): each kind's dataclass extends this."""
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One configured check: its identity, verdict rule and kind parameters."""
+
+    id: str
+    params: KindParams
+    target: float
+    comparison: Comparison
+    severity: Severity
+    min_samples: int
+    unit: Unit
+    description: str
+    enabled: bool = True
+    window_ms: int | None = None  # a check-specific window length (multi-window alerting)
+    no_data: NoDataPolicy = NoDataPolicy.KEEP_STATE  # what `no_data` does to its alert
+
+    def window_for(self, window: Window) -> Window:
+        """The window this check is judged over: its own length if it has one, else `window`."""
+        if self.window_ms is None:
+            return window
+        return replace(window, length=timedelta(milliseconds=self.window_ms))
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """The verdict of one check over one window (docs/spec.md section 5)."""
 
@@ -99,15 +136,18 @@ class CheckResult:
     summary: str
     evidence: Evidence = field(default_factory=Evidence)
     comparison: Comparison = Comparison.GT
-    unit: str = "count"  # count | ratio | ms | s
+    unit: Unit = Unit.COUNT
     description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unit", Unit(self.unit))  # as read back from a stored report
 
     def to_json(self) -> dict[str, Any]:
         value: float | int | None = self.value
-        if value is not None and float(value).is_integer() and self.unit in ("count", "s"):
+        if value is not None and float(value).is_integer() and self.unit in (Unit.COUNT, Unit.S):
             value = int(value)
         target: float | int = self.target
-        if float(target).is_integer() and self.unit in ("count", "s", "ms"):
+        if float(target).is_integer() and self.unit is not Unit.RATIO:
             target = int(target)
         return {
             "status": self.status.value,
@@ -118,7 +158,7 @@ class CheckResult:
             "summary": self.summary,
             "evidence": self.evidence.to_json(),
             "comparison": self.comparison.value,
-            "unit": self.unit,
+            "unit": self.unit.value,
         }
 
 

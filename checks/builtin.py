@@ -5,25 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from checks.base import Comparison, NoDataPolicy, Severity
-from checks.custom import to_spec
-from checks.kinds import (
-    Anchor,
-    CheckSpec,
-    Counted,
-    Coverage,
-    DeviationContract,
-    DeviationEvidence,
-    Freshness,
-    Obligation,
-    OutcomeRate,
-    PayloadMatch,
-    Quantile,
-    Share,
-    Streak,
-)
+from checks.base import CheckSpec, Comparison, NoDataPolicy, Severity, Unit
+from checks.kinds import KINDS
+from checks.kinds.coverage import Counted, Coverage
+from checks.kinds.deviation_contract import DeviationContract
+from checks.kinds.deviation_evidence import DeviationEvidence
+from checks.kinds.freshness import Freshness
+from checks.kinds.obligations import Anchor, Obligation
+from checks.kinds.outcome_rate import OutcomeRate
+from checks.kinds.quantile import Quantile
+from checks.kinds.share import Share
+from checks.kinds.streak import Streak
+from checks.scans.session import PayloadMatch
 from watchdog.core.durations import duration_ms
-from watchdog.core.settings import Settings
+from watchdog.core.settings import BUILTIN_CHECK_IDS, Settings
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 ONE_MINUTE_MS = 60 * 1000
@@ -38,6 +33,8 @@ def _recall_coverage(s: Settings) -> CheckSpec:
                     anchor=Anchor.START,
                     required=s.events.recall_any,
                     grace_ms=duration_ms(s.window.recall_grace),
+                    label="start recall",
+                    grace_key="recall_grace",
                 ),
             ),
             breach_phrase="started without recall",
@@ -46,7 +43,7 @@ def _recall_coverage(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="Every session recalls memory within recall_grace of its first event.",
     )
 
@@ -64,6 +61,8 @@ def _observe_coverage(s: Settings) -> CheckSpec:
                     lead_ms=FIVE_MINUTES_MS,
                     ends=s.events.session_end,
                     idle_ms=duration_ms(s.window.idle_timeout),
+                    label="end observe",
+                    grace_key="observe_grace",
                 ),
                 Obligation(
                     anchor=Anchor.EVENT,
@@ -71,6 +70,9 @@ def _observe_coverage(s: Settings) -> CheckSpec:
                     grace_ms=grace,
                     lead_ms=ONE_MINUTE_MS,
                     triggers=s.events.compaction,
+                    label="compaction observe",
+                    grace_key="observe_grace",
+                    after="after a compaction",
                 ),
             ),
             breach_phrase="ended or compacted without observe",
@@ -79,7 +81,7 @@ def _observe_coverage(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="Every session observes at its end and on each compaction.",
     )
 
@@ -98,7 +100,7 @@ def _observe_failure_rate(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.CRITICAL,
         min_samples=20,
-        unit="ratio",
+        unit=Unit.RATIO,
         description="Failed and lost observes stay under the target share.",
     )
 
@@ -117,7 +119,7 @@ def _recall_failure_rate(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit="ratio",
+        unit=Unit.RATIO,
         description="Failed and lost recalls stay under the target share.",
     )
 
@@ -130,7 +132,7 @@ def _recall_latency_p95(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit="ms",
+        unit=Unit.MS,
         description="The exact p95 (nearest rank) of completed recall latency.",
     )
 
@@ -146,7 +148,7 @@ def _circuit_breaker(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="No more than 3 consecutive failed memory operations.",
     )
 
@@ -159,7 +161,7 @@ def _telemetry_freshness(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit="s",
+        unit=Unit.S,
         description="Telemetry keeps arriving: the newest event is recent.",
     )
 
@@ -175,6 +177,9 @@ def _recall_injection(s: Settings) -> CheckSpec:
                     grace_ms=duration_ms(s.window.recall_grace),
                     triggers=s.events.recall_completed,
                     positive_results=True,
+                    label="recall injection",
+                    grace_key="recall_grace",
+                    after="to inject results",
                 ),
             ),
             requires_seen=s.events.recall_injected,
@@ -184,7 +189,7 @@ def _recall_injection(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="Recalls with results are injected into the session.",
     )
 
@@ -199,7 +204,7 @@ def _write_gate_drift(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit="ratio",
+        unit=Unit.RATIO,
         description="The write gate does not discard most observations.",
     )
 
@@ -222,7 +227,7 @@ def _agent_deviation_contract(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="Deviation events carry only agente, tipo and evidence ids.",
     )
 
@@ -242,6 +247,8 @@ def _recall_before_response(s: Settings) -> CheckSpec:
                     if s.events.trivial_kinds
                     else None,
                     label="recall before response",
+                    grace_key="recall_grace",
+                    after="after each non-trivial human message, or sooner at the response",
                 ),
             ),
             noun="human messages",
@@ -252,7 +259,7 @@ def _recall_before_response(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="The agent recalls memory before answering a non-trivial human message.",
     )
 
@@ -265,12 +272,12 @@ def _agent_deviation_evidence(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit="count",
+        unit=Unit.COUNT,
         description="Evidence ids cited by deviation events exist in the source.",
     )
 
 
-BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
+_BUILDERS: dict[str, Callable[[Settings], CheckSpec]] = {
     "recall_coverage": _recall_coverage,
     "observe_coverage": _observe_coverage,
     "observe_failure_rate": _observe_failure_rate,
@@ -286,6 +293,13 @@ BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
 }
 
 
+# In report order, the order of the ids the settings validate overrides and routes against.
+BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
+    check_id: _BUILDERS[check_id] for check_id in BUILTIN_CHECK_IDS
+}
+assert BUILTIN.keys() == _BUILDERS.keys(), "every built-in check has an id, every id a check"
+
+
 def configured_checks(settings: Settings) -> list[CheckSpec]:
     """Built-in checks (docs/spec.md section 5, in order) with `[checks.<id>]`, then custom ones.
 
@@ -293,7 +307,7 @@ def configured_checks(settings: Settings) -> list[CheckSpec]:
     windows within the lookback), so this cannot fail.
     """
     builtin = [build(settings) for build in BUILTIN.values()]
-    custom = [to_spec(check) for check in settings.custom_checks]
+    custom = [KINDS.spec_of(check) for check in settings.custom_checks]
     return [_override(spec, settings) for spec in builtin + custom]
 
 

@@ -1,16 +1,25 @@
-"""One evaluation: every configured check over one window, as a Report."""
+"""One evaluation: every configured check over one window, as a Report.
+
+Each check's kind plans it into the shared scans (`checks.scans.plans`);
+each scan runs once. With `triage`, the scans carry the breakdown of the
+checks that breach where they can, and the kinds query the rest. A store
+error in one scan makes its checks `error`; in one triage, that breakdown
+says so; neither stops the others.
+"""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
-from checks import deviation, events, sessions, state
-from checks.base import CheckResult, DeviationCount, Report, Status, Window
+from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, Window
 from checks.breakdown import Triage
-from checks.kinds import CheckSpec, DeviationContract, DeviationEvidence
+from checks.kinds import KINDS
+from checks.scans.plans import Context, Judged, Plans
+from checks.scans.session import DATA_QUALITY
 from checks.sources import CompiledSource
+from checks.triage import dimensions, plain
 from checks.verdict import disabled, errored
 from watchdog.core.errors import StoreError
 from watchdog.core.store import Store
@@ -21,18 +30,6 @@ log = logging.getLogger(__name__)
 QueryTimer = Callable[[Sequence[str], int, int], None]
 
 
-# Judges one group of checks over its window with one query: their results by id.
-Judge = Callable[[Window, list[CheckSpec]], dict[str, CheckResult]]
-
-
-def _grouped(specs: Sequence[CheckSpec]) -> list[list[CheckSpec]]:
-    """`specs` grouped by window length (None: the configured window), in order."""
-    groups: dict[int | None, list[CheckSpec]] = {}
-    for spec in specs:
-        groups.setdefault(spec.window_ms, []).append(spec)
-    return list(groups.values())
-
-
 def evaluate(
     store: Store,
     source: CompiledSource,
@@ -40,88 +37,91 @@ def evaluate(
     specs: Sequence[CheckSpec],
     *,
     timed: QueryTimer | None = None,
-    dims: Sequence[str] | None = None,
+    triage: bool = False,
+    error_classes: bool = True,
 ) -> Report:
     """Judge every check in `specs` over `window` on `source`, each error contained.
 
-    A store error inside one query turns the checks of that query into
-    `error` results; it never aborts the others. `timed`, when given, is
-    told how long each query took and which checks it judged. With `dims`
-    (triage dimensions without free text), the session and window queries
-    carry the triage breakdown of their breached checks into the report
-    (`checks.triage.with_triage` adds the others').
+    `timed`, when given, is told how long each scan took and which checks it
+    judged. With `triage`, every breached check gets its breakdown (free
+    text grouped as error classes only with `error_classes`).
     """
-    enabled = [s for s in specs if s.enabled]
+    by_id = {spec.id: spec for spec in specs if spec.enabled}
+    plans = Plans(source, dims=tuple(plain(source.dims)) if triage else None)
+    readers = {spec.id: KINDS.of(spec).plan(plans, spec) for spec in by_id.values()}
+    judged: dict[str, Judged] = {}
     data_quality: dict[str, int] = {}
-    deviations: list[DeviationCount] = []
-    triage: dict[str, Triage] = {}
+    default_session = plans.groups.get(("session", None))
+    for group, ctx, row in plans.run(store, window, timed):
+        for check_id in group.checks:
+            spec = by_id[check_id]
+            try:
+                if isinstance(row, StoreError):
+                    raise row
+                judged[check_id] = readers[check_id](row, ctx)
+            except StoreError as exc:
+                judged[check_id] = Judged(errored(spec, exc.problem))
+        if group is default_session and not isinstance(row, StoreError):
+            data_quality = {r: int(row[f"dq_{r}"] or 0) for r in DATA_QUALITY}
 
-    def session_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
-        if source.state:  # the per-session level from the session state: triage not carried
-            state.verify(store, source, group)
-            shared = sessions.evaluate(
-                store, source, w, group, per_session=state.per_session(source)
-            )
-        else:
-            shared = sessions.evaluate(store, source, w, group, dims=dims)
-        if group[0].window_ms is None:
-            data_quality.update(shared.data_quality)
-        triage.update(shared.triage)
-        return shared.results
-
-    def window_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
-        found = events.evaluate(store, source, w, group, dims)
-        triage.update(found.triage)
-        return found.results
-
-    def deviation_query(w: Window, group: list[CheckSpec]) -> dict[str, CheckResult]:
-        (spec,) = group
-        if isinstance(spec.params, DeviationContract):
-            found = deviation.contract(store, source, w, spec, spec.params, dims)
-            deviations[:] = found.aggregation
-            if found.triage is not None:
-                triage[spec.id] = found.triage
-            return {spec.id: found.contract}
-        if isinstance(spec.params, DeviationEvidence):
-            result, carried = deviation.evidence(store, source, w, spec, spec.params.contract, dims)
-            if carried is not None:
-                triage[spec.id] = carried
-            return {spec.id: result}
-        raise TypeError(f"no evaluator for {spec.kind}")
-
-    # The session checks share one query per distinct window length, and so do the
-    # quantile, streak and share checks; every other check has a query of its own.
-    session_groups = _grouped(sessions.session_checks(enabled))
-    window_groups = _grouped(events.window_checks(enabled))
-    shared = {spec.id for group in session_groups + window_groups for spec in group}
-    queries: list[tuple[list[CheckSpec], Judge]] = [
-        *((group, session_query) for group in session_groups),
-        *((group, window_query) for group in window_groups),
-        *(([spec], deviation_query) for spec in enabled if spec.id not in shared),
-    ]
-    results: dict[str, CheckResult] = {}
-    for group, judge in queries:
-        started = time.time_ns()
-        try:
-            results.update(judge(group[0].window_for(window), group))
-        except StoreError as exc:
-            _log_error(group, exc)
-            results.update({spec.id: errored(spec, exc.problem) for spec in group})
-        if timed is not None:
-            timed([spec.id for spec in group], started, time.time_ns())
-
-    ordered = {spec.id: results.get(spec.id) or disabled(spec) for spec in specs}
-    return Report(
+    results = {s.id: judged[s.id].result if s.id in judged else disabled(s) for s in specs}
+    deviations: tuple[DeviationCount, ...] = ()
+    for found in judged.values():
+        deviations = found.deviations if found.deviations is not None else deviations
+    report = Report(
         window=window,
         source=source.name,
-        checks=ordered,
-        deviations=tuple(deviations),
+        checks=results,
+        deviations=deviations,
         data_quality=data_quality,
         notes=_notes(source, data_quality),
-        triage={
-            i: triage[i] for i in ordered if i in triage and ordered[i].status is Status.BREACHED
-        },
+        triage={i: t for i, j in judged.items() if (t := j.triage) is not None},
     )
+    if not triage:
+        return report
+    return complete_triage(store, source, specs, report, error_classes=error_classes)
+
+
+def complete_triage(
+    store: Store,
+    source: CompiledSource,
+    specs: Sequence[CheckSpec],
+    report: Report,
+    *,
+    error_classes: bool = True,
+) -> Report:
+    """`report` with a breakdown for every breached check: what it carries, the rest queried.
+
+    A breakdown that cannot be queried says why in its entry; the others still run.
+    """
+    dims = dimensions(source, error_classes)
+    found = dict(report.triage)
+    for spec in specs:
+        result = report.checks.get(spec.id)
+        if result is None or result.status is not Status.BREACHED or spec.id in found:
+            continue
+        breakdown = _queried(store, source, report.window, dims, spec, result)
+        if breakdown is not None:
+            found[spec.id] = breakdown
+    ordered = {i: found[i] for i in report.checks if i in found}
+    return replace(report, triage=ordered)
+
+
+def _queried(
+    store: Store,
+    source: CompiledSource,
+    window: Window,
+    dims: Sequence[str],
+    spec: CheckSpec,
+    result: CheckResult,
+) -> Triage | None:
+    """The breakdown of a breached check its scan did not carry, asked of its kind."""
+    ctx = Context(store, source, spec.window_for(window))
+    try:
+        return KINDS.of(spec).triage(ctx, dims, spec, result)
+    except StoreError as exc:
+        log.warning("triage of %s could not run: %s", spec.id, exc.problem)
+        return Triage.failed(exc.problem)
 
 
 def _notes(source: CompiledSource, data_quality: Mapping[str, int]) -> tuple[str, ...]:
@@ -134,7 +134,3 @@ def _notes(source: CompiledSource, data_quality: Mapping[str, int]) -> tuple[str
         " read from it, so the session checks count those events for no session"
         " (data_quality.payload_not_json_object)",
     )
-
-
-def _log_error(specs: Sequence[CheckSpec], exc: StoreError) -> None:
-    log.warning("checks %s could not run: %s", ", ".join(s.id for s in specs), exc.problem)

@@ -35,18 +35,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from checks.kinds import (
-    CheckSpec,
-    Coverage,
-    DeviationContract,
-    DeviationEvidence,
-    Quantile,
-    Share,
-)
+from checks.base import CheckSpec
+from checks.kinds import KINDS
+from checks.scans.plans import Plans
 from checks.sources import compile_source
-from checks.state import StatePlan, session_scopes, state_statements
+from checks.state.layout import Needs, StatePlan, state_statements
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings
+from watchdog.core.sql import is_identifier, is_table_name, literal, tuple_of
 from watchdog.core.times import rfc3339, to_ms
 
 NARROW_TABLE = "memory_events"
@@ -67,7 +63,6 @@ COLUMNS: dict[str, str] = {
     "payload": "String CODEC(ZSTD(1))",
 }
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TTL_INTERVAL = re.compile(
     r"\bTTL\b.*?toInterval(Second|Minute|Hour|Day|Week|Month|Quarter|Year)\((\d+)\)"
 )
@@ -84,53 +79,29 @@ class Statement:
     def render(self) -> str:
         """The statement as a clickhouse-client script: a comment, `SET param_*`, the SQL."""
         lines = [f"-- {self.purpose}"]
-        lines += [f"SET param_{key} = {_literal(value)};" for key, value in self.params.items()]
+        lines += [f"SET param_{key} = {literal(value)};" for key, value in self.params.items()]
         return "\n".join([*lines, f"{self.sql.strip()};"])
 
 
-def _literal(value: Any) -> str:
-    """A value as a ClickHouse literal (numbers bare, text quoted and escaped)."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int | float):
-        return str(value)
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
-
-
-def _string_list(values: Sequence[str]) -> str:
-    return "(" + ", ".join(_literal(v) for v in values) + ")"
-
-
 def _identifier(value: str, what: str) -> str:
-    if not _IDENTIFIER.fullmatch(value):
+    if not is_identifier(value):
         raise UsageError(f"{what}: {value!r} is not an identifier (letters, digits, _)")
     return value
 
 
 def _table_name(value: str, what: str) -> str:
-    parts = value.split(".")
-    if len(parts) > 2 or not all(_IDENTIFIER.fullmatch(p) for p in parts):
+    if not is_table_name(value):
         raise UsageError(f"{what}: {value!r} is not a table name (database.table)")
     return value
 
 
-def payload_names(specs: Sequence[CheckSpec]) -> list[str]:
-    """The event names whose payload some enabled check reads."""
-    names: list[str] = []
+def session_needs(settings: Settings, specs: Sequence[CheckSpec]) -> Needs:
+    """What the session state must keep for the enabled checks' session scans."""
+    plans = Plans(compile_source(settings.source, scopes=KINDS.scopes(specs)))
     for spec in specs:
-        if not spec.enabled:
-            continue
-        p = spec.params
-        if isinstance(p, Share | DeviationContract):
-            names += p.events
-        elif isinstance(p, DeviationEvidence):
-            names += p.contract.events
-        elif isinstance(p, Quantile) and p.field.startswith("payload."):
-            names += p.events
-        elif isinstance(p, Coverage):  # triggers a payload field may exempt (trivial messages)
-            names += [name for ob in p.obligations if ob.skip for name in ob.triggers]
-    return sorted(set(names))
+        if spec.enabled:
+            KINDS.of(spec).plan(plans, spec)
+    return Needs.of(plans.sessions.values())
 
 
 def source_ttl(engine_full: str) -> str | None:
@@ -143,7 +114,7 @@ def source_ttl(engine_full: str) -> str | None:
 
 def _on_cluster(settings: Settings) -> str:
     cluster = settings.store.cluster
-    return f" ON CLUSTER {_identifier(cluster, 'store.cluster')}" if cluster else ""
+    return f" ON CLUSTER {cluster}" if cluster else ""  # an identifier: checked at load
 
 
 @dataclass(frozen=True)
@@ -188,11 +159,11 @@ def narrow_select(
         )
     compiled = compile_source(settings.source, present)
     typed = compiled.typed
-    keep = payload_names(specs)
+    keep = KINDS.payload_names(specs)
     is_object = "isValidJSON(_payload) AND JSONType(_payload) = 'Object'"
     # Events whose payload no check reads keep only whether it was an object.
     payload = (
-        f"if(name IN {_string_list(keep)} OR NOT ({is_object}), _payload, '{{}}')"
+        f"if(name IN {tuple_of(keep)} OR NOT ({is_object}), _payload, '{{}}')"
         if keep
         else f"if({is_object}, '{{}}', _payload)"
     )
@@ -301,7 +272,6 @@ def materialize_statements(
 ) -> list[Statement]:
     """Table, view, then the backfill of what came before the view; the same for the state."""
     state = StatePlan(plan.database, plan.source_table, plan.source_local, plan.ttl, plan.cluster)
-    scopes = session_scopes(specs)
     return [
         *table_statements(settings, plan),
         view_statement(settings, plan, present, specs),
@@ -309,7 +279,7 @@ def materialize_statements(
         *(
             Statement(purpose, sql, params)
             for purpose, sql, params in state_statements(
-                settings, state, present, specs, scopes, since=since, until=until
+                settings, state, present, session_needs(settings, specs), since=since, until=until
             )
         ),
     ]

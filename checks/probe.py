@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checks.kinds import KINDS
 from checks.presets import LB, SOURCE_ALIAS
 from checks.sources import CompiledSource, SourceSchemaError, compile_source, server_words
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
-from watchdog.core.settings.custom import CoverageCheck
 from watchdog.core.store import Store
 
 
@@ -65,8 +65,9 @@ def session_filters(settings: Settings) -> dict[str, str]:
     if settings.source.session_filter:
         found["source.session_filter"] = settings.source.session_filter
     for index, check in enumerate(settings.custom_checks):
-        if isinstance(check, CoverageCheck) and check.session_filter:
-            found[f"checks.custom[{index}].session_filter"] = check.session_filter
+        predicate = KINDS.scopes([KINDS.spec_of(check)]).get(check.id)
+        if predicate:
+            found[f"checks.custom[{index}].session_filter"] = predicate
     return found
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from checks.base import CheckResult, Status
+from checks.base import CheckResult, CheckSpec, Status
 from checks.evidence import Evidence
-from checks.kinds import CheckSpec
 from watchdog.core.durations import human_duration
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from watchdog.core.store import Store, open_store
 
 

@@ -142,6 +142,49 @@ def test_observe_coverage_parameters_name_idle_timeout() -> None:
     assert "idle_timeout" in names and "observe_grace" in names
 
 
+def _parameters(report: Report, check_id: str, settings: Settings | None = None) -> dict[str, str]:
+    """The parameters the page lists for `check_id`, which it shows as breached."""
+    checks = {**report.checks}
+    checks[check_id] = replace(checks[check_id], status=Status.BREACHED, value=1)
+    page = render_page(replace(report, checks=checks), settings=settings)
+    detail = parse(page).find("article", id=f"check-{check_id}")[0]
+    return {
+        dt.all_text(): dd.all_text()
+        for dt, dd in zip(detail.find("dt"), detail.find("dd"), strict=True)
+    }
+
+
+def test_recall_before_response_is_defined_by_a_recall_before_each_answer() -> None:
+    """recall_before_response reads as the recall owed after each human message, not a compaction."""
+    params = _parameters(known_report(), "recall_before_response")
+    assert params["recall_grace"] == (
+        "5m after each non-trivial human message, or sooner at the response"
+    )
+    assert "observe_grace" not in params
+
+
+def test_a_custom_coverage_check_names_its_own_trigger_and_grace() -> None:
+    """A custom coverage check with a trigger is defined by its grace after its trigger events."""
+    custom = {
+        "id": "recall_after_compaction",
+        "kind": "coverage",
+        "trigger": ["session.compacted"],
+        "required": ["memory.recall.started"],
+        "until": ["message.sent"],
+        "grace": "10m",
+        "target": 0,
+    }
+    settings = settings_from_mapping({"checks": {"custom": [custom]}}, env={})
+    report = known_report(settings)
+    result = replace(report.checks["recall_coverage"], id="recall_after_compaction")
+    report = replace(report, checks={**report.checks, result.id: result})
+    params = _parameters(report, "recall_after_compaction", settings)
+    assert params["grace"] == (
+        "10m after each session.compacted, or sooner at the first message.sent"
+    )
+    assert "observe_grace" not in params and "recall_grace" not in params
+
+
 def test_hostile_values_are_escaped() -> None:
     """Session ids, source names and agentes holding markup are text, never elements."""
     page = page_of()

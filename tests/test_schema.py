@@ -14,11 +14,11 @@ import pytest
 
 from checks.base import Report
 from checks.builtin import configured_checks
+from checks.kinds import KINDS
 from checks.materialize import (
     NarrowPlan,
     Statement,
     materialize_statements,
-    payload_names,
     plan_for,
     source_ttl,
 )
@@ -111,7 +111,7 @@ def test_source_ttl_is_read_from_engine_full() -> None:
 def test_payload_kept_only_where_a_check_reads_it() -> None:
     """Gate decisions, deviations and human messages keep their payload; the view escapes names."""
     settings = settings_from_mapping({"events": {"gate_decision": ["gate's decision"]}}, env={})
-    assert payload_names(configured_checks(settings)) == [
+    assert KINDS.payload_names(configured_checks(settings)) == [
         "anamnese.agent_deviation",
         "gate's decision",
         "gateway.message.received",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,20 +19,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from checks.base import Status
 from checks.builtin import configured_checks
+from checks.kinds import KINDS
 from checks.materialize import materialize_statements, plan_for
-from checks.sessions import session_checks
+from checks.scans.plans import Plans
 from checks.source_ddl import create_table_sql
-from checks.state import BUCKET_MS, bounds
+from checks.sources import compile_source
+from checks.state.layout import BUCKET_MS
+from checks.state.read import bounds
 from tests import test_engine_properties as engine
 from tests import test_properties as windows
 from tests.builder import T0, Event, H, M, S, Scenario, settings_for, unique_table
+from tests.faults.chserver import ClickHouseHTTPServer
 from tests.test_schema import _scenario as every_check
 from tests.test_triage import failure_mix
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
-from watchdog.runner.once import run_once, window_at
+from watchdog.report.page import evaluate_page
+from watchdog.runner.once import evaluate_once, run_once, window_at
 
 AT = T0 + 4 * H
 EXAMPLES = settings(
@@ -261,10 +268,22 @@ def test_a_state_built_for_other_checks_is_an_error_never_a_quiet_verdict(
     report = run_once(store, now, window_at(now, AT)).to_json()
     errors = {k: c for k, c in report["checks"].items() if c["status"] == "error"}
     assert "recall_coverage" in errors
-    assert set(errors) <= {s.id for s in session_checks(configured_checks(now))}
+    assert set(errors) <= _judged_by_session_scans(now)
     assert "recall_latency_p95" not in errors  # a window check, judged from the events
     summary = errors["recall_coverage"]["summary"]
     assert named in summary and "schema apply --materialize" in summary
+
+
+def _judged_by_session_scans(settings: Settings) -> set[str]:
+    plans = Plans(compile_source(settings.source))
+    for spec in configured_checks(settings):
+        KINDS.of(spec).plan(plans, spec)
+    return {
+        check
+        for (scan, _), group in plans.groups.items()
+        if scan == "session"
+        for check in group.checks
+    }
 
 
 def test_a_state_keeping_more_than_a_run_needs_is_read(store: Store) -> None:
@@ -331,3 +350,43 @@ def test_state_ddl_on_a_cluster() -> None:
     )
     assert " ON CLUSTER prod TO wd.session_state\n" in view
     assert "FROM otel.otel_logs_local" in view
+
+
+# --- a check's own session filter, triaged wherever the report is made ----------------------
+
+
+@pytest.fixture(scope="module")
+def http(store: Store) -> Iterator[ClickHouseHTTPServer]:
+    """The test engine over HTTP: `check` and the page open their own store by URL."""
+    with ClickHouseHTTPServer(store.client) as server:
+        yield server
+
+
+def test_a_check_with_its_own_session_filter_is_triaged_on_the_page_and_on_the_state(
+    store: Store, http: ClickHouseHTTPServer
+) -> None:
+    """A breached custom coverage check with a session_filter gets its breakdown, never the
+    watchdog's own SQL: on `check --format html`, `check --format json`, from the events and
+    with `source.state` set."""
+    sc = every_check()
+    for i in range(3):  # worker sessions that never recall: the custom check's breach
+        sc.event("session.started", T0 + H + i * M, f"worker-{i}", source="worker")
+    mine = {"id": "mine", "kind": "coverage", "required": ["memory.recall.started"]}
+    custom = {**mine, "target": 0, "grace": "2m", "session_filter": "source = 'worker'"}
+    m = Materialized(store, {"checks": {"custom": [custom]}}).apply()
+    m.write(sc.events)
+    store_over_http = {"url": http.url(), "database": f"wd_{uuid.uuid4().hex[:10]}"}
+    for read in (m.raw, m.stateful):
+        over_http = read.model_copy(update={"store": read.store.model_copy(update=store_over_http)})
+        report, page = evaluate_page(over_http, AT, None)
+        for made in (report, evaluate_once(over_http, AT, None, triage=True)):
+            assert made.checks["mine"].status is Status.BREACHED
+            breakdown = made.triage["mine"]
+            assert breakdown.error == "" and breakdown.items == 3
+            assert breakdown.sessions is not None
+            assert [s.session_id for s in breakdown.sessions] == [
+                "worker-0",
+                "worker-1",
+                "worker-2",
+            ]
+        assert "could not compute" not in page and "scope_mine" not in page

@@ -9,7 +9,11 @@ from typing import Any
 
 from checks.base import Report, Status
 from checks.breakdown import Dimension, FailingSession, Group, Triage
-from checks.triage import LOST_CLASS, error_class, triage, with_triage
+from checks.builtin import configured_checks
+from checks.evaluate import complete_triage
+from checks.kinds.outcome_rate import LOST_CLASS
+from checks.sources import open_source
+from checks.triage import error_class
 from tests.builder import (
     T0,
     H,
@@ -35,13 +39,12 @@ RATES = {"checks": {"observe_failure_rate": {"min_samples": 0}}}
 def run(
     store: Store, sc: Scenario, config: dict[str, Any] | None = None
 ) -> tuple[Report, Settings]:
-    """Write the scenario, evaluate the window ending at AT, and add the triage (as `check
-    --format json` does: the evaluation carries what it can, `with_triage` the rest)."""
+    """Write the scenario, evaluate the window ending at AT with its triage (as `check
+    --format json` does: the scans carry what they can, the kinds query the rest)."""
     table = unique_table()
     sc.write(store, table)
     settings = settings_for(table, config)
-    report = run_once(store, settings, window_at(settings, AT), triage=True)
-    return with_triage(store, settings, report), settings
+    return run_once(store, settings, window_at(settings, AT), triage=True), settings
 
 
 def failure_mix() -> Scenario:
@@ -235,9 +238,7 @@ def test_otel_logs_group_by_service_and_severity(store: Store) -> None:
         "checks": {"recall_latency_p95": {"min_samples": 0}},
     }
     settings = settings_for(table, config)
-    report = with_triage(
-        store, settings, run_once(store, settings, window_at(settings, AT), triage=True)
-    )
+    report = run_once(store, settings, window_at(settings, AT), triage=True)
     assert report.checks["recall_latency_p95"].status is Status.BREACHED
     assert groups(report, "recall_latency_p95") == {
         "ServiceName": [("svc", 3, 1.0)],
@@ -256,9 +257,7 @@ def test_otel_traces_failed_spans_group_by_service(store: Store) -> None:
         "checks": {"recall_failure_rate": {"min_samples": 0}},
     }
     settings = settings_for(table, config)
-    report = with_triage(
-        store, settings, run_once(store, settings, window_at(settings, AT), triage=True)
-    )
+    report = run_once(store, settings, window_at(settings, AT), triage=True)
     assert report.checks["recall_failure_rate"].status is Status.BREACHED
     found = groups(report, "recall_failure_rate")
     assert found["outcome"] == [("failed", 4, 1.0)]
@@ -267,13 +266,13 @@ def test_otel_traces_failed_spans_group_by_service(store: Store) -> None:
 
 def test_a_failing_breakdown_is_reported_not_raised(store: Store) -> None:
     """A breakdown whose query fails says so in its entry; the others still run."""
-    report, settings = run(store, failure_mix(), RATES)
-    from checks.builtin import configured_checks
-    from checks.sources import open_source
-
+    table = unique_table()
+    failure_mix().write(store, table)
+    settings = settings_for(table, RATES)
+    report = run_once(store, settings, window_at(settings, AT))
     source = open_source(store, settings.source)
-    broken = source.__class__(**{**source.__dict__, "dims_sql": "SELECT nonsense_column"})
-    found = triage(store, broken, report.window, configured_checks(settings), report)
+    broken = replace(source, dims_sql="SELECT nonsense_column")
+    found = complete_triage(store, broken, configured_checks(settings), report).triage
     assert "could not compute the breakdown" in found["observe_failure_rate"].error
     assert found["observe_failure_rate"].to_json() == {"error": found["observe_failure_rate"].error}
 
@@ -336,5 +335,7 @@ def test_triage_carried_by_the_evaluation_equals_the_breakdown_queries(store: St
         "agent_deviation_contract",
         "agent_deviation_evidence",
     } <= set(carried.triage)
-    separate = with_triage(store, settings, run_once(store, settings, window))
-    assert with_triage(store, settings, carried).to_json() == separate.to_json()
+    specs = configured_checks(settings)
+    source = open_source(store, settings.source)
+    separate = complete_triage(store, source, specs, run_once(store, settings, window))
+    assert carried.to_json() == separate.to_json()

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
+import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings, load_settings

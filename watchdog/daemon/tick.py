@@ -30,7 +30,6 @@ from alerts.lease import Lease, LeaseInfo, LeaseLost, holder_name
 from alerts.pipeline import process, process_crash, process_store_error, settle_run_alert
 from alerts.records import outbox_backlog
 from checks.base import Report, Window
-from checks.triage import with_triage
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
@@ -459,7 +458,6 @@ def _judge(
 def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
     try:
-        report = with_triage(store, settings, report)
         write_reports(report, load_history(store, settings, report), settings, now)
     except Exception as exc:  # the page is a view: the run is judged and recorded already
         log.warning("[%s, %s): no HTML page: %s", *bounds(report.window), exc)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from checks.base import Report
 from checks.source_ddl import create_table_sql
-from checks.triage import with_triage
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import DEMO_STORE_DIR, Settings
 from watchdog.core.store import Store, open_configured
@@ -64,7 +63,6 @@ def write_demo_report(
     store: Store, settings: Settings, report: Report, directory: Path, now: datetime
 ) -> Path:
     """The demo's page under `directory`: triage, and history replayed over the demo's data."""
-    report = with_triage(store, settings, report)
     # The demo data covers the lookback before `at`: every earlier window in it is judged.
     earlier = max(0, settings.window.lookback // report.window.length - 1)
     history = replay_history(store, settings, report, min(earlier, settings.report.history - 1))
@@ -87,7 +85,7 @@ def run_demo(settings: Settings, *, sessions: int, seed: int, at: datetime) -> D
     with open_configured(settings.store, create=True) as store:
         fresh_demo_table(store)
         plan = write_demo(store, DEMO_TABLE, sessions=sessions, seed=seed, at=at)
-        report = run_once(store, settings, window_at(settings, at))
+        report = run_once(store, settings, window_at(settings, at), triage=True)
         page = write_demo_report(store, settings, report, report_dir(settings), at)
         # Every retry was counted above; later checks find them merged, whenever they run.
         merge_retries(store, DEMO_TABLE)

@@ -24,18 +24,7 @@ from alerts.lifecycle import Rules
 from checks.base import CheckResult, Report, Status
 from checks.breakdown import Triage
 from checks.builtin import configured_checks
-from checks.kinds import (
-    Anchor,
-    CheckSpec,
-    Coverage,
-    DeviationContract,
-    DeviationEvidence,
-    OutcomeRate,
-    Quantile,
-    Share,
-    Streak,
-)
-from checks.triage import with_triage
+from checks.kinds import KINDS
 from checks.verdict import format_target, format_value, percent
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
@@ -85,45 +74,6 @@ def _environment() -> Environment:
     )
     environment.filters["rfc3339"] = rfc3339
     return environment
-
-
-def _duration_ms(ms: int) -> str:
-    return format_duration(timedelta(milliseconds=ms))
-
-
-def defining_parameters(spec: CheckSpec) -> list[tuple[str, str]]:
-    """The parameters that define a check, so the reader can reproduce its verdict."""
-    p = spec.params
-    out: list[tuple[str, str]] = []
-    if isinstance(p, Coverage):
-        for ob in p.obligations:
-            if ob.anchor is Anchor.START:
-                out.append(("recall_grace", f"{_duration_ms(ob.grace_ms)} after the first event"))
-            elif ob.anchor is Anchor.END:
-                out.append(("observe_grace", f"{_duration_ms(ob.grace_ms)} after the end event"))
-                out.append(("idle_timeout", f"{_duration_ms(ob.idle_ms)} (a silent end)"))
-                out.append(("observe lead", f"{_duration_ms(ob.lead_ms)} before the end"))
-            elif ob.positive_results:
-                out.append(("recall_grace", f"{_duration_ms(ob.grace_ms)} to inject results"))
-            else:
-                out.append(("observe_grace", f"{_duration_ms(ob.grace_ms)} after a compaction"))
-    elif isinstance(p, OutcomeRate):
-        out.append(("lost after", f"{_duration_ms(p.grace_ms)} without an outcome"))
-    elif isinstance(p, Quantile):
-        out.append(("quantile", f"{p.q_num}/{p.q_den} of {p.field}, nearest rank"))
-    elif isinstance(p, Streak):
-        out.append(("failures", ", ".join(p.bad)))
-    elif isinstance(p, Share):
-        out.append(("share of", f"{p.field} = {p.value}"))
-    elif isinstance(p, DeviationContract | DeviationEvidence):
-        contract = p if isinstance(p, DeviationContract) else p.contract
-        out.append(("tipos", ", ".join(contract.tipos)))
-        out.append(("max evidence ids", str(contract.max_evidence)))
-    if spec.min_samples:
-        out.append(("min_samples", str(spec.min_samples)))
-    if spec.window_ms is not None:
-        out.append(("window", _duration_ms(spec.window_ms)))
-    return out
 
 
 def _since(result: CheckResult, replay: AlertReplay, length: timedelta) -> str:
@@ -223,7 +173,7 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
     return [
         {
             "tile": _tile(r),
-            "parameters": defining_parameters(specs[r.id]) if r.id in specs else [],
+            "parameters": KINDS.describe(specs[r.id]) if r.id in specs else [],
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
         }
@@ -331,8 +281,6 @@ def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) ->
     """`check --format html`: evaluate one window, add triage and history, render the page."""
 
     with open_configured(settings.store) as store:
-        report = with_triage(
-            store, settings, run_once(store, settings, window_at(settings, at, length))
-        )
+        report = run_once(store, settings, window_at(settings, at, length), triage=True)
         history = load_history(store, settings, report)
     return report, render_page(report, history, settings=settings)

@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 from checks.base import Report, Window
 from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
+from checks.kinds import KINDS
 from checks.sources import open_source
-from checks.state import session_scopes
-from checks.triage import carried_dims, with_triage
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 
@@ -34,13 +33,20 @@ def run_once(
 ) -> Report:
     """Evaluate every configured check over `window` on the store's source.
 
-    With `triage`, the queries that judge the checks also carry the triage
-    breakdown of those that breach (`with_triage` completes it).
+    The source is compiled once, with the checks' own session filters. With
+    `triage`, every breached check comes with its triage breakdown.
     """
     specs = configured_checks(settings)
-    source = open_source(store, settings.source, session_scopes(specs))
-    dims = carried_dims(source) if triage else None
-    return evaluate(store, source, window, specs, timed=timed, dims=dims)
+    source = open_source(store, settings.source, KINDS.scopes(specs))
+    return evaluate(
+        store,
+        source,
+        window,
+        specs,
+        timed=timed,
+        triage=triage,
+        error_classes=settings.report.error_classes,
+    )
 
 
 def evaluate_once(
@@ -48,5 +54,4 @@ def evaluate_once(
 ) -> Report:
     """Open the store, evaluate one window (with its triage breakdown if asked), close it."""
     with open_configured(settings.store) as store:
-        report = run_once(store, settings, window_at(settings, at, length), triage=triage)
-        return with_triage(store, settings, report) if triage else report
+        return run_once(store, settings, window_at(settings, at, length), triage=triage)

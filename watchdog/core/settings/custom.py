@@ -1,31 +1,37 @@
-"""`[[checks.custom]]`: check instances declared in config, one model per kind.
+"""`[[checks.custom]]`: the keys every custom check has, and the registry of their kinds.
 
-Each table names a `kind` (coverage, outcome_rate, quantile, streak, share,
-freshness) and its parameters; `checks.custom.to_spec` turns it into the same
-CheckSpec the built-ins are, so custom checks get the same semantics,
-evidence, alerts, history and page.
+Each table names a `kind`; the kind's own module (`checks.kinds.<kind>`)
+defines the model of its other keys, a subclass of `CustomCheck`, and
+registers it in `CUSTOM_KINDS` (the check kinds register when `checks.kinds`
+is imported, which every command does before it loads its settings). The
+loader validates each table with its kind's model: one error line naming
+`checks.custom[<n>].<key>`, exit 2.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from watchdog.core.durations import Duration
+from watchdog.core.errors import ConfigError
 from watchdog.core.settings.values import FiniteFloat
 
 Comparison = Literal[">", ">=", "<", "<="]
 SeverityName = Literal["critical", "warning", "info"]
-Names = Annotated[tuple[str, ...], Field(min_length=1)]
 
 
-class _Custom(BaseModel):
+class CustomCheck(BaseModel):
+    """The keys of every `[[checks.custom]]` table; each kind's model adds its own."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
+    kind: str
     target: FiniteFloat
     comparison: Comparison = ">"
     severity: SeverityName = "warning"
@@ -49,103 +55,60 @@ class _Custom(BaseModel):
             raise ValueError("must be positive")
         return value
 
-
-class CoverageCheck(_Custom):
-    """Every session emits one of `required` within `grace` of its start (or of each trigger).
-
-    With `until`, each trigger's deadline is the first `until` event after it
-    when that comes before `grace`: "`required` before `until`, after each
-    `trigger`". `count = "events"` counts the triggers instead of the sessions.
-    """
-
-    kind: Literal["coverage"]
-    required: Names
-    grace: Duration
-    trigger: tuple[str, ...] = ()
-    until: tuple[str, ...] = ()
-    lead: Duration = timedelta(0)
-    session_filter: str | None = None
-    count: Literal["sessions", "events"] = "sessions"
-
-    @model_validator(mode="after")
-    def _needs_trigger(self) -> CoverageCheck:
-        if not self.trigger:
-            if self.until:
-                raise ValueError("until needs trigger (the events after which it applies)")
-            if self.count == "events":
-                raise ValueError('count = "events" needs trigger (the events it counts)')
-        return self
+    def reach(self, default_window: timedelta) -> timedelta:
+        """How far back from `at` the check must read: its window (plus a grace, for some kinds)."""
+        return self.window or default_window
 
 
-class OutcomeRateCheck(_Custom):
-    """(failed + lost) / (completed + failed + lost) of an operation."""
+class CustomKinds:
+    """The custom check kinds by name, each with the model of its table."""
 
-    kind: Literal["outcome_rate"]
-    started: Names
-    completed: Names
-    failed: Names
-    grace: Duration
-    comparison: Comparison = ">="
-    min_samples: int = Field(default=20, ge=0)
+    def __init__(self) -> None:
+        self.models: dict[str, type[CustomCheck]] = {}
 
+    def register(self, name: str, model: type[CustomCheck]) -> None:
+        if self.models.get(name, model) is not model:
+            raise ValueError(f"check kind {name!r} is registered already")
+        self.models[name] = model
 
-class QuantileCheck(_Custom):
-    """Exact nearest-rank quantile of a numeric field of `events`."""
+    def validate(self, tables: Any) -> tuple[CustomCheck, ...]:
+        """Each `[[checks.custom]]` table as its kind's model; ConfigError names the first bad key."""
+        if not isinstance(tables, list | tuple):
+            raise ConfigError("checks.custom", "must be an array of tables ([[checks.custom]])")
+        if not self.models:
+            raise RuntimeError("no check kind is registered: import checks.kinds first")
+        return tuple(self._one(f"checks.custom[{i}]", table) for i, table in enumerate(tables))
 
-    kind: Literal["quantile"]
-    events: Names
-    field: str = "latency_ms"
-    q: float = Field(gt=0, le=1)
-    comparison: Comparison = ">="
-    min_samples: int = Field(default=20, ge=0)
-
-    @field_validator("field")
-    @classmethod
-    def _known_field(cls, value: str) -> str:
-        if value in ("latency_ms", "result_count") or re.fullmatch(r"payload\.[\w.-]+", value):
-            return value
-        raise ValueError(
-            f"{value!r} is not a numeric field (accepted: latency_ms, result_count, payload.<key>)"
-        )
-
-
-class StreakCheck(_Custom):
-    """Longest run of consecutive `bad` events among `bad + good`."""
-
-    kind: Literal["streak"]
-    bad: Names
-    good: Names
+    def _one(self, key: str, table: Any) -> CustomCheck:
+        if isinstance(table, CustomCheck):
+            return table
+        if not isinstance(table, dict):
+            raise ConfigError(key, "must be a table")
+        accepted = ", ".join(self.models)
+        kind = table.get("kind")
+        if kind is None:
+            raise ConfigError(f"{key}.kind", f"is required (accepted: {accepted})")
+        model = self.models.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            raise ConfigError(f"{key}.kind", f"{kind!r} is not accepted (accepted: {accepted})")
+        try:
+            return model.model_validate(table)
+        except ValidationError as exc:
+            where, problem = _described(exc.errors()[0], kind, model)
+            raise ConfigError(".".join([key, *where]), problem) from None
 
 
-class ShareCheck(_Custom):
-    """Share of `events` whose payload `field` equals `value`."""
-
-    kind: Literal["share"]
-    events: Names
-    field: str
-    value: str
-    comparison: Comparison = ">="
-    min_samples: int = Field(default=20, ge=0)
-
-
-class FreshnessCheck(_Custom):
-    """Seconds since the newest of `events` (or of any event)."""
-
-    kind: Literal["freshness"]
-    events: tuple[str, ...] = ()
+def _described(error: Any, kind: str, model: type[CustomCheck]) -> tuple[Sequence[str], str]:
+    """pydantic's first error inside one table: the key path under it, and the problem."""
+    where = [str(part) for part in error["loc"]]
+    if error["type"] == "extra_forbidden":
+        return where, f"unknown key for kind {kind} (accepted: {', '.join(model.model_fields)})"
+    if error["type"] == "missing":
+        return where, f"is required for kind {kind}"
+    if error["type"] == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return where, f"{error.get('input')!r} is not accepted (accepted: {expected})"
+    return where, str(error["msg"]).removeprefix("Value error, ")
 
 
-CustomCheck = Annotated[
-    CoverageCheck | OutcomeRateCheck | QuantileCheck | StreakCheck | ShareCheck | FreshnessCheck,
-    Field(discriminator="kind"),
-]
-
-MODELS: dict[str, type[BaseModel]] = {
-    "coverage": CoverageCheck,
-    "outcome_rate": OutcomeRateCheck,
-    "quantile": QuantileCheck,
-    "streak": StreakCheck,
-    "share": ShareCheck,
-    "freshness": FreshnessCheck,
-}
-KINDS = tuple(MODELS)
+CUSTOM_KINDS = CustomKinds()

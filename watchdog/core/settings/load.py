@@ -18,8 +18,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings.custom import KINDS as CUSTOM_KINDS
-from watchdog.core.settings.custom import MODELS as CUSTOM_MODELS
 from watchdog.core.settings.model import CheckOverride, Settings
 from watchdog.core.settings.values import MissingSecret
 from watchdog.core.urls import StoreURLError, parse_store_url
@@ -106,8 +104,6 @@ def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
     """The key path and problem of pydantic's first error, in our words."""
     loc = [str(part) for part in error["loc"]]
     kind = error["type"]
-    if loc[:1] == ["custom_checks"]:
-        return _describe_custom(error, loc)
     key = _key_path(error["loc"])
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
@@ -123,33 +119,6 @@ def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
             message = message[len(prefix) :]
     if kind in ("missing",):
         return key, "is required"
-    return key, message
-
-
-def _describe_custom(error: Any, loc: list[str]) -> tuple[str, str]:
-    """Errors inside `[[checks.custom]]`, named by table index and key."""
-    kind = error["type"]
-    if len(loc) < 2:
-        return "checks.custom", "must be an array of tables ([[checks.custom]])"
-    base = f"checks.custom[{loc[1]}]"
-    accepted = ", ".join(CUSTOM_KINDS)
-    if kind == "union_tag_not_found":
-        return f"{base}.kind", f"is required (accepted: {accepted})"
-    if kind == "union_tag_invalid":
-        tag = error.get("ctx", {}).get("tag", "")
-        return f"{base}.kind", f"{tag!r} is not accepted (accepted: {accepted})"
-    rest = loc[3:]  # loc[2] is the kind tag of the discriminated union
-    key = ".".join([base, *rest])
-    if kind == "extra_forbidden":
-        model = CUSTOM_MODELS.get(loc[2])
-        fields = ", ".join(model.model_fields) if model else ""
-        return key, f"unknown key for kind {loc[2]} (accepted: {fields})"
-    if kind == "missing":
-        return key, f"is required for kind {loc[2]}"
-    if kind == "literal_error":
-        expected = error.get("ctx", {}).get("expected", "")
-        return key, f"{error.get('input')!r} is not accepted (accepted: {expected})"
-    message = str(error["msg"]).removeprefix("Value error, ")
     return key, message
 
 
@@ -205,10 +174,6 @@ def settings_from_mapping(
     if isinstance(checks, dict) and "custom" in checks:
         checks = dict(checks)
         expanded = {**expanded, "checks": checks, "custom_checks": checks.pop("custom")}
-        if not isinstance(expanded["custom_checks"], list):
-            raise ConfigError(
-                "checks.custom", "must be an array of tables ([[checks.custom]])", origin=origin
-            )
     data_dir = data_dir_from(env)
     expanded.setdefault("data_dir", str(data_dir))
     try:

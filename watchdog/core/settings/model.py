@@ -15,15 +15,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from watchdog.core.durations import Duration, format_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings.alerts import AlertSettings
-from watchdog.core.settings.custom import CoverageCheck, CustomCheck, OutcomeRateCheck
+from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
+from watchdog.core.sql import is_identifier, is_table_name
 
 # The built-in checks of docs/spec.md section 5, in report order (checks.builtin builds each).
 BUILTIN_CHECK_IDS = (
@@ -79,8 +80,15 @@ class StoreSettings(_Settings):
     @field_validator("database")
     @classmethod
     def _identifier(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        if not is_identifier(value):
             raise ValueError(f"{value!r} is not a database name (letters, digits, _)")
+        return value
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | None) -> str | None:
+        if value is not None and not is_identifier(value):
+            raise ValueError(f"{value!r} is not a cluster name (letters, digits, _)")
         return value
 
 
@@ -101,9 +109,7 @@ class SourceSettings(_Settings):
     @field_validator("table", "state")
     @classmethod
     def _table_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(
-            r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", value
-        ):
+        if value is not None and not is_table_name(value):
             raise ValueError(f"{value!r} is not a table name (database.table)")
         return value
 
@@ -316,7 +322,13 @@ class Settings(_Settings):
     report: ReportSettings = ReportSettings()
     ingest: IngestSettings = IngestSettings()
     # `[[checks.custom]]` in the file; moved here before validation (see the loader).
-    custom_checks: tuple[CustomCheck, ...] = ()
+    custom_checks: tuple[SerializeAsAny[CustomCheck], ...] = ()
+
+    @field_validator("custom_checks", mode="before")
+    @classmethod
+    def _custom_kinds(cls, value: Any) -> tuple[CustomCheck, ...]:
+        """Each `[[checks.custom]]` table validated by the model of its kind."""
+        return CUSTOM_KINDS.validate(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -352,7 +364,7 @@ class Settings(_Settings):
                 )
                 raise ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
             taken.add(check.id)
-            if _reach(check, self.window.length) > lookback:
+            if check.reach(self.window.length) > lookback:
                 raise ConfigError(
                     f"checks.custom[{index}].window",
                     "the window plus the grace must fit in window.lookback"
@@ -395,11 +407,3 @@ class Settings(_Settings):
     def with_store_url(self, url: str) -> Settings:
         """These settings reading another store (`--store`)."""
         return self.model_copy(update={"store": self.store.model_copy(update={"url": url})})
-
-
-def _reach(check: CustomCheck, default_window: timedelta) -> timedelta:
-    """How far back from `at` a custom check must read: its window plus its grace."""
-    window = check.window or default_window
-    if isinstance(check, CoverageCheck | OutcomeRateCheck):
-        return window + check.grace
-    return window

@@ -1,0 +1,112 @@
+"""The check kinds, one module each, and `KINDS`: the registry every other module iterates over.
+
+Evaluation, triage, the page, the narrow table, the session state and
+`config check` ask a check's kind (`KINDS.of(spec)`) instead of testing its
+class. Registering a kind that `[[checks.custom]]` can declare also
+registers the model of its table with the settings loader, so importing
+this package is what lets a config declare them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from checks.base import CheckSpec, Comparison, KindParams, NoDataPolicy, Severity
+from checks.kinds import (
+    coverage,
+    deviation_contract,
+    deviation_evidence,
+    freshness,
+    outcome_rate,
+    quantile,
+    share,
+    streak,
+)
+from checks.kinds.base import AnyKind, Declared, duration
+from watchdog.core.durations import duration_ms
+from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
+
+
+class Kinds:
+    """The registered kinds, by the type of their parameters and by name."""
+
+    def __init__(self) -> None:
+        self._by_params: dict[type[KindParams], AnyKind] = {}
+        self._by_name: dict[str, AnyKind] = {}
+
+    def register(self, kind: AnyKind) -> None:
+        """Add `kind`; a kind config can declare becomes declarable (`[[checks.custom]]`)."""
+        if kind.name in self._by_name or kind.params in self._by_params:
+            raise ValueError(f"check kind {kind.name!r} is registered already")
+        self._by_params[kind.params] = kind
+        self._by_name[kind.name] = kind
+        if isinstance(kind, Declared):
+            CUSTOM_KINDS.register(kind.name, kind.config)
+
+    def __iter__(self) -> Iterator[AnyKind]:
+        return iter(self._by_name.values())
+
+    def of(self, spec: CheckSpec) -> AnyKind:
+        """The kind of `spec`."""
+        return self._by_params[type(spec.params)]
+
+    def spec_of(self, config: CustomCheck) -> CheckSpec:
+        """One `[[checks.custom]]` table as a CheckSpec, by its kind."""
+        kind = self._by_name[config.kind]
+        assert isinstance(kind, Declared)
+        params, unit = kind.params_of(config)
+        return CheckSpec(
+            id=config.id,
+            params=params,
+            target=config.target,
+            comparison=Comparison(config.comparison),
+            severity=Severity(config.severity),
+            min_samples=config.min_samples,
+            unit=unit,
+            description=config.description,
+            enabled=config.enabled,
+            window_ms=duration_ms(config.window) if config.window is not None else None,
+            no_data=NoDataPolicy(config.no_data),
+        )
+
+    def scopes(self, specs: Iterable[CheckSpec]) -> dict[str, str]:
+        """The session filters of the checks that narrow their own sessions, by check id."""
+        found = {}
+        for spec in specs:
+            predicate = self.of(spec).session_filter(spec.params)
+            if predicate:
+                found[spec.id] = predicate
+        return found
+
+    def describe(self, spec: CheckSpec) -> list[tuple[str, str]]:
+        """The parameters that define a check, so the reader can reproduce its verdict."""
+        found = self.of(spec).describe(spec.params)
+        if spec.min_samples:
+            found.append(("min_samples", str(spec.min_samples)))
+        if spec.window_ms is not None:
+            found.append(("window", duration(spec.window_ms)))
+        return found
+
+    def payload_names(self, specs: Sequence[CheckSpec]) -> list[str]:
+        """The event names whose payload some enabled check reads."""
+        names = {
+            name
+            for spec in specs
+            if spec.enabled
+            for name in self.of(spec).payload_names(spec.params)
+        }
+        return sorted(names)
+
+
+KINDS = Kinds()
+for _module in (
+    coverage,
+    outcome_rate,
+    quantile,
+    streak,
+    share,
+    freshness,
+    deviation_contract,
+    deviation_evidence,
+):
+    KINDS.register(_module.KIND)

@@ -1,0 +1,99 @@
+"""What a check kind is: the one module that owns everything about its checks.
+
+A kind (`Kind`) has its parameters (a `KindParams` dataclass), the model of
+its `[[checks.custom]]` table (when it can be declared in config), its part
+of the shared scans and the reading of its result back (`plan`), its triage,
+the parameters that define it for a reader (`describe`), and what the
+narrow table, the session state and `config check` need to know of it.
+docs/development.md ("Adding a check kind") walks through one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+from checks.base import CheckResult, CheckSpec, KindParams, Unit
+from checks.breakdown import Triage
+from checks.scans.plans import Context, Plans, Reader
+from checks.triage import plain
+from watchdog.core.durations import format_duration
+from watchdog.core.settings.custom import CustomCheck
+
+P = TypeVar("P", bound=KindParams)
+C = TypeVar("C", bound=CustomCheck)
+
+Described = list[tuple[str, str]]  # (parameter, what it is set to), as the page shows them
+
+
+def duration(ms: int) -> str:
+    """A duration of a kind's parameters in milliseconds, as config writes it: 5m, 1h30m."""
+    return format_duration(timedelta(milliseconds=ms))
+
+
+class Kind(ABC, Generic[P]):
+    """A check kind: `name` (its `kind` in config), its parameters' type, its handling."""
+
+    name: str
+    params: type[P]
+
+    def of(self, spec: CheckSpec) -> P:
+        """`spec`'s parameters, which are this kind's."""
+        assert isinstance(spec.params, self.params), f"{spec.id} is no {self.name} check"
+        return spec.params
+
+    @abstractmethod
+    def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
+        """Add `spec` to the scan that judges it; the reader of its result from that scan's row.
+
+        When `plans.dims` is set, the reader also returns the check's triage
+        breakdown if the scan can carry it.
+        """
+
+    def triage(
+        self, ctx: Context, dims: Sequence[str], spec: CheckSpec, result: CheckResult
+    ) -> Triage | None:
+        """The breakdown of a breached check whose scan did not carry it.
+
+        By default, the check planned alone with the dimensions that are no
+        free text, read from the events (the session state holds none).
+        """
+        plans = Plans(replace(ctx.source, state=""), dims=tuple(plain(dims)))
+        read = self.plan(plans, spec)
+        ((_, scanned, row),) = tuple(plans.run(ctx.store, ctx.window))
+        if isinstance(row, BaseException):
+            raise row
+        return read(row, scanned).triage
+
+    @abstractmethod
+    def describe(self, params: P) -> Described:
+        """The parameters that define a check of this kind, in words (the page)."""
+
+    def payload_names(self, params: P) -> Sequence[str]:
+        """The event names whose payload a check of this kind reads (the narrow table keeps it)."""
+        return ()
+
+    def session_filter(self, params: P) -> str | None:
+        """The check's own session filter, if it has one (a `scope_<id>` of the source)."""
+        return None
+
+
+class Declared(Kind[P], Generic[P, C]):
+    """A kind that `[[checks.custom]]` can declare: `config` is the model of its table."""
+
+    config: type[C]
+
+    @abstractmethod
+    def from_config(self, config: C) -> tuple[P, Unit]:
+        """A table of this kind as its parameters and the unit of its value."""
+
+    def params_of(self, config: CustomCheck) -> tuple[KindParams, Unit]:
+        """`config` (a table of this kind) as its parameters and unit."""
+        assert isinstance(config, self.config)
+        return self.from_config(config)
+
+
+AnyKind = Kind[Any]

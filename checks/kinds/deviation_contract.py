@@ -1,0 +1,196 @@
+"""The agent deviation contract: deviation events in W whose payload breaks it.
+
+A deviation event's payload may hold only `agente`, `tipo` and
+`evidenceEventIds` (plus envelope keys); `tipo` comes from a closed
+vocabulary; evidence is an array of at most 20 distinct strings (a string
+holding a JSON array counts as one, as OTel attribute maps store arrays as
+text). The classification (`classified`) runs in ClickHouse; Python receives
+counts per breach kind and event ids, never a payload value. The conforming
+events, counted by agente x tipo, ride along as the report's aggregation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from checks.base import CheckSpec, DeviationCount, KindParams, Status
+from checks.breakdown import Triage, grouped
+from checks.evidence import Evidence
+from checks.kinds.base import Kind
+from checks.scans.plans import Context, Judged, Plans, Reader, Row
+from checks.scans.session import EVIDENCE
+from checks.sources import CompiledSource
+from checks.verdict import judge
+
+# The ways a payload breaks the contract, in the order reports list them.
+BREACH_KINDS = (
+    "payload_not_object",
+    "extra_key",
+    "agente_invalid",
+    "tipo_invalid",
+    "evidence_not_array",
+    "evidence_duplicates",
+    "evidence_too_many",
+)
+
+# What an `agente` must be when no agent list is configured (docs/spec.md section 5).
+AGENT_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"
+
+
+@dataclass(frozen=True)
+class DeviationContract(KindParams):
+    """Deviation events in W that break the payload contract."""
+
+    events: tuple[str, ...]
+    allowed_keys: tuple[str, ...]
+    tipos: tuple[str, ...]
+    max_evidence: int
+    agents: tuple[str, ...] = ()  # the agent names allowed; empty: any name of AGENT_NAME
+
+    def params(self) -> dict[str, Any]:
+        """The contract's bound parameters (`classified` uses them)."""
+        return {
+            "dev_names": list(self.events),
+            "dev_allowed": list(self.allowed_keys),
+            "dev_tipos": list(self.tipos),
+            "dev_max": self.max_evidence,
+            "dev_agents": list(self.agents),
+            "dev_agent_name": AGENT_NAME,
+        }
+
+    def described(self) -> list[tuple[str, str]]:
+        return [("tipos", ", ".join(self.tipos)), ("max evidence ids", str(self.max_evidence))]
+
+
+def classified(source: CompiledSource, dims: Sequence[str] = ()) -> str:
+    """The deviation events of W, one row per event id, with their breach kinds.
+
+    With `dims`, each event also carries `edim_<name>`: the dimension of any
+    of its rows (read from the source with its dimensions).
+    """
+    carried = "".join(f", edim_{d}" for d in dims)
+    first = "".join(f", any(dim_{d}) AS edim_{d}" for d in dims)
+    events = source.events_with_dims() if dims else source.events()
+    return f"""
+SELECT
+  event_id, t, agente, tipo, ids{carried},
+  arrayFilter(k -> k != '', [
+    if(NOT is_object, 'payload_not_object', ''),
+    if(is_object AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
+        JSONExtractKeys(payload)), 'extra_key', ''),
+    if(is_object AND NOT (JSONType(payload, 'agente') = 'String'
+        AND if(empty({{dev_agents:Array(String)}}), match(agente, {{dev_agent_name:String}}),
+               has({{dev_agents:Array(String)}}, agente))), 'agente_invalid', ''),
+    if(is_object AND NOT (JSONType(payload, 'tipo') = 'String'
+        AND has({{dev_tipos:Array(String)}}, tipo)), 'tipo_invalid', ''),
+    if(is_object AND NOT ids_ok, 'evidence_not_array', ''),
+    if(ids_ok AND length(arrayDistinct(ids)) != length(ids), 'evidence_duplicates', ''),
+    if(ids_ok AND length(ids) > {{dev_max:UInt32}}, 'evidence_too_many', '')
+  ]) AS kinds
+FROM (
+  SELECT
+    event_id, t, payload{carried},
+    isValidJSON(payload) AND JSONType(payload) = 'Object' AS is_object,
+    if(is_object, JSONExtractString(payload, 'agente'), '') AS agente,
+    if(is_object, JSONExtractString(payload, 'tipo'), '') AS tipo,
+    multiIf(NOT is_object, '',
+            JSONType(payload, 'evidenceEventIds') = 'Array',
+            JSONExtractRaw(payload, 'evidenceEventIds'),
+            JSONType(payload, 'evidenceEventIds') = 'String',
+            JSONExtractString(payload, 'evidenceEventIds'), '') AS ids_json,
+    isValidJSON(ids_json) AND JSONType(ids_json) = 'Array'
+      AND arrayAll(x -> JSONType(x) = 'String', JSONExtractArrayRaw(ids_json)) AS ids_ok,
+    if(ids_ok, arrayMap(x -> JSONExtractString(x), JSONExtractArrayRaw(ids_json)), [])
+      AS ids
+  FROM (
+    SELECT event_id, any(t) AS t, any(payload) AS payload{first}
+    FROM (SELECT * FROM {events}
+          WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
+    GROUP BY event_id
+  )
+)"""
+
+
+def carried_triage(
+    result_status: Status, items: int, row: Row, dims: Sequence[str] | None
+) -> Triage | None:
+    """The breakdown a deviation query carried (`tr_by_<dim>` columns), when breached."""
+    if dims is None or result_status is not Status.BREACHED:
+        return None
+    return grouped(items, {d: row[f"tr_by_{d}"] for d in dims}, dims)
+
+
+class DeviationContractKind(Kind[DeviationContract]):
+    name = "deviation_contract"
+    params = DeviationContract
+
+    def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
+        p = self.of(spec)
+        dims = plans.dims
+
+        def query(ctx: Context) -> tuple[str, Mapping[str, Any]]:
+            counts = ",\n  ".join(f"countIf(has(kinds, '{k}')) AS {k}" for k in BREACH_KINDS)
+            broken = "length(kinds) > 0"
+            by_dims = "".join(
+                f",\n  sumMapIf(([edim_{d}], [toUInt64(1)]), {broken}) AS tr_by_{d}"
+                for d in dims or ()
+            )
+            # The aggregation rides along: the conforming events' (agente, tipo) sorted, split
+            # where the pair changes, one (agente, tipo, count) per chunk, biggest first.
+            sql = f"""
+SELECT * EXCEPT (pairs, same_pair) FROM (
+SELECT
+  count() AS n,
+  countIf({broken}) AS broken{by_dims},
+  groupArraySortedIf({EVIDENCE})((t, event_id), {broken}) AS oldest,
+  {counts},
+  arraySort(groupArrayIf((agente, tipo), length(kinds) = 0)) AS pairs,
+  arraySplit((x, previous) -> x != previous, pairs,
+             arrayPopBack(arrayPushFront(pairs, pairs[1]))) AS same_pair,
+  arraySort(x -> (-x.3, x.1, x.2),
+            arrayMap(c -> (c[1].1, c[1].2, length(c)), same_pair)) AS aggregation
+FROM ({classified(ctx.source, dims or ())})
+)
+"""
+            return sql, p.params()
+
+        plans.own(spec, query)
+
+        def read(row: Row, ctx: Context) -> Judged:
+            n, broken = int(row["n"]), int(row["broken"])
+            kinds = {kind: int(row[kind]) for kind in BREACH_KINDS if row[kind]}
+            evidence = Evidence(
+                events=tuple(eid for _, eid in row["oldest"]), kinds=tuple(kinds.items())
+            )
+            summary = f"{broken} of {n} deviation events break the payload contract"
+            if kinds:
+                summary += (
+                    " (" + ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in kinds.items()) + ")"
+                )
+            result = judge(
+                spec,
+                float(broken),
+                n,
+                summary,
+                evidence,
+                no_data=n == 0,
+                no_data_summary="no deviation event in the window",
+            )
+            aggregation = tuple(
+                DeviationCount(str(a), str(t), int(c)) for a, t, c in row["aggregation"]
+            )
+            triage = carried_triage(result.status, broken, row, dims)
+            return Judged(result, triage, deviations=aggregation)
+
+        return read
+
+    def describe(self, params: DeviationContract) -> list[tuple[str, str]]:
+        return params.described()
+
+    def payload_names(self, params: DeviationContract) -> tuple[str, ...]:
+        return params.events
+
+
+KIND = DeviationContractKind()

@@ -1,0 +1,97 @@
+"""Deviation evidence: conforming deviation events in W citing an id that exists nowhere.
+
+The contract's events that conform (those that break it are the contract
+check's) cite evidence ids; each is looked up among every event of the
+lookback. The lookup filters on the preset's cheap `event_id_hint` before
+`event_id`. Triage counts each citing event once, however many missing ids
+it cites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from checks.base import CheckSpec, KindParams
+from checks.evidence import Evidence
+from checks.kinds.base import Described, Kind
+from checks.kinds.deviation_contract import DeviationContract, carried_triage, classified
+from checks.scans.plans import Context, Judged, Plans, Reader, Row
+from checks.scans.session import EVIDENCE
+from checks.verdict import judge
+
+
+@dataclass(frozen=True)
+class DeviationEvidence(KindParams):
+    """Conforming deviation events in W citing an evidence id that exists nowhere."""
+
+    contract: DeviationContract
+
+
+class DeviationEvidenceKind(Kind[DeviationEvidence]):
+    name = "deviation_evidence"
+    params = DeviationEvidence
+
+    def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
+        p = self.of(spec)
+        dims = plans.dims
+
+        def query(ctx: Context) -> tuple[str, Mapping[str, Any]]:
+            carried = "".join(f", edim_{d}" for d in dims or ())
+            by_dims = "".join(
+                f",\n  groupUniqArrayIf((event_id, edim_{d}), missing) AS tr_u_{d},"
+                f" arrayReduce('sumMap', arrayMap(x -> [x.2], tr_u_{d}),"
+                f" arrayMap(x -> [toUInt64(1)], tr_u_{d})) AS tr_by_{d}"
+                for d in dims or ()
+            )
+            # `conforming` gives every cited id (an empty list gives one row, pos 0); `cited`
+            # the ids to look up.
+            sql = f"""
+WITH conforming AS (
+  SELECT event_id, t, ids{carried}
+  FROM ({classified(ctx.source, dims or ())})
+  WHERE length(kinds) = 0
+),
+cited AS (SELECT arrayJoin(ids) FROM conforming)
+SELECT
+  uniqExact(event_id) AS n,
+  uniqExactIf(event_id, missing) AS citing_missing,
+  groupArraySortedIf({EVIDENCE})((t, event_id), missing) AS oldest,
+  uniqExactIf(cited_id, missing) AS missing_ids{by_dims}
+FROM (
+  SELECT event_id, t, cited_id{carried}, pos > 0 AND cited_id NOT IN (
+    SELECT event_id FROM {ctx.source.events()}
+    WHERE (event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited
+  ) AS missing
+  FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
+)
+"""
+            return sql, p.contract.params()
+
+        plans.own(spec, query)
+
+        def read(row: Row, ctx: Context) -> Judged:
+            n, value = int(row["n"]), int(row["citing_missing"])
+            oldest = tuple(dict.fromkeys(eid for _, eid in row["oldest"]))
+            result = judge(
+                spec,
+                float(value),
+                n,
+                f"{value} of {n} conforming deviation events cite evidence ids that do not exist",
+                Evidence(events=oldest, missing_ids=int(row["missing_ids"])),
+                no_data=n == 0,
+                no_data_summary="no conforming deviation event in the window",
+            )
+            return Judged(result, carried_triage(result.status, value, row, dims))
+
+        return read
+
+    def describe(self, params: DeviationEvidence) -> Described:
+        return params.contract.described()
+
+    def payload_names(self, params: DeviationEvidence) -> tuple[str, ...]:
+        return params.contract.events
+
+
+KIND = DeviationEvidenceKind()

@@ -1,0 +1,176 @@
+"""Outcome rate: (failed + lost) / (completed + failed + lost) of an operation in W.
+
+observe_failure_rate, recall_failure_rate and `kind = "outcome_rate"` custom
+checks. Judged in the session scan: completed and failed are every event of
+W (with or without a session), lost the outcome obligations (a started event
+with no completed or failed of its session within the grace) due in W. The
+triage groups the failed events and the lost ones, which the same
+obligation rule finds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import Field
+
+from checks.base import CheckResult, CheckSpec, KindParams, Unit
+from checks.breakdown import Triage
+from checks.evidence import Evidence
+from checks.kinds.base import Declared, Described, duration
+from checks.kinds.obligations import Anchor, Obligation, judge
+from checks.scans.plans import Context, Judged, Plans, Reader, Row
+from checks.scans.session import EVIDENCE, SessionScan
+from checks.triage import FREE_TEXT, events_in_window, group
+from checks.verdict import judge as verdict
+from checks.verdict import percent
+from watchdog.core.durations import Duration, duration_ms
+from watchdog.core.settings.custom import CustomCheck
+
+# The error class of a lost operation: it has no error text of its own.
+LOST_CLASS = "(lost: no outcome within the grace period)"
+
+
+@dataclass(frozen=True)
+class OutcomeRate(KindParams):
+    """(failed + lost) / (completed + failed + lost) in W."""
+
+    started: tuple[str, ...]
+    completed: tuple[str, ...]
+    failed: tuple[str, ...]
+    grace_ms: int
+    noun: str = "operations"
+
+    @property
+    def loss(self) -> Obligation:
+        """The outcome obligation of each started event (lost when unmet)."""
+        return Obligation(
+            anchor=Anchor.EVENT,
+            required=self.completed + self.failed,
+            grace_ms=self.grace_ms,
+            triggers=self.started,
+            label="outcome",
+        )
+
+
+Names = tuple[str, ...]
+
+
+class OutcomeRateConfig(CustomCheck):
+    """(failed + lost) / (completed + failed + lost) of an operation."""
+
+    kind: Literal["outcome_rate"]
+    started: Names = Field(min_length=1)
+    completed: Names = Field(min_length=1)
+    failed: Names = Field(min_length=1)
+    grace: Duration
+    comparison: Literal[">", ">=", "<", "<="] = ">="
+    min_samples: int = Field(default=20, ge=0)
+
+    def reach(self, default_window: timedelta) -> timedelta:
+        return super().reach(default_window) + self.grace
+
+
+def _lost(scan: SessionScan, p: OutcomeRate) -> str:
+    """Per session: (time, event id) of its started events lost in W (real sessions only)."""
+    misses = judge(scan, f"{scan.tag()}_loss", p.loss).misses
+    assert misses is not None
+    return scan.per_session(f"{misses}_real", f"if(real, {misses}, [])")
+
+
+class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
+    name = "outcome_rate"
+    params = OutcomeRate
+    config = OutcomeRateConfig
+
+    def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
+        p = self.of(spec)
+        scan = plans.session(spec)
+        tag = scan.tag()
+        lost = _lost(scan, p)
+        completed = scan.total(f"{tag}_completed", f"sum({scan.count_in_window(p.completed)})")
+        failed = scan.total(f"{tag}_failed", f"sum({scan.count_in_window(p.failed)})")
+        lost_n = scan.total(f"{tag}_lost", f"sum(length({lost}))")
+        lost_ids = scan.total(f"{tag}_lost_ids", f"groupArraySortedArray({EVIDENCE})({lost})")
+        failed_ids = scan.total(
+            f"{tag}_failed_ids",
+            f"groupArraySortedArray({EVIDENCE})({scan.oldest_in_window(p.failed)})",
+        )
+
+        def read(row: Row, ctx: Context) -> Judged:
+            n_completed, n_failed, n_lost = (int(row[a]) for a in (completed, failed, lost_n))
+            denominator = n_completed + n_failed + n_lost
+            value = (n_failed + n_lost) / denominator if denominator else None
+            ids = sorted(list(row[lost_ids]) + list(row[failed_ids]))[:EVIDENCE]
+            evidence = Evidence(
+                completed=n_completed,
+                failed=n_failed,
+                lost=n_lost,
+                events=tuple(event_id for _, event_id in ids),
+            )
+            summary = (
+                f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
+                f" ({n_failed} failed, {n_lost} lost)"
+            )
+            return Judged(
+                verdict(
+                    spec,
+                    value,
+                    denominator,
+                    summary,
+                    evidence,
+                    no_data=denominator == 0,
+                    no_data_summary=f"no {p.noun} completed, failed or were due in the window",
+                )
+            )
+
+        return read
+
+    def triage(
+        self, ctx: Context, dims: Sequence[str], spec: CheckSpec, result: CheckResult
+    ) -> Triage:
+        """The failed events of W and the lost ones, by outcome and dimension.
+
+        Lost: the started events whose outcome obligation is due in W and
+        unmet, found by the session scan's own rule; their free-text
+        dimensions read as the lost class.
+        """
+        p = self.of(spec)
+        scan = SessionScan()
+        lost = _lost(scan, p)
+        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.2, {lost}))")
+        failed_bind = {"tr_failed": list(p.failed), "tr_started": list(p.started)}
+        failed = events_in_window(
+            ctx.source, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
+        )
+        columns = "".join(
+            f", '{LOST_CLASS}' AS dim_{d}" if d in FREE_TEXT else f", any(dim_{d}) AS dim_{d}"
+            for d in dims
+        )
+        lost_items = (
+            f"SELECT event_id AS item, any(t) AS t{columns}, 'lost' AS dim_outcome"
+            f" FROM {ctx.source.events_with_dims()}"
+            " WHERE name IN {tr_started:Array(String)}"
+            f" AND event_id IN (SELECT arrayJoin(lost) FROM ({scan.render_raw(ctx.source)}))"
+            " GROUP BY event_id"
+        )
+        params = {**scan.params(), **failed_bind}
+        return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], params)
+
+    def describe(self, params: OutcomeRate) -> Described:
+        return [("lost after", f"{duration(params.grace_ms)} without an outcome")]
+
+    def from_config(self, config: OutcomeRateConfig) -> tuple[OutcomeRate, Unit]:
+        params = OutcomeRate(
+            started=config.started,
+            completed=config.completed,
+            failed=config.failed,
+            grace_ms=duration_ms(config.grace),
+        )
+        return params, Unit.RATIO
+
+
+KIND = OutcomeRateKind()

@@ -1,0 +1,96 @@
+"""Share: the share of some events in W whose payload field equals a value.
+
+write_gate_drift (discarded gate decisions) and `kind = "share"` custom
+checks. Judged in the window scan, each event once; the matching events are
+the failing ones (evidence and triage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from checks.base import CheckSpec, KindParams, Status, Unit
+from checks.evidence import Evidence
+from checks.kinds.base import Declared, Described
+from checks.scans.plans import Context, Judged, Plans, Reader, Row
+from checks.scans.session import EVIDENCE
+from checks.verdict import judge, percent
+from watchdog.core.settings.custom import CustomCheck
+
+
+@dataclass(frozen=True)
+class Share(KindParams):
+    """Share of `events` in W whose payload `field` equals `value`."""
+
+    events: tuple[str, ...]
+    field: str
+    value: str
+    noun: str = "events"
+
+
+class ShareConfig(CustomCheck):
+    """Share of `events` whose payload `field` equals `value`."""
+
+    kind: Literal["share"]
+    events: tuple[str, ...] = Field(min_length=1)
+    field: str
+    value: str
+    comparison: Literal[">", ">=", "<", "<="] = ">="
+    min_samples: int = Field(default=20, ge=0)
+
+
+class ShareKind(Declared[Share, ShareConfig]):
+    name = "share"
+    params = Share
+    config = ShareConfig
+
+    def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
+        p = self.of(spec)
+        scan = plans.window(spec)
+        tag = scan.tag()
+        named = scan.member(tag, p.events)
+        field = scan.bind(p.field, "String")
+        v = scan.value(tag, named, f"JSONExtractString(payload, {field})")
+        hit = f"{tag}_in AND {v} = {scan.bind(p.value, 'String')}"
+        scan.add_totals(
+            tag,
+            {
+                "n": f"countIf({tag}_in)",
+                "hits": f"countIf({hit})",
+                "matching": f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {hit})",
+            },
+            shown=("n", "hits", "matching"),
+        )
+        scan.carry_triage(tag, hit)
+
+        def read(row: Row, ctx: Context) -> Judged:
+            n, hits = int(row[f"{tag}_n"]), int(row[f"{tag}_hits"])
+            value = hits / n if n else None
+            result = judge(
+                spec,
+                value,
+                n,
+                f"{percent(value or 0)} of {n} {p.noun} had {p.field} {p.value} ({hits})",
+                Evidence(events=tuple(eid for _, eid in row[f"{tag}_matching"]), matching=hits),
+                no_data=n == 0,
+                no_data_summary=f"no {', '.join(p.events)} in the window",
+            )
+            breached = result.status is Status.BREACHED
+            return Judged(result, scan.carried(row, tag) if breached else None)
+
+        return read
+
+    def describe(self, params: Share) -> Described:
+        return [("share of", f"{params.field} = {params.value}")]
+
+    def payload_names(self, params: Share) -> tuple[str, ...]:
+        return params.events
+
+    def from_config(self, config: ShareConfig) -> tuple[Share, Unit]:
+        return Share(events=config.events, field=config.field, value=config.value), Unit.RATIO
+
+
+KIND = ShareKind()

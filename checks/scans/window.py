@@ -1,0 +1,114 @@
+"""The window scan: every quantile, streak and share check of one window length, in one read.
+
+The window's events of any of their names are grouped by event id (so each
+event counts once), each kind adds its per-event figures and its totals over
+those groups (`checks.kinds.quantile`, `streak`, `share`), and Python gets one
+row back: per check, the counts, the value and at most 20 evidence items (a
+quantile's sorted sample stays in ClickHouse). With `dims`, the failing events
+of a check are counted by each triage dimension in the same read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.breakdown import Triage, grouped
+from checks.scans.binder import WS, Binder
+from checks.sources import CompiledSource
+
+
+def numeric_field(field: str, key: str) -> str:
+    """SQL: a numeric normalized column, or `payload.<key>` read from the payload JSON.
+
+    `key` is the bound placeholder of the payload key (`field` without `payload.`).
+    """
+    if field.startswith("payload."):
+        return f"toFloat64OrNull(JSONExtractRaw(payload, {key}))"
+    return f"toFloat64OrNull(toString({field}))"
+
+
+@dataclass
+class WindowScan:
+    """The typed plan of one window scan: per-event figures, totals, what is read back."""
+
+    dims: tuple[str, ...] | None = None
+    per_event: list[str] = field(default_factory=list)  # aggregates per event id
+    totals: list[str] = field(default_factory=list)  # aggregates over the events
+    shown: list[str] = field(default_factory=list)  # what Python reads back
+    names: set[str] = field(default_factory=set)
+    bind: Binder = field(default_factory=lambda: Binder("w"))
+    tags: int = 0
+
+    def tag(self) -> str:
+        """A prefix for the columns of one more check, unique in this scan."""
+        self.tags += 1
+        return f"w{self.tags}"
+
+    def member(self, tag: str, names: Sequence[str]) -> str:
+        """Per event: whether it has a row named in `names` (`<tag>_in`), and its time (`<tag>_t`).
+
+        Returns the condition on a row: its name is one of `names`.
+        """
+        self.names.update(names)
+        named = f"name IN {self.bind.names(tuple(names))}"
+        self.per_event += [f"countIf({named}) > 0 AS {tag}_in", f"anyIf(t, {named}) AS {tag}_t"]
+        return named
+
+    def value(self, tag: str, named: str, expr: str) -> str:
+        """Per event: `expr` of its row named as `named` says (`<tag>_v`)."""
+        # `if` evaluates `expr` for this check's own events only (a JSON parse, often).
+        self.per_event.append(f"anyIf(if({named}, {expr}, NULL), {named}) AS {tag}_v")
+        return f"{tag}_v"
+
+    def per_event_item(self, item: str) -> None:
+        """A per-event aggregate shared by several checks, added once."""
+        if item not in self.per_event:
+            self.per_event.append(item)
+
+    def add_totals(self, tag: str, totals: dict[str, str], shown: Sequence[str]) -> None:
+        """Totals named `<tag>_<part>`; those in `shown` are read back."""
+        self.totals += [f"{expr} AS {tag}_{part}" for part, expr in totals.items()]
+        self.shown += [f"{tag}_{part}" for part in shown]
+
+    def carry_triage(self, tag: str, failing: str) -> None:
+        """Count a check's failing events, and by each dimension (read back by `triage`).
+
+        An event's dimensions are those of any of its rows (`any(dim_<name>)`).
+        """
+        if self.dims is None:
+            return
+        for d in self.dims:
+            self.per_event_item(f"any(dim_{d}) AS edim_{d}")
+            self.totals.append(f"sumMapIf(([edim_{d}], [toUInt64(1)]), {failing}) AS {tag}_by_{d}")
+        self.totals.append(f"countIf({failing}) AS {tag}_items")
+        self.shown += [f"{tag}_items", *(f"{tag}_by_{d}" for d in self.dims)]
+
+    def carried(self, row: Mapping[str, Any], tag: str) -> Triage | None:
+        """The triage `carry_triage` put in the row for check `tag` (None: none carried)."""
+        if self.dims is None or f"{tag}_items" not in self.shown:
+            return None
+        counts = {d: row[f"{tag}_by_{d}"] for d in self.dims}
+        return grouped(int(row[f"{tag}_items"]), counts, self.dims)
+
+    def params(self) -> dict[str, Any]:
+        return {**self.bind.values, "window_names": sorted(self.names)}
+
+    def render_raw(self, source: CompiledSource) -> str:
+        per_event = ",\n      ".join(self.per_event)
+        totals = ",\n    ".join(self.totals)
+        events = source.events() if self.dims is None else source.events_with_dims()
+        return f"""
+SELECT {", ".join(self.shown)} FROM (
+  SELECT
+    {totals}
+  FROM (
+    SELECT
+      event_id,
+      {per_event}
+    FROM (SELECT * FROM {events}
+          WHERE name IN {{window_names:Array(String)}} AND t >= {WS})
+    GROUP BY event_id
+  )
+)"""
