@@ -19,9 +19,9 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.settings.values import ConfigModel, MissingSecret, Secret, secret_value
+from watchdog.core.sql import is_table_name
 
 DEFAULT_OTLP_PORT = 4318
-_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
 _SIZE = re.compile(r"(\d+)\s*(B|KiB|MiB|GiB)?", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
@@ -97,7 +97,7 @@ class IngestSettings(ConfigModel):
     @field_validator("logs_table", "traces_table")
     @classmethod
     def _table(cls, value: str) -> str:
-        if not _TABLE.fullmatch(value):
+        if "." not in value or not is_table_name(value):
             raise ValueError(f"{value!r} is not database.table")
         return value
 
