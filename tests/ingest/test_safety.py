@@ -106,7 +106,8 @@ def test_unusable_store_is_503_with_retry_after(tmp_path: Path) -> None:
     ingest = Ingest(settings)
     server = ingest.start("127.0.0.1:0")
     try:
-        host, port = server.address
+        assert server.http is not None
+        host, port = server.http
         endpoint = f"http://{host!s}:{port}"
         assert post(endpoint, logs_request(3)).status == 200  # durable in the spool
         refused = post(endpoint, logs_request(4))
@@ -149,3 +150,18 @@ def test_an_empty_token_is_no_token(tmp_path: Path, token: str, env: dict[str, s
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "ingest.token" in checked.stderr and "empty" in checked.stderr
     assert not (tmp_path / "xdg" / "memory-watchdog" / "ingest").exists()
+
+
+def test_otlp_grpc_off_loopback_without_token_is_refused(tmp_path: Path) -> None:
+    """`daemon --otlp-grpc 0.0.0.0:PORT`, or `[ingest] grpc_listen` off loopback, with no token:
+    exit 2, one line naming ingest.token; nothing bound."""
+    done = daemon(tmp_path, "--otlp-grpc", f"0.0.0.0:{free_port()}")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--otlp-grpc" in line and "not loopback" in line and "ingest.token" in line
+    config = tmp_path / "watchdog.toml"
+    config.write_text(f'[ingest]\ngrpc_listen = "0.0.0.0:{free_port()}"\n', encoding="utf-8")
+    done = daemon(tmp_path, "--config", str(config))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "ingest" in line and "not loopback" in line and "token" in line

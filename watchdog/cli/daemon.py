@@ -48,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " Collector's ClickHouse exporter does (e.g. 127.0.0.1:4318; [ingest] in the config)",
     )
     parser.add_argument(
+        "--otlp-grpc",
+        metavar="HOST:PORT",
+        help="receive OpenTelemetry logs and traces over OTLP/gRPC, as --otlp does over HTTP"
+        " (e.g. 127.0.0.1:4317; [ingest] grpc_listen in the config)",
+    )
+    parser.add_argument(
         "--once",
         action="store_true",
         help="run one tick in this process and exit (0 ok, 1 breach, 3 store): for cron or"
@@ -69,15 +75,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
     if args.at and not args.once:
         raise UsageError("--at: only with --once (the daemon runs on the wall clock)")
-    if args.once and args.otlp:
-        raise UsageError("--otlp: not with --once (one tick receives nothing; run the daemon)")
+    for flag, given in (("--otlp", args.otlp), ("--otlp-grpc", args.otlp_grpc)):
+        if args.once and given:
+            raise UsageError(f"{flag}: not with --once (one tick receives nothing; run the daemon)")
     at = time_flag("--at", args.at) if args.at else None
 
     def load_checked() -> Settings:
-        """The config from --config/WATCHDOG_CONFIG, --store and --otlp, as at start (and on SIGHUP)."""
+        """The config from --config/WATCHDOG_CONFIG, --store, --otlp and --otlp-grpc, as at start
+        (and on SIGHUP)."""
         loaded = load(args)
         require_secrets(loaded)  # the daemon sends: fail at start, not at the first alert
-        return receiving(loaded, args.otlp)
+        return receiving(loaded, args.otlp, args.otlp_grpc)
 
     settings = load_checked()
     schedule = Schedule.from_settings(settings.schedule)
@@ -103,9 +111,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             metrics=metrics,
             debug=args.debug,
         ).once()
-    listen = settings.ingest.listen
+    listen, grpc_listen = settings.ingest.listen, settings.ingest.grpc_listen
     ingest = None
-    if listen is not None:
+    if settings.ingest.listens:
         ingest = Ingest(
             settings, loads=ChildLoads(settings.store.query_timeout * 2), debug=args.debug
         )
@@ -125,25 +133,28 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         systemd=systemd,
         reload=load_checked,
     )
-    if ingest is None or listen is None:
+    if ingest is None:
         return daemon.serve(stop_timeout)
-    ingest.start(listen)
+    ingest.start(listen, grpc_listen)
     try:
         return daemon.serve(stop_timeout)
     finally:
         ingest.stop()
 
 
-def receiving(settings: Settings, otlp: str | None) -> Settings:
-    """The settings with `--otlp` applied; a receiver off loopback needs its token set."""
-    if otlp is not None:
-        try:
-            settings.ingest.require_token_for(otlp)
-        except ValueError as exc:
-            raise UsageError(f"--otlp: {exc}") from None
-        settings = settings.receiving(otlp)
+def receiving(settings: Settings, otlp: str | None, otlp_grpc: str | None = None) -> Settings:
+    """The settings with `--otlp` and `--otlp-grpc` applied; a receiver off loopback needs its
+    token set."""
+    for flag, listen in (("--otlp", otlp), ("--otlp-grpc", otlp_grpc)):
+        if listen is not None:
+            try:
+                settings.ingest.require_token_for(listen)
+            except ValueError as exc:
+                raise UsageError(f"{flag}: {exc}") from None
+    if otlp is not None or otlp_grpc is not None:
+        settings = settings.receiving(otlp, otlp_grpc)
     missing = settings.ingest.missing_token
-    if settings.ingest.listen is not None and missing is not None:
+    if settings.ingest.listens and missing is not None:
         raise ConfigError(missing.key, f"environment variable {missing.variable} is not set")
     return settings
 

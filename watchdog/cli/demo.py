@@ -115,7 +115,8 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         # The receiver loads into this very store, in this process (no daemon here).
         ingest = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
         server = ingest.start("127.0.0.1:0")
-        host, port = server.address
+        assert server.http is not None
+        host, port = server.http
         try:
             send_events(f"http://{host!s}:{port}", data.events, data.retried)
         finally:

@@ -184,6 +184,14 @@ def to_batch(signal: str, request: Any) -> Batch:
 
 
 def response(signal: str, batch: Batch | None, content_type: str) -> bytes:
+    """The Export*ServiceResponse, serialised, with a partial success when records were rejected."""
+    message = response_message(signal, batch)
+    if content_type == JSON:
+        return str(json_format.MessageToJson(message, indent=None)).encode()
+    return bytes(message.SerializeToString())
+
+
+def response_message(signal: str, batch: Batch | None) -> Any:
     """The Export*ServiceResponse, with a partial success when records were rejected."""
     message: Any = ExportLogsServiceResponse() if signal == LOGS else ExportTraceServiceResponse()
     if batch is not None and batch.rejected:
@@ -193,9 +201,7 @@ def response(signal: str, batch: Batch | None, content_type: str) -> bytes:
         else:
             partial.rejected_spans = batch.rejected
         partial.error_message = batch.problem
-    if content_type == JSON:
-        return str(json_format.MessageToJson(message, indent=None)).encode()
-    return bytes(message.SerializeToString())
+    return message
 
 
 # -- mapping ---------------------------------------------------------------------------

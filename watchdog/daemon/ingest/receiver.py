@@ -139,6 +139,8 @@ class Receiver:
 
     def accept(self, signal: str, body: bytes, content_type: str) -> Batch:
         """Count, decode, map and spool one request's body; its batch once it is durable."""
+        if len(body) > self.settings.max_body:
+            raise Refused(413, f"body of {len(body)} bytes; the limit is {self.settings.max_body}")
         with self.budget.held(len(body)):
             request = self._decode(signal, body, content_type)
             batch = to_batch(signal, request)

@@ -39,6 +39,7 @@ from watchdog.daemon.ingest.loader import (
     open_request_store,
 )
 from watchdog.daemon.ingest.otlp import LOGS, TRACES
+from watchdog.daemon.ingest.otlp_grpc import GrpcServer
 from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
 from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load
@@ -63,6 +64,19 @@ def destinations(settings: Settings) -> dict[str, Destination]:
         LOGS: Destination(store, settings.ingest.logs_table),
         TRACES: Destination(store, settings.ingest.traces_table),
     }
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where the receiver listens: (host, port) of OTLP/HTTP and OTLP/gRPC, None when not."""
+
+    http: tuple[str, int] | None
+    grpc: tuple[str, int] | None
+
+
+def _joined(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass
@@ -104,7 +118,8 @@ class Ingest:
         self._failing_since: float | None = None
         self._refusals: dict[str, int] = {}
         self._warned: set[str] = set()
-        self._server: HttpServer | None = None
+        self._http: HttpServer | None = None
+        self._grpc: GrpcServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -129,20 +144,39 @@ class Ingest:
 
     # -- running ------------------------------------------------------------------------
 
-    def start(self, listen: str) -> HttpServer:
-        """Create the tables (first round), then serve on `listen` and load in a thread."""
+    def start(self, listen: str | None, grpc_listen: str | None = None) -> Listening:
+        """Create the tables (first round), then serve OTLP/HTTP on `listen` and OTLP/gRPC on
+        `grpc_listen` (each when given), and load in a thread."""
         self.round()
-        self._server = HttpServer(self.receiver, listen)
-        host, port = self._server.address
-        log.info(
-            "receiving OTLP/HTTP on http://%s:%s (/v1/logs, /v1/traces) into %s and %s",
-            host,
-            port,
-            *self.tables.values(),
-        )
+        tables = " and ".join(self.tables.values())
+        http = grpc = None
+        try:
+            if listen is not None:
+                self._http = HttpServer(self.receiver, listen)
+                http = self._http.address
+                log.info(
+                    "receiving OTLP/HTTP on http://%s (/v1/logs, /v1/traces) into %s",
+                    _joined(http),
+                    tables,
+                )
+            if grpc_listen is not None:
+                self._grpc = GrpcServer(self.receiver, grpc_listen)
+                grpc = self._grpc.address
+                log.info("receiving OTLP/gRPC on %s (logs, traces) into %s", _joined(grpc), tables)
+        except BaseException:
+            self._close_servers()
+            raise
         self._thread = threading.Thread(target=self._loop, name="watchdog-ingest", daemon=True)
         self._thread.start()
-        return self._server
+        return Listening(http, grpc)
+
+    def _close_servers(self) -> None:
+        http, self._http = self._http, None
+        grpc, self._grpc = self._grpc, None
+        if http is not None:
+            http.close()
+        if grpc is not None:
+            grpc.close()
 
     def refuse_new(self) -> None:
         """From now on, answer every request 503 with Retry-After (the daemon is stopping)."""
@@ -151,9 +185,7 @@ class Ingest:
     def stop(self, timeout: timedelta = timedelta(seconds=30)) -> None:
         """Refuse new requests (503), finish the ones in progress, load what waits (bounded)."""
         self.refuse_new()
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
+        self._close_servers()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
