@@ -38,11 +38,11 @@ from tests.exporter import Span
 AGENT = Resource.create({"service.name": "agent"})
 
 
-def _ns(moment: datetime) -> int:
+def nanos(moment: datetime) -> int:
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
 
 
-def _attributes(event: Any) -> dict[str, Any]:
+def event_attributes(event: Any) -> dict[str, Any]:
     """The event's metadata with its own types (numbers stay numbers, arrays arrays)."""
     meta = json.loads(event.metadata_json) if event.metadata_json is not None else dict(event.meta)
     attributes = {k: v for k, v in meta.items() if v is not None}
@@ -120,11 +120,11 @@ def _emit(inner: Any, scenario: Scenario) -> bool:
         failed = event.success == 0
         logger.emit(
             LogRecord(
-                timestamp=_ns(event.ts),
+                timestamp=nanos(event.ts),
                 body=event.name,
                 severity_number=SeverityNumber.ERROR if failed else SeverityNumber.INFO,
                 severity_text="ERROR" if failed else "INFO",
-                attributes=_attributes(event),
+                attributes=event_attributes(event),
                 event_name=event.name,
             )
         )
@@ -146,7 +146,7 @@ def send_spans(endpoint: str, spans: list[Span], *, grpc: bool = False) -> bool:
     provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=64))
     tracer = provider.get_tracer("memory", "1.0")
     for span in spans:
-        start = _ns(span.start)
+        start = nanos(span.start)
         live = tracer.start_span(
             span.name, start_time=start, attributes={"session.id": span.session, **span.attributes}
         )
