@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/watchdog-ingest-abuse"))
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    proc, otlp, _, log = start_daemon(args.dir, "1h")
+    proc, otlp, _, _, log = start_daemon(args.dir, "1h")
     cases: dict[str, Any] = {}
     try:
         time.sleep(3)
