@@ -21,12 +21,14 @@ from watchdog.cli.args import (
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings
+from watchdog.core.settings.load import config_file
 from watchdog.core.times import system_clock
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import ChildLoads
 from watchdog.daemon.ingest.metrics import IngestCollector
 from watchdog.daemon.ingest.service import Ingest, TurnTakingTicks
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.reload import settled
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
 from watchdog.daemon.spool import Spool
@@ -131,7 +133,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         notifiers=notifiers,
         metrics=metrics,
         systemd=systemd,
-        reload=load_checked,
+        reload=settled(load_checked, config_file(args.config)),
     )
     if ingest is None:
         return daemon.serve(stop_timeout)
