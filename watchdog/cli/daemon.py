@@ -134,6 +134,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         metrics=metrics,
         systemd=systemd,
         reload=settled(load_checked, config_file(args.config)),
+        receiver=None if ingest is None else (lambda: ingest.spool_state().to_json()),
     )
     if ingest is None:
         return daemon.serve(stop_timeout)

@@ -151,6 +151,7 @@ class Daemon:
         metrics: Metrics | None = None,
         systemd: Notify | None = None,
         reload: Loader | None = None,
+        receiver: web.ReceiverState | None = None,
     ) -> None:
         self.settings = settings
         self.schedule = schedule
@@ -165,6 +166,7 @@ class Daemon:
         self._ticks = ticks
         self._pages = pages
         self._http = http
+        self._receiver = receiver  # the OTLP receiver's spool state, when it runs beside
         self._debug = debug
         self._status: dict[str, Any] | None = None  # the latest `status` document (--http)
         self.last_judged: datetime | None = None  # end of the last window judged
@@ -515,6 +517,7 @@ class Daemon:
             last_run_age=self.last_run_age,
             period=self.period(),
             metrics=self.metrics.exposition,
+            receiver=self._receiver,
         )
         server, _ = web.serve(self._http, handler)
         host, port = server.server_address[:2]
@@ -533,7 +536,8 @@ class Daemon:
             raise RuntimeError("no run has read the store yet")
         since = self.spool.since
         spool = {"error_runs": len(self.spool.runs), "since": rfc3339(since) if since else None}
-        return {**self._status, "spool": spool}
+        live = {"ingest": dict(self._receiver())} if self._receiver is not None else {}
+        return {**self._status, "spool": spool, **live}
 
     def last_run_age(self) -> timedelta | None:
         """How long ago the last judged window ended."""

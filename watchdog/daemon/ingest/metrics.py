@@ -11,7 +11,10 @@
 - `memory_watchdog_ingest_load_rounds_total{outcome}`: ok | failed;
 - `memory_watchdog_ingest_last_load_seconds`: how long the last round held the store;
 - `memory_watchdog_ingest_set_aside_rows_total`: rows the store refused, moved to the
-  spool's quarantine.
+  spool's quarantine;
+- `memory_watchdog_ingest_spool_writable`: 1 while the spool can keep what is sent, 0
+  while it cannot (its filesystem full, or not writable): every request is then a 503;
+- `memory_watchdog_ingest_spool_free_bytes`: the room left on the spool's filesystem.
 
 Read at scrape time from what the receiver and the loader counted.
 """
@@ -83,3 +86,15 @@ class IngestCollector(Collector):
             "Rows the store refused, moved to the spool's quarantine",
             value=loaded.set_aside,
         )
+        state = ingest.spool_state()
+        yield GaugeMetricFamily(
+            f"{PREFIX}_spool_writable",
+            "1 while the spool can keep what is sent, 0 while it cannot (503 to every request)",
+            value=1 if state.ok else 0,
+        )
+        if state.free_bytes is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_spool_free_bytes",
+                "Room left on the spool's filesystem, bytes",
+                value=state.free_bytes,
+            )

@@ -125,6 +125,7 @@ class Receiver:
         self.counts = Counts.zero()
         self._token = settings.token_value.encode()
         self.budget = DecodeBudget(settings.max_body)
+        self._said = ""  # the spool problem logged last
 
     def check_token(self, authorization: str | None) -> None:
         """Refused (401) unless `Bearer <token>` carries the token, when one is configured."""
@@ -150,8 +151,11 @@ class Receiver:
             try:
                 fresh = self.spool.put(batch)
             except OSError as exc:
-                log.error("ingest: cannot write the spool (%s); answering 503", exc.strerror)
+                if exc.strerror != self._said:  # once per problem, not once per request
+                    log.error("ingest: cannot write the spool (%s); answering 503", exc.strerror)
+                self._said = exc.strerror or ""
                 raise Refused(503, "the receiver cannot keep the records now") from None
+            self._said = ""
         with self.counts.lock:
             self.counts.accepted[signal] += batch.rows if fresh else 0
             self.counts.retried[signal] += 1 if batch.rows and not fresh else 0

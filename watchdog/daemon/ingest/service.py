@@ -24,10 +24,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
+from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings
+from watchdog.core.text import printable
 from watchdog.core.urls import parse_store_url
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import (
@@ -42,7 +43,8 @@ from watchdog.daemon.ingest.otlp import LOGS, TRACES
 from watchdog.daemon.ingest.otlp_grpc import GrpcServer
 from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
-from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load
+from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load, SpoolUnusable
+from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
 from watchdog.daemon.tick import Progress, TickRequest, TickResult
 
 log = logging.getLogger(__name__)
@@ -51,10 +53,18 @@ log = logging.getLogger(__name__)
 REFUSALS_BEFORE_ASIDE = 3
 
 
-def spool_dir(settings: Settings) -> Path:
-    """`[ingest] spool_dir`, else `<data_dir>/ingest`."""
-    configured = settings.ingest.spool_dir
-    return Path(configured) if configured else settings.data_dir / "ingest"
+def _open_spool(settings: Settings) -> IngestSpool:
+    """The spool of `settings`; a directory it cannot use is a config error naming it (exit 2)."""
+    try:
+        return IngestSpool(
+            spool_dir(settings), destinations(settings), retry_window=settings.ingest.retry_window
+        )
+    except SpoolUnusable as exc:
+        raise ConfigError(
+            "ingest.spool_dir",
+            f"{printable(exc, None)}: the receiver needs a directory it can write"
+            " (set [ingest] spool_dir to one)",
+        ) from None
 
 
 def destinations(settings: Settings) -> dict[str, Destination]:
@@ -103,9 +113,7 @@ class Ingest:
         debug: bool = False,
     ) -> None:
         self.settings = settings
-        self.spool = spool or IngestSpool(
-            spool_dir(settings), destinations(settings), retry_window=settings.ingest.retry_window
-        )
+        self.spool = spool or _open_spool(settings)
         self.turn = threading.Lock()  # the store: one load or one tick at a time
         self.receiver = Receiver(settings.ingest, self.spool, admission=self.admission)
         self.loaded = Loaded()
@@ -118,6 +126,7 @@ class Ingest:
         self._failing_since: float | None = None
         self._refusals: dict[str, int] = {}
         self._warned: set[str] = set()
+        self._spool_said = ""  # the spool problem last logged (said once, not every round)
         self._http: HttpServer | None = None
         self._grpc: GrpcServer | None = None
         self._thread: threading.Thread | None = None
@@ -125,6 +134,10 @@ class Ingest:
     @property
     def tables(self) -> dict[str, str]:
         return {LOGS: self.settings.ingest.logs_table, TRACES: self.settings.ingest.traces_table}
+
+    def spool_state(self) -> SpoolState:
+        """The spool now: what waits, what was set aside, the room left, whether it can keep more."""
+        return read_spool_state(self.spool.directory, self.spool.problem)
 
     # -- admission ----------------------------------------------------------------------
 
@@ -228,6 +241,18 @@ class Ingest:
             return self._round_holding_turn()
 
     def _round_holding_turn(self) -> LoadResult:
+        """One round; a spool that cannot be written (a full disk) fails the round, never raises."""
+        try:
+            return self._rounds()
+        except OSError as exc:
+            problem = f"cannot write the spool {self.spool.directory}: {exc.strerror}"
+            if problem != self._spool_said:
+                log.warning("ingest: %s; loading waits for room", problem)
+            self._spool_said = problem
+            self.loaded.failed_rounds += 1
+            return LoadResult(problem=problem)
+
+    def _rounds(self) -> LoadResult:
         result, split = self._load_planned()
         if split:  # a refused load wrote nothing: its batches are tried each alone at once
             again, _ = self._load_planned()

@@ -19,6 +19,12 @@ Three kinds of file under the spool directory (`[ingest] spool_dir`):
   a retry that arrives after its batch was loaded is still recognised, for
   the store and table it was loaded into only.
 
+- `reserve`: RESERVE_BYTES kept free for draining. A spool whose filesystem
+  fills up must still write its load records and ledger lines to empty
+  itself: when such a write finds no space, the reserve is given up for it,
+  and until the reserve is back (once loads have freed room) the receiver
+  accepts nothing new (503). A write that fails leaves no file behind.
+
 One process, the daemon, owns the spool: the receiver's threads add
 batches, the loader thread plans loads and marks them done; the insert
 itself runs in a child (watchdog.daemon.ingest.loader), which only reads.
@@ -27,6 +33,7 @@ itself runs in a child (watchdog.daemon.ingest.loader), which only reads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -40,10 +47,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from watchdog.daemon.ingest.otlp import SIGNALS, Batch
+from watchdog.daemon.ingest.state import BATCH_SUFFIX, RESERVE_BYTES
 
 log = logging.getLogger(__name__)
 
-BATCH_SUFFIX = ".jsonl"
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+_UNUSABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 ANY = "*"  # the destination of names written before destinations were (they match every one)
 
 
@@ -121,15 +130,29 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_tmp(tmp: Path, data: bytes) -> None:
+    """`data` in `tmp`, fsynced; on failure no file is left behind (a full disk leaves none)."""
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _write_durably(path: Path, data: bytes, tmp_dir: Path) -> None:
     """`data` at `path`, complete or not at all, surviving a crash once this returns."""
     tmp = tmp_dir / f"{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+    _write_tmp(tmp, data)
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+class SpoolUnusable(Exception):
+    """The spool directory cannot be used at all (read-only, not ours): one line names it."""
 
 
 class IngestSpool:
@@ -152,13 +175,20 @@ class IngestSpool:
         self.quarantine = directory / "quarantine"
         self.ledger = directory / "loaded.log"
         self.retry_window = retry_window.total_seconds()
+        self.reserve = directory / "reserve"
         self._clock = clock
         self._lock = threading.Lock()
-        for sub in (self.batches, self.loads, self.tmp):
-            sub.mkdir(parents=True, exist_ok=True)
-        for stale in self.tmp.iterdir():  # writes a crash interrupted: never acknowledged
-            with contextlib.suppress(OSError):
-                stale.unlink()
+        self.problem = ""  # why the last write failed, "" once writes succeed again
+        self._reserve_tried = 0.0
+        try:
+            for sub in (self.batches, self.loads, self.tmp):
+                sub.mkdir(parents=True, exist_ok=True)
+            for stale in self.tmp.iterdir():  # writes a crash interrupted: never acknowledged
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+        except OSError as exc:
+            raise SpoolUnusable(f"{directory}: {exc.strerror}") from None
+        self._reserved = self._keep_reserve()
         self._loaded = self._read_ledger()
         self._appended = 0
         # Batch name -> (bytes, rows), in the order they were accepted; another destination's
@@ -187,11 +217,15 @@ class IngestSpool:
         path = self.batches / name
         if self._known(name, key, batch.digest):
             return False
+        if not self._reserved and not self._retry_reserve():
+            raise OSError(errno.ENOSPC, "no room kept for loading (the filesystem is full)")
         tmp = self.tmp / f"{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as out:
-            out.write(batch.data)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            _write_tmp(tmp, batch.data)
+        except OSError as exc:
+            self.problem = f"cannot write {self.directory}: {exc.strerror}"
+            raise
+        self.problem = ""
         with self._lock:
             # Checked again under the lock the loader takes to mark a load done: a batch
             # is either still here, or its digest is in the ledger already.
@@ -272,7 +306,9 @@ class IngestSpool:
             rows=sum(entries[n][1] for n in names),
             size=sum(entries[n][0] for n in names),
         )
-        _write_durably(self.loads / f"{token}.json", load.to_json().encode(), self.tmp)
+        self._with_room(
+            lambda: _write_durably(self.loads / f"{token}.json", load.to_json().encode(), self.tmp)
+        )
         with self._lock:
             self._planned.update(names)
         return load
@@ -281,10 +317,7 @@ class IngestSpool:
         """The load is in the store: remember its digests, then drop its batches and itself."""
         now = self._clock()
         entries = load.entries
-        with open(self.ledger, "a", encoding="ascii") as ledger:
-            ledger.writelines(f"{now:.3f} {e}\n" for e in entries)
-            ledger.flush()
-            os.fsync(ledger.fileno())
+        self._with_room(lambda: self._append(f"{now:.3f} {e}\n" for e in entries))
         self._appended += len(entries)
         with self._lock:
             for entry in entries:
@@ -292,6 +325,8 @@ class IngestSpool:
             self._drop(load)
         if self._appended > 10_000:
             self._compact_ledger()
+        if not self._reserved:  # room was freed: keep it for the next time the disk fills
+            self._reserved = self._keep_reserve()
 
     def split(self, load: Load) -> None:
         """Forget a load the store refused (it wrote nothing); plan each of its batches alone.
@@ -336,6 +371,66 @@ class IngestSpool:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.loads / f"{load.token}.json")
 
+    # -- room to drain ------------------------------------------------------------------
+
+    def _append(self, lines: Iterator[str]) -> None:
+        with open(self.ledger, "a", encoding="ascii") as ledger:
+            ledger.writelines(lines)
+            ledger.flush()
+            os.fsync(ledger.fileno())
+
+    def _with_room(self, write: Callable[[], None]) -> None:
+        """`write`, given the reserve's room when the filesystem is full (the drain must go on)."""
+        try:
+            write()
+        except OSError as exc:
+            if exc.errno not in _NO_ROOM or not self._release_reserve():
+                self.problem = f"cannot write {self.directory}: {exc.strerror}"
+                raise
+            write()
+
+    def _keep_reserve(self) -> bool:
+        """Whether RESERVE_BYTES are set aside (written now if they were not); never raises."""
+        try:
+            if self.reserve.stat().st_size >= RESERVE_BYTES:
+                return True
+        except OSError:
+            pass
+        try:
+            _write_tmp(self.reserve, bytes(RESERVE_BYTES))
+        except OSError as exc:
+            if exc.errno in _UNUSABLE:
+                raise SpoolUnusable(f"{self.directory}: {exc.strerror}") from None
+            self.problem = f"the filesystem of {self.directory} is full: accepting nothing new"
+            log.warning("ingest spool: %s (%s)", self.problem, exc.strerror)
+            return False
+        if self.problem:
+            log.info("ingest spool: %s has room again", self.directory)
+        self.problem = ""
+        return True
+
+    def _retry_reserve(self) -> bool:
+        """Set the reserve aside again, tried at most once a second (the receiver asks)."""
+        now = time.monotonic()
+        if now - self._reserve_tried < 1.0:
+            return False
+        self._reserve_tried = now
+        try:
+            self._reserved = self._keep_reserve()
+        except SpoolUnusable:
+            return False
+        return self._reserved
+
+    def _release_reserve(self) -> bool:
+        """Give the reserve's room to a write of the drain; False when there was none."""
+        try:
+            self.reserve.unlink()
+        except FileNotFoundError:
+            return False
+        self._reserved = False
+        log.warning("ingest spool: %s is full; draining with the room kept for it", self.directory)
+        return True
+
     # -- the ledger ---------------------------------------------------------------------
 
     def _read_ledger(self) -> dict[str, float]:
@@ -357,7 +452,7 @@ class IngestSpool:
         with self._lock:
             self._loaded = {d: at for d, at in self._loaded.items() if at >= oldest}
             text = "".join(f"{at:.3f} {d}\n" for d, at in self._loaded.items())
-            _write_durably(self.ledger, text.encode("ascii"), self.tmp)
+            self._with_room(lambda: _write_durably(self.ledger, text.encode("ascii"), self.tmp))
             self._appended = 0
 
     def prune(self) -> None:
