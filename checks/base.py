@@ -86,6 +86,12 @@ class Window:
     def read_from(self) -> datetime:
         return self.at - self.lookback
 
+    def sized(self, length_ms: int | None) -> Window:
+        """The window ending at the same time, `length_ms` long (None: this one)."""
+        if length_ms is None:
+            return self
+        return replace(self, length=timedelta(milliseconds=length_ms))
+
     def params(self) -> dict[str, int]:
         """The window as bound query parameters, in epoch milliseconds."""
         return {
@@ -118,9 +124,7 @@ class CheckSpec:
 
     def window_for(self, window: Window) -> Window:
         """The window this check is judged over: its own length if it has one, else `window`."""
-        if self.window_ms is None:
-            return window
-        return replace(window, length=timedelta(milliseconds=self.window_ms))
+        return window.sized(self.window_ms)
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,7 @@
-"""`memory-watchdog schema apply`: the watchdog's own tables, and the optional narrow table.
-
-Without `--materialize` it applies the watchdog's state tables (alert states,
-outbox, run log, silences) in `store.database`. With `--materialize` it also
-builds, for large deployments, a narrow table `<store.database>.memory_events`
-holding just the normalized event (docs/spec.md section 2), fed by a materialized
-view on the source table and filled once by a backfill `INSERT ... SELECT`.
-A config with `source.preset = "normalized"` then reads that table directly:
-one small row per event instead of a wide, JSON-laden one.
-
-It prints the statements; `--yes` executes them, in order. With
-`store.cluster` set, every statement runs `ON CLUSTER`, the table is a
-`ReplicatedMergeTree` on each shard behind a `Distributed` table sharded by
-session id, and the view (attached to the local source table that receives
-inserts, `--source-local`) writes through the `Distributed` table, so each
-session's events live on one shard.
-
-The view keeps the event's columns as the source preset computes them, with
-the session id before the ignore list (the normalized preset applies it at
-read time, so changing `ignore_sessions` needs no rebuild). The payload is
-kept for the events whose checks read it (write-gate decisions, deviations,
-human messages, custom checks on `payload.<key>`); any other event stores `{}` in its place,
-or its payload as written when that is not a JSON object, so the data-quality
-count of non-object payloads is unchanged. Re-apply after changing those
-event names. A view's definition is stored by the server, so the event names
-in it are escaped SQL literals; the backfill binds its time range as
-parameters.
+"""`schema apply --materialize`: the narrow table (one small normalized row per event, fed by a
+view on the source and a backfill) and the session state's statements, on one node or `ON
+CLUSTER`; how and when to use them is in docs/performance.md#a-narrow-table-for-large-deployments
+and docs/sources.md#the-session-state-sourcestate.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Presets: how a table layout maps to the normalized event (SPEC section 2).
-
-A preset is a column expression per normalized column, the read-range filter,
-and the facts the data-quality counts and the triage need. The joelclaw and
-normalized presets are fixed; the OpenTelemetry exporter's presets are built
-for the layout a table has (`checks.otel`). `{lb_ms:Int64}` and `{at_ms:Int64}`
-(the read range) are bound by the caller.
+"""Presets: how a table layout maps to the normalized event (docs/spec.md section 2): a column
+expression per normalized column, the read-range filter, and what data quality and triage
+need; the joelclaw and normalized presets here, the exporter's in `checks.otel`.
 """
 
 from __future__ import annotations

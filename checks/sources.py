@@ -1,18 +1,13 @@
-"""Sources: each preset compiles to one SQL subquery yielding the normalized event.
-
-The normalized event (docs/spec.md section 2) has the columns `event_id, ts,
-session_id, name, latency_ms, trigger, result_count, payload`; the compiled
-subquery adds `t` (ts in epoch milliseconds, what the checks compare) and
-`in_scope` (whether the event may define a session, from `session_filter`).
-It reads only `[at - lookback, at)`: `{lb_ms:Int64}` and `{at_ms:Int64}` are
-bound by the caller. Column expressions are SQL by design (config is
-trusted, like a datasource query in Grafana); data values never are.
+"""Sources: each preset (`BUILDERS`, keyed by `watchdog.core.settings.presets.PRESETS`) compiles
+to one SQL subquery yielding the normalized event of docs/spec.md section 2, plus `t` (epoch
+ms) and `in_scope`, over the bound read range `[lb_ms, at_ms)`; column expressions are SQL by
+design (docs/sources.md#mapping-your-own-table), data values never are.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,21 +26,33 @@ from checks.presets import (
 )
 from watchdog.core.errors import ConfigError, StoreError
 from watchdog.core.settings import SourceSettings
+from watchdog.core.settings.presets import PRESETS
+from watchdog.core.sql import quoted
 from watchdog.core.store import Store
 
 # service.name of the watchdog's own OpenTelemetry (watchdog.daemon.telemetry uses it).
 OWN_SERVICE_NAME = "memory-watchdog"
-OWN_TELEMETRY_PRESETS = ("otel_logs", "otel_traces")
-PRESET_NAMES = ("joelclaw", "otel_logs", "otel_traces", "normalized")
+
+# Each preset of the registry (`watchdog.core.settings.presets.PRESETS`) built for a table's
+# column types (None: its usual layout) and the configured session keys.
+BUILDERS: dict[str, Callable[[Mapping[str, str] | None, Sequence[str]], Preset]] = {
+    "joelclaw": lambda types, keys: JOELCLAW,
+    "otel_logs": logs_preset,
+    "otel_traces": traces_preset,
+    "normalized": lambda types, keys: NORMALIZED,
+}
+assert BUILDERS.keys() == PRESETS.keys(), "every preset of the registry is built here"
 
 
 def preset_for(settings: SourceSettings, types: Mapping[str, str] | None) -> Preset:
     """The configured preset for a table with these column types (None: its usual layout)."""
-    if settings.preset == "otel_logs":
-        return logs_preset(types, settings.session_keys)
-    if settings.preset == "otel_traces":
-        return traces_preset(types, settings.session_keys)
-    return JOELCLAW if settings.preset == "joelclaw" else NORMALIZED
+    return BUILDERS[settings.preset](types, settings.session_keys)
+
+
+def _own_telemetry(preset: Preset, columns: Mapping[str, str] | None) -> bool:
+    """Whether the watchdog's own telemetry may be among the table's rows (to be left out)."""
+    exporter = preset.name in PRESETS and PRESETS[preset.name].exporter
+    return exporter and columns is not None and "ServiceName" in columns
 
 
 @dataclass(frozen=True)
@@ -196,7 +203,7 @@ def compile_source(
     # tables: it is never agent telemetry, so it never counts (nor keeps a
     # silent source looking fresh).
     own = ""
-    if preset.name in OWN_TELEMETRY_PRESETS and present is not None and "ServiceName" in present:
+    if _own_telemetry(preset, types):
         own = " AND ServiceName != {own_service:String}"
 
     def assemble(items: str) -> str:
@@ -255,8 +262,8 @@ def unbounded_sql(
         preset, settings, _resolve(preset, settings), scopes, "CAST([] AS Array(String))"
     )
     own = ""
-    if preset.name in OWN_TELEMETRY_PRESETS and types is not None and "ServiceName" in types:
-        own = f"ServiceName != '{OWN_SERVICE_NAME}'"
+    if _own_telemetry(preset, types):
+        own = f"ServiceName != {quoted(OWN_SERVICE_NAME)}"
     conditions = " AND ".join(c for c in (own, where) if c)
     tail = f"\nWHERE {conditions}" if conditions else ""
     return f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}{tail}"

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from checks.base import Status
 from checks.builtin import configured_checks
@@ -128,22 +127,6 @@ def test_state_gives_the_raw_report_with_session_filters_and_trivial_messages(
         },
     }
     _same(store, sc, AT, config)
-
-
-@pytest.mark.slow
-@settings(EXAMPLES, max_examples=6)
-@given(
-    plans=engine.worlds,
-    at_offset_ms=st.integers(-3 * 3600 * 1000, 3 * 3600 * 1000),
-    lookback_min=st.integers(7 * 60, 30 * 60),
-)
-def test_state_gives_the_raw_report_on_generated_worlds(
-    store: Store, plans: list[dict[str, Any]], at_offset_ms: int, lookback_min: int
-) -> None:
-    """The engine properties' worlds, at any `at` and lookback: the lookback's ends fall
-    inside buckets, read from the events, and sessions straddle them."""
-    config = {"window": {"lookback": f"{lookback_min}m", "length": "1h"}}
-    _same(store, engine.build(plans), AT + timedelta(milliseconds=at_offset_ms), config)
 
 
 @pytest.mark.slow

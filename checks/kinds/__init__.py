@@ -1,10 +1,6 @@
-"""The check kinds, one module each, and `KINDS`: the registry every other module iterates over.
-
-Evaluation, triage, the page, the narrow table, the session state and
-`config check` ask a check's kind (`KINDS.of(spec)`) instead of testing its
-class. Registering a kind that `[[checks.custom]]` can declare also
-registers the model of its table with the settings loader, so importing
-this package is what lets a config declare them.
+"""The check kinds, one module each, and `KINDS`, the registry every other module asks instead of
+testing a check's class; registering a declarable kind also registers its table's model with
+the settings loader (docs/architecture.md#a-check-kind-one-module).
 """
 
 from __future__ import annotations
@@ -42,6 +38,12 @@ class Kinds:
         self._by_name[kind.name] = kind
         if isinstance(kind, Declared):
             CUSTOM_KINDS.register(kind.name, kind.config)
+
+    def unregister(self, name: str) -> None:
+        """Remove the kind `name` (a kind a test registered for itself)."""
+        kind = self._by_name.pop(name)
+        del self._by_params[kind.params]
+        CUSTOM_KINDS.unregister(name)
 
     def __iter__(self) -> Iterator[AnyKind]:
         return iter(self._by_name.values())

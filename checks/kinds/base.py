@@ -1,11 +1,5 @@
-"""What a check kind is: the one module that owns everything about its checks.
-
-A kind (`Kind`) has its parameters (a `KindParams` dataclass), the model of
-its `[[checks.custom]]` table (when it can be declared in config), its part
-of the shared scans and the reading of its result back (`plan`), its triage,
-the parameters that define it for a reader (`describe`), and what the
-narrow table, the session state and `config check` need to know of it.
-docs/development.md ("Adding a check kind") walks through one.
+"""What a check kind is: the one module owning its parameters, its config model, its part of a
+scan and the reading back, its triage and its description (docs/development.md#adding-a-check-kind).
 """
 
 from __future__ import annotations
@@ -39,6 +33,7 @@ class Kind(ABC, Generic[P]):
 
     name: str
     params: type[P]
+    triaged = True  # whether a breach has failing items to break down (freshness has none)
 
     def of(self, spec: CheckSpec) -> P:
         """`spec`'s parameters, which are this kind's."""

@@ -59,6 +59,7 @@ class FreshnessKind(Declared[Freshness, FreshnessConfig]):
     name = "freshness"
     params = Freshness
     config = FreshnessConfig
+    triaged = False  # one value, the newest event's age: nothing to break down
 
     def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
         p = self.of(spec)
@@ -85,7 +86,7 @@ class FreshnessKind(Declared[Freshness, FreshnessConfig]):
         return read
 
     def describe(self, params: Freshness) -> Described:
-        return [("events", ", ".join(params.events))] if params.events else []
+        return [("newest of", ", ".join(params.events) if params.events else "any event")]
 
     def from_config(self, config: FreshnessConfig) -> tuple[Freshness, Unit]:
         return Freshness(events=config.events), Unit.S

@@ -1,11 +1,6 @@
-"""One run's plans: which scan judges which check, each scan run once.
-
-Each check kind adds a check to a scan of `Plans` (`plan` in
-`checks.kinds`): the session or window scan of the check's window length,
-shared with every other check there, or a query of its own. It returns a
-`Reader`, which turns the scan's row into the check's `Judged`. `Plans.run`
-runs each scan once; a store error in one scan makes its checks `error`
-and never stops the others.
+"""One run's plans: which scan judges which check (each kind's `plan` adds its check to a shared
+scan and returns the reader of its result), each scan run once, a store error confined to
+its own checks (docs/architecture.md#one-evaluation-end-to-end).
 """
 
 from __future__ import annotations
@@ -13,8 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from dataclasses import dataclass, field
 from typing import Any
 
 from checks.base import CheckResult, CheckSpec, DeviationCount, Window
@@ -114,7 +108,7 @@ class Plans:
     ) -> Iterator[tuple[Group, Context, Row | StoreError]]:
         """Each scan run once, in plan order: its group, its context, its row or its error."""
         for group in self.groups.values():
-            ctx = Context(store, self.source, _window(window, group.window_ms))
+            ctx = Context(store, self.source, window.sized(group.window_ms))
             started = time.time_ns()
             outcome: Row | StoreError
             try:
@@ -125,12 +119,6 @@ class Plans:
             if timed is not None:
                 timed(group.checks, started, time.time_ns())
             yield group, ctx, outcome
-
-
-def _window(window: Window, window_ms: int | None) -> Window:
-    if window_ms is None:
-        return window
-    return replace(window, length=timedelta(milliseconds=window_ms))
 
 
 def _session_run(scan: SessionScan) -> Callable[[Context], Row]:

@@ -1,18 +1,7 @@
-"""The session scan: every per-session rule of every check, in one read of the events.
-
-The scan groups the normalized events of `[at - lookback, at)` by session
-(the per-session level: first and last time, the role events, the side
-sets, scopes, data-quality counts), computes each check's per-session
-figures over those arrays (obligations: `checks.kinds.obligations`), then
-totals them. Python gets one row back.
-
-The per-session level is a typed plan (`Input`s beside the fixed columns):
-`render_raw` reads it from the events, `checks.scans.state` from the
-session state kept at insert time; the levels above read only its columns,
-so they are the same SQL on both paths.
-
-Event names are mapped to a bit mask once per event (`NameSets`): bit k is
-set when the name belongs to name set k. Times are epoch milliseconds (`t`).
+"""The session scan: every per-session rule of every check in one read, as a typed plan (fixed
+per-session columns and typed `Input`s, per-session figures, totals) rendered from the events
+here and from the session state by `checks.state.read`
+(docs/architecture.md#a-check-kind-one-module).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The session state's table: its columns, the view that fills it, and its statements.
-
-`schema apply --materialize` adds `<store.database>.session_state` (an
-AggregatingMergeTree) fed by a materialized view on the source table: per
-source, hour bucket and session (the id before the ignore list), the first
-and last event time, the event count, the scopes, every event's time, and
-the role and flagged events as `groupUniqArray` states, so a row written
-twice is one element. What it keeps is what the session scans of the config
-need (`Needs`), recorded in the table's COMMENT and compared on every read
-(`checks.state.read.verify`). docs/sources.md ("Session state") says what a
-run on it reads and its one exception.
+"""The session state's table (per source, hour and session: times, counts, scopes, the role and
+flagged events), the view that fills it, what it keeps for a config (`Needs`, recorded in its
+COMMENT) and its statements; docs/sources.md#the-session-state-sourcestate.
 """
 
 from __future__ import annotations

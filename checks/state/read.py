@@ -1,13 +1,6 @@
-"""A session scan's per-session level read from the session state (`source.state`).
-
-The scan's typed inputs (`checks.scans.session`) are rendered from the
-state's columns: a run reads the state rows of the hours its lookback
-touches, never an event. Role and flagged events carry their times and are
-kept when in `[at - lookback, at)`; the first and last time and the event
-count of the two hours the lookback's ends cut come from their `times`. So
-the numbers are those of the events of `[at - lookback, at)`, as the raw path
-computes them (the one exception, a session's scope in a cut hour, is in
-docs/sources.md).
+"""A session scan's per-session level read from the session state: each typed input rendered
+from the state's columns over the hours the lookback touches, the two cut hours read by time,
+so the numbers are those of the events (the one exception: docs/sources.md#the-session-state-sourcestate).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, PlainSerializer
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -43,12 +43,15 @@ def _shown(text: str) -> str:
 
 
 def format_duration(value: timedelta) -> str:
-    """The shortest round form of a duration, as the config writes it: `4h`, `15m`, `90s`, `1d`."""
-    total = int(value.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+    """The shortest round form of a duration, as the config writes it: `4h`, `15m`, `90s`, `1d`.
+
+    Exact to the millisecond (`1500ms`), so that what it writes parses back the same.
+    """
+    total = duration_ms(value)
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
         if total and total % size == 0:
             return f"{total // size}{unit}"
-    return f"{total}s"
+    return f"{total}ms" if total else "0s"
 
 
 def human_duration(seconds: float) -> str:
@@ -82,4 +85,9 @@ def _to_duration(value: Any) -> Any:
     return value
 
 
-Duration = Annotated[timedelta, BeforeValidator(_to_duration)]
+# Read as the config writes durations; written back (JSON) the same way.
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(_to_duration),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]

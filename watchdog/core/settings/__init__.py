@@ -29,7 +29,6 @@ from watchdog.core.settings.load import (
 from watchdog.core.settings.model import (
     BUILTIN_CHECK_IDS,
     NORMALIZED_COLUMNS,
-    PRESET_TABLES,
     PSEUDO_CHECK_IDS,
     RUN_CHECK_ID,
     STORE_CHECK_ID,
@@ -49,7 +48,6 @@ __all__ = [
     "DEMO_STORE_DIR",
     "NORMALIZED_COLUMNS",
     "PAGERDUTY_EVENTS_URL",
-    "PRESET_TABLES",
     "PSEUDO_CHECK_IDS",
     "RUN_CHECK_ID",
     "STORE_CHECK_ID",

@@ -71,6 +71,9 @@ class CustomKinds:
             raise ValueError(f"check kind {name!r} is registered already")
         self.models[name] = model
 
+    def unregister(self, name: str) -> None:
+        self.models.pop(name, None)
+
     def validate(self, tables: Any) -> tuple[CustomCheck, ...]:
         """Each `[[checks.custom]]` table as its kind's model; ConfigError names the first bad key."""
         if not isinstance(tables, list | tuple):

@@ -22,6 +22,7 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
+from watchdog.core.settings.presets import EXPORTER_PRESETS, PRESETS
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
 from watchdog.core.sql import is_identifier, is_table_name
@@ -48,16 +49,7 @@ STORE_CHECK_ID = "store"
 RUN_CHECK_ID = "run"
 PSEUDO_CHECK_IDS = (STORE_CHECK_ID, RUN_CHECK_ID)
 
-# Each preset's table when `source.table` is not set.
-PRESET_TABLES = {
-    "joelclaw": "joelclaw.otel_events",
-    "otel_logs": "otel.otel_logs",
-    "otel_traces": "otel.otel_traces",
-    "normalized": "watchdog.memory_events",
-}
-OTEL_PRESETS = ("otel_logs", "otel_traces")
 DEFAULT_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
-PresetName = Literal["joelclaw", "otel_logs", "otel_traces", "normalized"]
 NORMALIZED_COLUMNS = (
     "event_id",
     "ts",
@@ -94,7 +86,7 @@ class StoreSettings(_Settings):
 
 class SourceSettings(_Settings):
     name: str = ""  # shown in reports and alerts; defaults to the table
-    preset: PresetName = "joelclaw"
+    preset: str = "joelclaw"  # a name of PRESETS
     table: str | None = None  # preset default when unset
     ignore_sessions: tuple[str, ...] = ("", "interactive", "gateway", "unknown")
     session_filter: str | None = None
@@ -105,6 +97,14 @@ class SourceSettings(_Settings):
     # The per-session state table `schema apply --materialize` keeps (e.g.
     # "watchdog.session_state"): when set, the session checks read it, not the events.
     state: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        if value not in PRESETS:
+            *first, last = (f"'{name}'" for name in PRESETS)
+            raise ValueError(f"{value!r} is not accepted (accepted: {', '.join(first)} or {last})")
+        return value
 
     @field_validator("table", "state")
     @classmethod
@@ -135,17 +135,17 @@ class SourceSettings(_Settings):
 
     @model_validator(mode="after")
     def _keys_for_otel(self) -> SourceSettings:
-        if self.session_keys != DEFAULT_SESSION_KEYS and self.preset not in OTEL_PRESETS:
+        if self.session_keys != DEFAULT_SESSION_KEYS and not PRESETS[self.preset].exporter:
             raise ValueError(
                 f"session_keys: the {self.preset} preset reads no attribute keys"
-                f" (only {' and '.join(OTEL_PRESETS)} do)"
+                f" (only {' and '.join(EXPORTER_PRESETS)} do)"
             )
         return self
 
     @property
     def table_name(self) -> str:
         """The table read: `source.table`, else the preset's."""
-        return self.table or PRESET_TABLES[self.preset]
+        return self.table or PRESETS[self.preset].table
 
     @property
     def display_name(self) -> str:

@@ -1,0 +1,242 @@
+"""The check kinds' contract: one suite over every registered kind, and one defined only here.
+
+Every check of the suite, built-in and custom (a table per kind `[[checks.custom]]`
+can declare, and `volume`, a kind this module defines and registers), is
+judged on one world that breaches it, from the events and from the session
+state, and must give one verdict on both, triage its breach, describe itself
+and round-trip from config. A kind that passes here is a kind the watchdog
+runs: that is what makes a new kind one module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+import hypothesis
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import Field
+
+from checks.base import CheckSpec, KindParams, Report, Status, Unit
+from checks.builtin import BUILTIN, configured_checks
+from checks.evidence import Evidence
+from checks.kinds import KINDS
+from checks.kinds.base import Declared, Described
+from checks.scans.plans import Context, Judged, Plans, Reader, Row
+from checks.scans.session import EVIDENCE
+from checks.verdict import judge
+from tests import test_engine_properties as engine
+from tests.builder import T0, H, M, S
+from tests.test_schema import _scenario as every_check
+from tests.test_session_state import AT, EXAMPLES, Materialized
+from tests.test_session_state import _same as same_reports
+from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.store import Store
+from watchdog.runner.once import run_once, window_at
+
+# --- a kind defined only in this module -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Volume(KindParams):
+    """How many events of `events` happened in W."""
+
+    events: tuple[str, ...]
+
+
+class VolumeConfig(CustomCheck):
+    """`kind = "volume"`: breached when the window's count of `events` crosses the target."""
+
+    kind: Literal["volume"]
+    events: tuple[str, ...] = Field(min_length=1)
+
+
+class VolumeKind(Declared[Volume, VolumeConfig]):
+    name = "volume"
+    params = Volume
+    config = VolumeConfig
+
+    def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
+        p = self.of(spec)
+        scan = plans.window(spec)
+        tag = scan.tag()
+        scan.member(tag, p.events)
+        scan.add_totals(
+            tag,
+            {
+                "n": f"countIf({tag}_in)",
+                "oldest": f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {tag}_in)",
+            },
+            shown=("n", "oldest"),
+        )
+        scan.carry_triage(tag, f"{tag}_in")
+
+        def read(row: Row, ctx: Context) -> Judged:
+            n = int(row[f"{tag}_n"])
+            events = tuple(str(eid) for _, eid in row[f"{tag}_oldest"])
+            result = judge(spec, float(n), n, f"{n} events", Evidence(events=events))
+            breached = result.status is Status.BREACHED
+            return Judged(result, scan.carried(row, tag) if breached else None)
+
+        return read
+
+    def describe(self, params: Volume) -> Described:
+        return [("counted", ", ".join(params.events))]
+
+    def from_config(self, config: VolumeConfig) -> tuple[Volume, Unit]:
+        return Volume(config.events), Unit.COUNT
+
+
+@pytest.fixture(scope="module", autouse=True)
+def volume() -> Iterator[None]:
+    """`volume` registered for this module only (the registry is the process's)."""
+    KINDS.register(VolumeKind())
+    yield
+    KINDS.unregister("volume")
+
+
+# --- the checks of the suite: every built-in one, and a custom table per declarable kind ---
+
+RECALLS = ["memory.recall.started", "memory.recall.completed", "memory.recall.failed"]
+CUSTOM: dict[str, dict[str, Any]] = {
+    "cov_start": {
+        "kind": "coverage",
+        "required": RECALLS,
+        "grace": "1m",
+        "session_filter": "component != 'nobody'",
+    },
+    "cov_events": {
+        "kind": "coverage",
+        "trigger": ["compaction.before"],
+        "required": ["memory.observe.completed"],
+        "until": ["session.ended"],
+        "grace": "10s",
+        "count": "events",
+    },
+    "rate": {
+        "kind": "outcome_rate",
+        "started": ["memory.recall.started"],
+        "completed": ["memory.recall.completed"],
+        "failed": ["memory.recall.failed"],
+        "grace": "1m",
+        "target": 0.01,
+    },
+    "p90": {"kind": "quantile", "events": ["memory.recall.completed"], "q": 0.9, "target": 100},
+    "streak": {
+        "kind": "streak",
+        "bad": ["memory.recall.failed"],
+        "good": ["memory.recall.completed"],
+        "target": 1,
+    },
+    "share": {
+        "kind": "share",
+        "events": ["memory.gate.decision"],
+        "field": "verdict",
+        "value": "allow",
+        "target": 0.1,
+    },
+    "fresh": {"kind": "freshness", "events": ["memory.gate.decision"], "target": 60},
+    "volume": {"kind": "volume", "events": ["memory.gate.decision"], "target": 2},
+}
+TABLES = [{"id": i, "target": 0, "min_samples": 0, **t} for i, t in CUSTOM.items()]
+# Every built-in check judged on little data, and breached by the world below.
+OVERRIDES = {
+    **{check_id: {"min_samples": 0} for check_id in BUILTIN},
+    "telemetry_freshness": {"min_samples": 0, "target": 60},
+    "write_gate_drift": {"min_samples": 0, "target": 0.2},
+}
+CONFIG = {"checks": {**OVERRIDES, "custom": TABLES}}
+CHECKS = [*BUILTIN, *CUSTOM]
+
+
+def settings() -> Settings:
+    return settings_from_mapping(CONFIG, env={})
+
+
+@pytest.fixture(scope="module")
+def judged(store: Store, volume: None) -> tuple[Report, Report]:
+    """The world judged with its triage, from the events and from the session state."""
+    world = every_check()
+    late = world.session("late").starts(T0 + 3 * H).recalls(T0 + 3 * H + 2 * M)
+    late.compacts(T0 + 3 * H + 5 * M).ends(T0 + 3 * H + 6 * M)
+    late.asks(T0 + 3 * H + 3 * M).answers(T0 + 3 * H + 4 * M)  # no recall between them
+    for i in range(3):
+        world.session(f"fails{i}").starts(T0 + 3 * H + i * S).recalls(
+            T0 + 3 * H + i * S + S, fails=True
+        )
+    built = Materialized(store, CONFIG).apply()
+    built.write(world.events)
+    return tuple(  # type: ignore[return-value]
+        run_once(store, s, window_at(s, AT), triage=True) for s in (built.raw, built.stateful)
+    )
+
+
+@pytest.mark.slow
+@hypothesis.settings(EXAMPLES, max_examples=6)
+@given(
+    plans=engine.worlds,
+    at_offset_ms=st.integers(-3 * 3600 * 1000, 3 * 3600 * 1000),
+    lookback_min=st.integers(7 * 60, 30 * 60),
+)
+def test_every_check_gives_one_verdict_on_generated_worlds(
+    store: Store, plans: list[dict[str, Any]], at_offset_ms: int, lookback_min: int
+) -> None:
+    """The engine properties' worlds, at any `at` and lookback, judged by every check of the
+    suite: the same report from the events and from the state (the lookback's ends fall
+    inside buckets, read from the events, and sessions straddle them)."""
+    config = {**CONFIG, "window": {"lookback": f"{lookback_min}m", "length": "1h"}}
+    same_reports(store, engine.build(plans), AT + timedelta(milliseconds=at_offset_ms), config)
+
+
+def test_every_registered_kind_is_in_the_suite() -> None:
+    """The suite judges at least one check of every kind the registry holds."""
+    kinds = {KINDS.of(spec).name for spec in configured_checks(settings())}
+    assert kinds == {kind.name for kind in KINDS}
+
+
+@pytest.mark.parametrize("check_id", CHECKS)
+def test_the_events_and_the_session_state_give_one_verdict(
+    judged: tuple[Report, Report], check_id: str
+) -> None:
+    """A check's result and triage are the same read from the events and from the state."""
+    raw, state = judged
+    assert raw.checks[check_id].to_json() == state.checks[check_id].to_json()
+    assert (raw.triage.get(check_id) or 0) == (state.triage.get(check_id) or 0)
+
+
+@pytest.mark.parametrize("check_id", CHECKS)
+def test_a_breach_is_triaged(judged: tuple[Report, Report], check_id: str) -> None:
+    """The world breaches every check; each kind with failing items breaks them down."""
+    raw, _ = judged
+    assert raw.checks[check_id].status is Status.BREACHED
+    spec = next(s for s in configured_checks(settings()) if s.id == check_id)
+    if not KINDS.of(spec).triaged:
+        assert check_id not in raw.triage
+        return
+    breakdown = raw.triage[check_id]
+    assert breakdown.error == "" and breakdown.items > 0
+    assert breakdown.dimensions  # grouped by the source's dimensions
+
+
+@pytest.mark.parametrize("check_id", CHECKS)
+def test_a_check_describes_itself(check_id: str) -> None:
+    """Every check names the parameters that define it, in words (the page shows them)."""
+    spec = next(s for s in configured_checks(settings()) if s.id == check_id)
+    described = KINDS.describe(spec)
+    assert described and all(name and text for name, text in described)
+
+
+@pytest.mark.parametrize("table", TABLES, ids=[t["id"] for t in TABLES])
+def test_a_custom_table_round_trips_through_its_kinds_model(table: dict[str, Any]) -> None:
+    """A table read into its kind's model, written back out and read again is the same check."""
+    first = settings_from_mapping({"checks": {"custom": [table]}}, env={})
+    (model,) = first.custom_checks
+    dumped = model.model_dump(mode="json")
+    again = settings_from_mapping({"checks": {"custom": [dumped]}}, env={})
+    assert again.custom_checks == first.custom_checks
+    assert KINDS.spec_of(again.custom_checks[0]) == KINDS.spec_of(model)
