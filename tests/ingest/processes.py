@@ -79,8 +79,10 @@ class Daemon:
             self.lines.append(line.rstrip("\n"))
 
     def wait_receiving(self, seconds: float = 120) -> None:
-        """Until the receiver of the latest start listens (its log line), or AssertionError."""
+        """Until the receivers of the latest start listen (their log lines), or AssertionError."""
         self._wait_for("receiving OTLP/HTTP on", seconds)
+        if self.grpc_port is not None:
+            self._wait_for("receiving OTLP/gRPC on", seconds)
 
     def wait_started(self, seconds: float = 120) -> None:
         """Until the latest start has its signal handlers (its "daemon started" line)."""

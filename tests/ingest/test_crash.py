@@ -56,7 +56,7 @@ def test_sigkill_during_sustained_ingest_loses_nothing_acknowledged_and_doubles_
             daemon.kill()
             kills += 1
             daemon.start()
-        time.sleep(1.0)  # the last start is receiving too before the clients halt
+        daemon.wait_receiving()  # the last start receives too before the clients halt
         halt.set()
         for thread in threads:
             thread.join(timeout=max(1.0, deadline - time.monotonic()))

@@ -16,6 +16,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.ingest.service import Ingest
+from watchdog.daemon.ingest.signals import LOGS
 from watchdog.demo.data import generate_demo
 from watchdog.demo.otlp import (
     DEMO_LOGS_TABLE,
@@ -122,10 +123,10 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         finally:
             ingest.stop()
         sent = len(data.events) + len(data.retried)
-        if ingest.loaded.rows["logs"] != sent:
+        if ingest.loaded.rows[LOGS] != sent:
             raise StoreError(
                 store.url.masked,
-                f"the receiver stored {ingest.loaded.rows['logs']} of the {sent} records sent"
+                f"the receiver stored {ingest.loaded.rows[LOGS]} of the {sent} records sent"
                 " (see the log lines above)",
             )
         mark_demo_logs_table(store)

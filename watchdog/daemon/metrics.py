@@ -41,12 +41,11 @@ from prometheus_client.exposition import choose_encoder
 
 from alerts.lifecycle import STORE_CHECK
 from checks.base import Report, Status
-from watchdog.daemon.telemetry import STORE_ERROR
+from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.tick import RunResult
 
 PREFIX = "memory_watchdog"
-CRASHED = "crashed"  # a tick whose process died before it finished
-OUTCOMES = (Status.OK.value, Status.BREACHED.value, Status.ERROR.value, STORE_ERROR, CRASHED)
+OUTCOMES = tuple(RunOutcome)
 STATUSES = tuple(s.value for s in Status)
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -118,8 +117,8 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        for outcome in ("delivered", "failed"):
-            self.notifications.labels(outcome)
+        for delivery in ("delivered", "failed"):
+            self.notifications.labels(delivery)
         self.skipped = Counter(
             f"{PREFIX}_windows_skipped",
             "Missed windows beyond schedule.max_catchup, not judged",
@@ -146,13 +145,13 @@ class Metrics:
 
     def record_store_down(self, end_ns: int, duration_s: float, spooled: int) -> None:
         """A run that could not open the store (its error run went to the spool)."""
-        self._ran(STORE_ERROR, end_ns / 1e9, duration_s)
+        self._ran(RunOutcome.STORE_ERROR, end_ns / 1e9, duration_s)
         self._status(STORE_CHECK, Status.ERROR.value)
         self.spooled.set(spooled)
 
     def record_crash(self) -> None:
         """A tick whose process died before it finished (the `run` alert)."""
-        self.runs.labels(CRASHED).inc()
+        self.runs.labels(RunOutcome.CRASHED).inc()
 
     def record_tick(self, last_judged: datetime | None, spooled: int) -> None:
         """Where judging stands after a tick."""

@@ -94,11 +94,12 @@ from watchdog.daemon import web
 from watchdog.daemon.child import TICK_TIMEOUT, ChildCrashed, ChildTicks
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.outage import announce_store_down
+from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.reload import Loader, Reloads
 from watchdog.daemon.schedule import CatchUp, Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Keepalive, Notify
-from watchdog.daemon.telemetry import STORE_ERROR, Telemetry
+from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import (
     Crash,
     OpenStore,
@@ -120,7 +121,6 @@ DEFAULT_STOP_TIMEOUT = timedelta(seconds=90)
 STUCK_MARGIN = timedelta(minutes=5)
 JOB_ID = "judge"
 MAX_CRASHES = 10  # crashes kept for the `run` alert until a tick records them (the newest)
-CRASHED = "crashed"  # a tick status of daemon --once: the tick's process died
 
 
 class Daemon:
@@ -182,7 +182,7 @@ class Daemon:
         self._reloads = Reloads(reload, own_notifiers=own) if reload is not None else None
         self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
         self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
-        self.tick_statuses: list[str] = []  # the status of each window the latest tick judged
+        self.tick_statuses: list[RunOutcome] = []  # the status of each window the latest tick judged
         timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
         self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
 
@@ -238,9 +238,9 @@ class Daemon:
         could not run or the tick's process died, 3 when the store could not be read.
         """
         self.tick()
-        if STORE_ERROR in self.tick_statuses or self.spool.runs:
+        if RunOutcome.STORE_ERROR in self.tick_statuses or self.spool.runs:
             return 3
-        return 0 if all(s == Status.OK.value for s in self.tick_statuses) else 1
+        return 0 if all(s == RunOutcome.OK for s in self.tick_statuses) else 1
 
     def _tick(self) -> bool:
         """One run; False when its process died (what it left is for the next run)."""
@@ -277,7 +277,7 @@ class Daemon:
             if self._stop.is_set():  # killed at the stop timeout: not an outage
                 log.warning("the run was stopped unfinished: %s", exc)
                 return True
-            self.tick_statuses.append(CRASHED)
+            self.tick_statuses.append(RunOutcome.CRASHED)
             self._crashed(exc, now)
             return False
         self._take(result, started_ns)
@@ -329,7 +329,7 @@ class Daemon:
             )
         if result.store_down is not None:
             window = aligned_window(self.settings, self.schedule, result.store_down.end)
-            self.tick_statuses.append(STORE_ERROR)
+            self.tick_statuses.append(RunOutcome.STORE_ERROR)
             self._store_down(window, result.store_down.problem, started_ns)
         self.metrics.record_tick(self.last_judged, len(self.spool.runs))
 
@@ -433,7 +433,9 @@ class Daemon:
         )
         if not self._store_alert_known:
             self._announce_store_down(window, problem)
-        self.telemetry.record_run(window, status=STORE_ERROR, start_ns=started_ns, end_ns=end_ns)
+        self.telemetry.record_run(
+            window, status=RunOutcome.STORE_ERROR, start_ns=started_ns, end_ns=end_ns
+        )
         self.metrics.record_store_down(end_ns, (end_ns - started_ns) / 1e9, len(self.spool.runs))
 
     def _announce_store_down(self, window: Window, problem: str) -> None:

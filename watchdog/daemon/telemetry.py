@@ -38,13 +38,13 @@ from opentelemetry.util.re import parse_env_headers
 from checks.base import Report, Status, Window
 from checks.sources import OWN_SERVICE_NAME
 from watchdog.core.times import rfc3339
+from watchdog.daemon.outcome import RunOutcome
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = OWN_SERVICE_NAME  # excluded from the otel presets by checks.sources
 INSTRUMENTATION = "memory_watchdog"
 
-STORE_ERROR = "store_error"  # a run that could not read the source at all
 
 
 def _otlp_target(env: Mapping[str, str], signal: str) -> tuple[str, dict[str, str]] | None:
@@ -178,7 +178,7 @@ class Telemetry:
         self,
         window: Window,
         *,
-        status: str,
+        status: RunOutcome,
         start_ns: int,
         end_ns: int,
         catchup: bool = False,
@@ -199,7 +199,7 @@ class Telemetry:
         if self.source:
             attributes["watchdog.source"] = self.source
         span = self.tracer.start_span("watchdog.run", attributes=attributes, start_time=start_ns)
-        if status in (Status.ERROR.value, STORE_ERROR):
+        if status in (RunOutcome.ERROR, RunOutcome.STORE_ERROR):
             span.set_status(StatusCode.ERROR, status)
         if report is not None:
             self._record_checks(span, report, timings or {})

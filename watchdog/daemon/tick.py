@@ -34,10 +34,11 @@ from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import Clock, rfc3339
+from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
 from watchdog.daemon.status import last_completed_at, read_status
-from watchdog.daemon.telemetry import STORE_ERROR, CheckTiming, Stopwatch
+from watchdog.daemon.telemetry import CheckTiming, Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
 from watchdog.runner.once import run_once, window_at
@@ -91,7 +92,7 @@ class RunResult:
 
     window: Window
     catchup: bool
-    status: str  # ok | breached | error, or store_error (the source could not be read)
+    status: RunOutcome
     start_ns: int
     end_ns: int
     report: Report | None = None
@@ -107,7 +108,7 @@ class RunResult:
 
     @property
     def judged(self) -> bool:
-        return self.status != STORE_ERROR
+        return self.status != RunOutcome.STORE_ERROR
 
     @property
     def duration_s(self) -> float:
@@ -326,9 +327,9 @@ def _stand_by(
     try:
         report = run_once(store, settings, window, timed=stopwatch)
     except StoreError as exc:  # the holder records and alerts it; this one only says it
-        status, problem = STORE_ERROR, exc.problem
+        status, problem = RunOutcome.STORE_ERROR, exc.problem
     else:
-        status, problem = report.status.value, ""
+        status, problem = RunOutcome.of(report.status), ""
         if request.pages:
             _write_page(store, settings, report, clock())
     result.runs.append(
@@ -416,9 +417,9 @@ def _judge(
             timer=timer,
             guard=guard,
         )
-        status = STORE_ERROR
+        status = RunOutcome.STORE_ERROR
     else:
-        problem, status = "", report.status.value
+        problem, status = "", RunOutcome.of(report.status)
         outcome = process(
             store,
             settings,

@@ -27,7 +27,7 @@ from watchdog.core.errors import StoreError, StoreLockedError
 from watchdog.core.logs import configure_logging
 from watchdog.core.settings import StoreSettings
 from watchdog.core.store import Store, open_store
-from watchdog.daemon.ingest.otlp import COLUMNS, LOGS, TRACES
+from watchdog.daemon.ingest.signals import SIGNALS, Signal
 from watchdog.daemon.ingest.spool import Load
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,6 @@ INPUT_FORMAT = "JSONCompactEachRow"
 # Blocks whose insert tokens a table remembers: a load redone after a crash is dropped as
 # long as fewer blocks were inserted since; loads are redone before any new one.
 DEDUP_WINDOW = 1000
-PRESETS = {LOGS: "otel_logs", TRACES: "otel_traces"}
 # Each load is one block, so that an insert the store refuses wrote nothing (it may then be
 # retried in parts, each with a token of its own); its records may span any number of days.
 INSERT_SETTINGS = {
@@ -88,7 +87,7 @@ def open_request_store(request: LoadRequest) -> AbstractContextManager[Store]:
 
 def exporter_table_sql(signal: str, table: str) -> str:
     """The exporter's CREATE TABLE for `signal`, with the deduplication window the loads need."""
-    return EXPORTER_DDL[PRESETS[signal]].format(
+    return EXPORTER_DDL[SIGNALS[Signal(signal)].preset].format(
         table=table, settings=f", non_replicated_deduplication_window = {DEDUP_WINDOW}"
     )
 
@@ -142,7 +141,7 @@ def run_loads(store: Store, request: LoadRequest) -> LoadResult:
         try:
             store.insert_formatted(
                 load.table,
-                COLUMNS[load.signal],
+                SIGNALS[Signal(load.signal)].columns,
                 _chunks(load.files),
                 INPUT_FORMAT,
                 {**INSERT_SETTINGS, "insert_deduplication_token": load.token},

@@ -14,10 +14,11 @@ receiver gives them:
   (in the status details, and as `google.rpc.retryinfo-bin`, which the
   Python SDK's exporter reads) saying when to send the same request again.
 
-grpcio serves the generated services of `opentelemetry-proto` by their
-names, its HTTP/2 connections costing no thread each; the Export methods are
-registered with the request left as bytes, so that the records and messages
-are counted before anything is decoded. gzip (`grpc-encoding`) is
+grpcio serves `opentelemetry-proto`'s services by the names its generated
+descriptors give (`ingest.signals`), its HTTP/2 connections costing no
+thread each; the Export methods are registered with the request left as
+bytes, so that the records and messages are counted before anything is
+decoded. gzip (`grpc-encoding`) is
 decompressed by grpcio, which refuses a message past `max_body` once
 decompressed. At most `WORKERS` calls run at once; beyond `MAX_WAITING`
 waiting calls grpcio answers RESOURCE_EXHAUSTED.
@@ -32,12 +33,10 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import error_details_pb2, status_pb2
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from watchdog.core.errors import UsageError
 from watchdog.core.settings.ingest import parse_listen
-from watchdog.daemon.ingest.otlp import LOGS, PROTOBUF, TRACES, response_message
+from watchdog.daemon.ingest.otlp import PROTOBUF, SIGNALS, Signal, response_message
 from watchdog.daemon.ingest.receiver import Receiver, Refused
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ CODES = {
 class _Export:
     """One signal's Export: the request as bytes in (counted before it is decoded), the response out."""
 
-    def __init__(self, receiver: Receiver, signal: str) -> None:
+    def __init__(self, receiver: Receiver, signal: Signal) -> None:
         self.receiver, self.signal = receiver, signal
 
     def __call__(self, body: bytes, context: grpc.ServicerContext) -> Any:
@@ -78,41 +77,6 @@ class _Export:
             receiver.counts.refuse(500)
             _abort(context, Refused(500, "internal error"))
         return response_message(signal, batch)
-
-
-class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
-    """The generated LogsService, its Export taking the request as bytes."""
-
-    def __init__(self, receiver: Receiver) -> None:
-        self._export = _Export(receiver, LOGS)
-
-    def Export(self, request: bytes, context: grpc.ServicerContext) -> Any:
-        return self._export(request, context)
-
-
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    """The generated TraceService, its Export taking the request as bytes."""
-
-    def __init__(self, receiver: Receiver) -> None:
-        self._export = _Export(receiver, TRACES)
-
-    def Export(self, request: bytes, context: grpc.ServicerContext) -> Any:
-        return self._export(request, context)
-
-
-# Each service: its full name (from the generated descriptors), servicer and response type.
-SERVICES = (
-    (
-        logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name,
-        LogsService,
-        logs_service_pb2.ExportLogsServiceResponse,
-    ),
-    (
-        trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name,
-        TraceService,
-        trace_service_pb2.ExportTraceServiceResponse,
-    ),
-)
 
 
 def _abort(context: grpc.ServicerContext, refused: Refused) -> NoReturn:
@@ -152,11 +116,13 @@ class GrpcServer:
             maximum_concurrent_rpcs=MAX_WAITING,
         )
         handlers = []
-        for service, servicer, reply in SERVICES:
+        for signal, handler in SIGNALS.items():
             method = grpc.unary_unary_rpc_method_handler(
-                servicer(receiver).Export, response_serializer=reply.SerializeToString
+                _Export(receiver, signal), response_serializer=handler.response.SerializeToString
             )
-            handlers.append(grpc.method_handlers_generic_handler(service, {"Export": method}))
+            handlers.append(
+                grpc.method_handlers_generic_handler(handler.service, {"Export": method})
+            )
         self._server.add_generic_rpc_handlers(handlers)
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:

@@ -43,12 +43,12 @@ from waitress.trigger import trigger
 
 from watchdog.core.errors import UsageError
 from watchdog.core.settings.ingest import parse_listen
-from watchdog.daemon.ingest.otlp import JSON, LOGS, PROTOBUF, TRACES, response
+from watchdog.daemon.ingest.otlp import JSON, PROTOBUF, SIGNALS, Signal, response
 from watchdog.daemon.ingest.receiver import Receiver, Refused
 
 log = logging.getLogger(__name__)
 
-PATHS = {"/v1/logs": LOGS, "/v1/traces": TRACES}
+PATHS = {handler.path: signal for signal, handler in SIGNALS.items()}
 WORKERS = 4  # threads decoding requests (the DecodeBudget bounds their memory together)
 MAX_CONNECTIONS = 256  # beyond, new connections wait in the listen backlog
 IDLE_TIMEOUT = 30  # seconds without a byte in either direction: the connection is closed
@@ -126,7 +126,7 @@ def make_app(receiver: Receiver) -> Callable[[dict[str, Any], StartResponse], It
     return app
 
 
-def _route(environ: dict[str, Any]) -> str:
+def _route(environ: dict[str, Any]) -> Signal:
     path = environ.get("PATH_INFO") or ""
     signal = PATHS.get(path)
     if signal is None:

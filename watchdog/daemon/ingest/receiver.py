@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.daemon.ingest.otlp import (
-    LOGS,
     PROTOBUF,
-    TRACES,
+    SIGNALS,
     BadRequest,
     Batch,
+    Signal,
     count_records,
     decode,
     new_request,
@@ -72,16 +72,16 @@ class Refused(Exception):
 class Counts:
     """What the receiver did, for /metrics and the log (updated under `lock`)."""
 
-    accepted: dict[str, int]
-    rejected: dict[str, int]
-    retried: dict[str, int]  # requests whose records were already kept: stored once
+    accepted: dict[Signal, int]
+    rejected: dict[Signal, int]
+    retried: dict[Signal, int]  # requests whose records were already kept: stored once
     refused: dict[int, int]  # requests answered with an error, by HTTP status
     lock: threading.Lock
 
     @classmethod
     def zero(cls) -> Counts:
-        signals = {LOGS: 0, TRACES: 0}
-        return cls(dict(signals), dict(signals), dict(signals), {}, threading.Lock())
+        zero = dict.fromkeys(SIGNALS, 0)
+        return cls(dict(zero), dict(zero), dict(zero), {}, threading.Lock())
 
     def refuse(self, status: int) -> None:
         with self.lock:
@@ -138,7 +138,7 @@ class Receiver:
         if refusal is not None:
             raise Refused(refusal.status, refusal.message)
 
-    def accept(self, signal: str, body: bytes, content_type: str) -> Batch:
+    def accept(self, signal: Signal, body: bytes, content_type: str) -> Batch:
         """Count, decode, map and spool one request's body; its batch once it is durable."""
         if len(body) > self.settings.max_body:
             raise Refused(413, f"body of {len(body)} bytes; the limit is {self.settings.max_body}")
@@ -162,7 +162,7 @@ class Receiver:
             self.counts.rejected[signal] += batch.rejected
         return batch
 
-    def _decode(self, signal: str, body: bytes, content_type: str) -> object:
+    def _decode(self, signal: Signal, body: bytes, content_type: str) -> object:
         """The request message; Refused 400 when malformed, 413 past `max_records`."""
         limit = self.settings.max_records
         try:

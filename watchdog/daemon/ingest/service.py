@@ -39,10 +39,10 @@ from watchdog.daemon.ingest.loader import (
     load_round,
     open_request_store,
 )
-from watchdog.daemon.ingest.otlp import LOGS, TRACES
 from watchdog.daemon.ingest.otlp_grpc import GrpcServer
 from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
+from watchdog.daemon.ingest.signals import SIGNALS, Signal
 from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load, SpoolUnusable
 from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
 from watchdog.daemon.tick import Progress, TickRequest, TickResult
@@ -70,10 +70,7 @@ def _open_spool(settings: Settings) -> IngestSpool:
 def destinations(settings: Settings) -> dict[str, Destination]:
     """Where each signal's rows go: the store (its URL, password masked) and the table."""
     store = parse_store_url(settings.store.url).masked
-    return {
-        LOGS: Destination(store, settings.ingest.logs_table),
-        TRACES: Destination(store, settings.ingest.traces_table),
-    }
+    return {s: Destination(store, h.table(settings.ingest)) for s, h in SIGNALS.items()}
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ def _joined(address: tuple[str, int]) -> str:
 class Loaded:
     """What the loader did, for /metrics and the log."""
 
-    rows: dict[str, int] = field(default_factory=lambda: {LOGS: 0, TRACES: 0})
+    rows: dict[Signal, int] = field(default_factory=lambda: dict.fromkeys(SIGNALS, 0))
     rounds: int = 0
     failed_rounds: int = 0
     last_round_s: float = 0.0
@@ -133,7 +130,7 @@ class Ingest:
 
     @property
     def tables(self) -> dict[str, str]:
-        return {LOGS: self.settings.ingest.logs_table, TRACES: self.settings.ingest.traces_table}
+        return {s: h.table(self.settings.ingest) for s, h in SIGNALS.items()}
 
     def spool_state(self) -> SpoolState:
         """The spool now: what waits, what was set aside, the room left, whether it can keep more."""
@@ -295,7 +292,7 @@ class Ingest:
             load = loads[outcome.token]
             if outcome.loaded:
                 self.spool.done(load)
-                self.loaded.rows[load.signal] += load.rows
+                self.loaded.rows[Signal(load.signal)] += load.rows
                 self._refusals.pop(load.token, None)
             elif outcome.refused and len(load.files) > 1:
                 self.spool.split(load)
@@ -353,7 +350,7 @@ def records(ingest: Ingest) -> Iterator[tuple[str, str, int]]:
     counts = ingest.receiver.counts
     with counts.lock:
         accepted, rejected = dict(counts.accepted), dict(counts.rejected)
-    for signal in (LOGS, TRACES):
+    for signal in SIGNALS:
         yield signal, "accepted", accepted[signal]
         yield signal, "rejected", rejected[signal]
         yield signal, "loaded", ingest.loaded.rows[signal]
