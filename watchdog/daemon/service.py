@@ -182,7 +182,9 @@ class Daemon:
         self._reloads = Reloads(reload, own_notifiers=own) if reload is not None else None
         self._scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
         self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
-        self.tick_statuses: list[RunOutcome] = []  # the status of each window the latest tick judged
+        self.tick_statuses: list[
+            RunOutcome
+        ] = []  # the status of each window the latest tick judged
         timeout = ticks.timeout if ticks is not None else TICK_TIMEOUT
         self.stuck_after = timeout + STUCK_MARGIN  # a tick going longer is stuck: not healthy
 

@@ -46,7 +46,6 @@ SERVICE_NAME = OWN_SERVICE_NAME  # excluded from the otel presets by checks.sour
 INSTRUMENTATION = "memory_watchdog"
 
 
-
 def _otlp_target(env: Mapping[str, str], signal: str) -> tuple[str, dict[str, str]] | None:
     """The OTLP/HTTP URL and headers of one signal (TRACES or METRICS), or None when unset."""
     prefix = "OTEL_EXPORTER_OTLP_"
