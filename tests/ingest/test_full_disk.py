@@ -8,6 +8,7 @@ the spool into a file the test reads. The store is on the ordinary disk.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -15,7 +16,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,9 +122,34 @@ class Namespaced:
         os.kill(int(self.pidfile.read_text()), signal.SIGTERM)
         return self.proc.wait(timeout=180)
 
+    def kill(self) -> None:
+        """End the daemon and its shell, if a test failed before stopping them."""
+        if self.proc.poll() is not None:
+            return
+        self.release.touch()
+        if self.pidfile.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(self.pidfile.read_text()), signal.SIGKILL)
+        self.proc.kill()
+        self.proc.wait(timeout=60)
+
     def files_left(self) -> dict[str, int]:
         lines = self.left.read_text().splitlines()
         return {name: int(size) for name, size in (line.rsplit(" ", 1) for line in lines)}
+
+
+@pytest.fixture
+def namespaced() -> Iterator[Callable[..., Namespaced]]:
+    """Start Namespaced daemons; any still running at the end of the test is killed."""
+    started: list[Namespaced] = []
+
+    def start(*args: Any, **kwargs: Any) -> Namespaced:
+        started.append(Namespaced(*args, **kwargs))
+        return started[-1]
+
+    yield start
+    for daemon in started:
+        daemon.kill()
 
 
 def _records(acknowledged: list[int]) -> list[str]:
@@ -129,11 +157,13 @@ def _records(acknowledged: list[int]) -> list[str]:
 
 
 @needs_namespaces
-def test_a_full_spool_disk_is_a_503_and_what_was_acknowledged_still_drains(tmp_path: Path) -> None:
+def test_a_full_spool_disk_is_a_503_and_what_was_acknowledged_still_drains(
+    tmp_path: Path, namespaced: Callable[..., Namespaced]
+) -> None:
     """Requests until the spool's filesystem is full: 200s, then 503s; on SIGTERM the spool drains
     into the store with no room left (the kept reserve), the daemon exits 0, every acknowledged
     record is stored once, and no half-written or empty file is left behind."""
-    daemon = Namespaced(tmp_path, "3m")
+    daemon = namespaced(tmp_path, "3m")
     daemon.wait_for("receiving OTLP/HTTP on")
     acknowledged, refused = [], 0
     for seq in range(5000):
@@ -158,10 +188,12 @@ def test_a_full_spool_disk_is_a_503_and_what_was_acknowledged_still_drains(tmp_p
 
 
 @needs_namespaces
-def test_a_spool_full_at_start_leaves_the_daemon_judging_and_says_so(tmp_path: Path) -> None:
+def test_a_spool_full_at_start_leaves_the_daemon_judging_and_says_so(
+    tmp_path: Path, namespaced: Callable[..., Namespaced]
+) -> None:
     """The spool's filesystem full before the daemon starts: it starts, judges its window, answers
     503, says so in /healthz and /metrics; once there is room it accepts again; SIGTERM exits 0."""
-    daemon = Namespaced(tmp_path, "3m", fill=True, http=True)
+    daemon = namespaced(tmp_path, "3m", fill=True, http=True)
     daemon.wait_for("daemon started")
     daemon.wait_for("judged [")
     assert daemon.post(records_request(0, 0, 20)) == 503
