@@ -28,9 +28,10 @@ from watchdog.daemon.ingest.loader import ChildLoads
 from watchdog.daemon.ingest.metrics import IngestCollector
 from watchdog.daemon.ingest.service import Ingest, TurnTakingTicks
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import settled
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
+from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon, Running, Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
@@ -106,12 +107,10 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         return Daemon(
             settings,
             schedule=schedule,
-            telemetry=telemetry,
             spool=Spool.for_settings(settings),
-            clock=system_clock if at is None else (lambda: at),
+            outputs=Outputs(telemetry, metrics, Notify()),
             notifiers=notifiers,
-            metrics=metrics,
-            debug=args.debug,
+            running=Running(clock=system_clock if at is None else (lambda: at), debug=args.debug),
         ).once()
     listen, grpc_listen = settings.ingest.listen, settings.ingest.grpc_listen
     ingest = None
@@ -125,16 +124,15 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     daemon = Daemon(
         settings,
         schedule=schedule,
-        telemetry=telemetry,
         spool=Spool.for_settings(settings),
-        ticks=ticks,
-        http=args.http,
-        debug=args.debug,
+        outputs=Outputs(telemetry, metrics, systemd),
         notifiers=notifiers,
-        metrics=metrics,
-        systemd=systemd,
-        reload=settled(load_checked, config_file(args.config)),
-        receiver=None if ingest is None else (lambda: ingest.spool_state().to_json()),
+        running=Running(ticks=ticks, debug=args.debug),
+        serving=Serving(
+            http=args.http,
+            receiver=None if ingest is None else (lambda: ingest.spool_state().to_json()),
+            reload=settled(load_checked, config_file(args.config)),
+        ),
     )
     if ingest is None:
         return daemon.serve(stop_timeout)
