@@ -1,16 +1,8 @@
 """SIGHUP: what a reloaded config changes in a running daemon, and what waits for a restart.
 
-The daemon loads the config again with the loader the CLI hands it (the same
-file, environment and `--store` as at start) and merges it here with the
-config it runs: everything may change but the store, the source and the
-data directory, which hold the run log, the alert states, the spool and the
-catch-up point, and the receiver (`[ingest]`: its addresses are bound, its
-spool and tables in use), which all take a restart.
-
-A file being rewritten in place (truncated, then written) is never taken:
-`settled` reads it, waits a moment, reads it again, loads it and reads it a
-third time; an empty file, or one that changed meanwhile, keeps the running
-config and says why.
+The loader the CLI hands in reads the file and environment again; `merge`
+keeps the store, the source, the data directory and `[ingest]` as they run;
+`settled` never takes a file caught mid-rewrite (docs/operations.md#reloading-the-config-sighup).
 """
 
 from __future__ import annotations

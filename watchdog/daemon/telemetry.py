@@ -1,27 +1,10 @@
-"""The watchdog's own OpenTelemetry: a span per run, a child span per check, and metrics.
+"""The watchdog's own OpenTelemetry: a `watchdog.run` span per run, a `watchdog.check` child per check, metrics.
 
-Traces: `watchdog.run` (attributes `watchdog.window.start`, `.end`,
-`watchdog.run.status`, `watchdog.run.catchup`, `watchdog.source`) with one
-child `watchdog.check` per check (`watchdog.check.id`, `.status`, `.value`,
-`.duration_s`; the span covers the check's query, which the session checks
-share, so `.query_shared_by` says by how many). Metrics:
-
-- `memory_watchdog.check.value` (gauge; attributes `check`, `source`)
-- `memory_watchdog.runs` (counter; attribute `status`)
-- `memory_watchdog.notifications` (counter; attribute `outcome`: delivered | failed)
-- `memory_watchdog.outbox.backlog` (gauge; attribute `notifier`): a level, so a gauge
-- `memory_watchdog.run.duration` (histogram, seconds; attribute `status`)
-- `memory_watchdog.windows.skipped` (counter): missed windows beyond max_catchup
-
-Exported with the OTLP/HTTP exporter when the standard `OTEL_EXPORTER_OTLP_*`
-endpoint variables are set, not at all otherwise (no console output). The
-providers are handed in, so tests use the SDK's in-memory exporters. Never
-an attribute holds a secret: no store URL, no webhook, no payload value.
-
-This telemetry is the watchdog's, never the agents': it leaves through
-OTLP only and is never written to the source table. Its spans are named
-`watchdog.*` and carry `service.name = memory-watchdog`; if a collector
-writes them into the table a source reads, exclude that service there.
+Exported over OTLP/HTTP only when the standard `OTEL_EXPORTER_OTLP_*`
+variables say where, with `service.name = memory-watchdog`; no attribute
+holds a secret or a payload value; the providers are handed in, so tests
+read them in memory. The names and attributes:
+docs/operations.md#the-watchdogs-own-telemetry.
 """
 
 from __future__ import annotations

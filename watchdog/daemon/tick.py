@@ -1,18 +1,11 @@
-"""One tick of the daemon on the store: flush the spool, catch up, judge each window.
+"""One tick of the daemon on the store: record crashes, flush the spool, catch up, judge each window.
 
-This is the part of the daemon that touches the store, kept apart so that
-it can run in a fresh child process per tick (`watchdog.daemon.child`), or in
-the test's own process with an injected store opener and clock. Everything
-crossing the process boundary is a plain picklable value: `TickRequest` in,
-`TickResult` out, and each window's `RunResult` as soon as it is judged
-(`progress`), so that the daemon knows which windows a tick that died had
-finished.
-
-A tick holds the alert lease of its source (alerts.lease) for the alert
-work: when another process holds it, the tick is standby, evaluates the
-window due now for its page and log, and records and sends nothing. It
-first records the crashes of earlier ticks (the `run` alert), and after
-judging every due window it resolves that alert.
+The part of the daemon that touches the store, run in a child process per
+tick (watchdog.daemon.child) or in a test's process; everything crossing is
+a plain value (`TickRequest` in, `TickResult` out, each `RunResult` as soon
+as it is judged), and a tick whose alert lease another process holds is
+standby (docs/architecture.md#why-ticks-run-in-a-child-process,
+docs/operations.md#two-watchdogs-on-one-store-the-alert-lease).
 """
 
 from __future__ import annotations

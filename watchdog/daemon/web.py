@@ -1,26 +1,10 @@
-"""The daemon's small HTTP server (`daemon --http`): the pages, health and status.
+"""The daemon's small HTTP server (`daemon --http`): the pages, `/healthz`, `/status`, `/metrics`.
 
-Routes, GET and HEAD only:
-
-- `/` the latest page (`report.html` under `report.dir`);
-- `/reports/` the archived pages, newest first; `/reports/<window-end>` one of
-  them (`20261128T040000Z`, or the RFC 3339 time `2026-11-28T04:00:00Z`);
-- `/healthz` 200 when the last run is younger than two schedule periods,
-  else 503, with a JSON body saying why; with the OTLP receiver, its spool
-  too (`ingest`), and 503 while the spool cannot keep what is sent;
-- `/status` the `status --format json` document;
-- `/metrics` the daemon's Prometheus metrics (watchdog.daemon.metrics), in
-  the text format or OpenMetrics, as the scraper's Accept header asks.
-
-It is the standard library's `HTTPServer` with no framework, bounded
-(`BoundedHTTPServer`): an idle connection costs no thread and is closed
-after `IO_TIMEOUT`, a fixed pool of worker threads serves the requests, and
-a connection a worker has held for `MAX_CONNECTION` (a client trickling its
-request) is cut. A client that disconnects early, times out or sends
-nonsense costs one debug line, never a traceback; a path under `/reports/`
-that is no window end is a 400. The daemon hands in what only it knows, as
-callables: the status document and the age of the last run, the metrics'
-exposition. It binds loopback unless told otherwise.
+`make_handler` routes GET and HEAD (a window end that is no time is a 400,
+a client gone costs one debug line); `BoundedHTTPServer` is the standard
+library's server bounded: idle connections in one selector with no thread,
+a fixed pool of workers, a stuck connection cut. The routes and what
+`/healthz` answers: docs/operations.md#the-daemons-pages-and-healthz.
 """
 
 from __future__ import annotations

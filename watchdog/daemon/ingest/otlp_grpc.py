@@ -1,27 +1,10 @@
-"""OTLP/gRPC: the `LogsService` and `TraceService` Export calls, as the specification says.
+"""OTLP/gRPC: the `LogsService` and `TraceService` Export calls into the same receiver as OTLP/HTTP.
 
-The same receiver as OTLP/HTTP (watchdog.daemon.ingest.receiver): answered
-OK once the records are durable in the spool, with `partial_success` when
-some were rejected; the same limits, the same admission, the same token
-(`authorization: Bearer <token>` metadata). Refusals, by the HTTP status the
-receiver gives them:
-
-- 400: INVALID_ARGUMENT; 401: UNAUTHENTICATED;
-- 413 (a request past `max_body` or `max_records`): RESOURCE_EXHAUSTED
-  without RetryInfo, which the specification says not to retry;
-- 429 (`max_queued`): RESOURCE_EXHAUSTED, and 503 (the store unusable, the
-  daemon stopping, the spool unwritable): UNAVAILABLE, both with RetryInfo
-  (in the status details, and as `google.rpc.retryinfo-bin`, which the
-  Python SDK's exporter reads) saying when to send the same request again.
-
-grpcio serves `opentelemetry-proto`'s services by the names its generated
-descriptors give (`ingest.signals`), its HTTP/2 connections costing no
-thread each; the Export methods are registered with the request left as
-bytes, so that the records and messages are counted before anything is
-decoded. gzip (`grpc-encoding`) is
-decompressed by grpcio, which refuses a message past `max_body` once
-decompressed. At most `WORKERS` calls run at once; beyond `MAX_WAITING`
-waiting calls grpcio answers RESOURCE_EXHAUSTED.
+Each signal's service (by its generated descriptor's name) takes the request
+as bytes, so records and messages are counted before it is decoded; a
+refusal maps to its gRPC code, with RetryInfo when the same request may come
+again (docs/start-without-clickhouse.md#answers-limits-and-backpressure,
+docs/guarantees.md#the-otlp-receiver).
 """
 
 from __future__ import annotations

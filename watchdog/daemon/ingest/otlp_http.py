@@ -1,30 +1,10 @@
-"""OTLP/HTTP: `POST /v1/logs` and `POST /v1/traces`, answered as the specification says.
+"""OTLP/HTTP: `POST /v1/logs` and `/v1/traces` on waitress, answered as the specification says.
 
-- Encodings: binary protobuf (`application/x-protobuf`) and JSON
-  (`application/json`); the response has the request's encoding. Bodies may
-  be `Content-Encoding: gzip` (or `deflate`), sent with a Content-Length or
-  chunked (`Transfer-Encoding: chunked`, as Node's `http` sends them).
-- 200 once the accepted records are durable (watchdog.daemon.ingest.spool),
-  with `partial_success` when some were rejected (why, in its message).
-- 400 for a body that is not a request of that signal (or whose framing is
-  broken); 401 without the bearer token when one is configured (checked in
-  constant time); 404 for another path; 405 for another method; 413 over
-  `max_body` (the decoded body, and again once decompressed) or
-  `max_records`; 415 for another content type or encoding.
-- 429 when more is queued for the store than `max_queued`, 503 while the
-  store has been unusable that long, while the daemon stops, or when the
-  spool cannot be written: both with `Retry-After`, which the SDKs' exporters
-  honour before retrying the same request.
-
-Error bodies are a `google.rpc.Status` in the request's encoding. The HTTP
-server is waitress: it parses requests (chunked bodies, `Expect:
-100-continue`, keep-alive, pipelining) in one thread with no thread per
-connection, closes a connection idle for `IDLE_TIMEOUT`, holds at most
-`MAX_CONNECTIONS`, and hands complete requests to `WORKERS` threads; a
-request whose body is cut short never reaches them, so nothing of it is
-stored. Its own limit on a body counts the bytes on the wire (a chunked
-body's framing too), so it is set a little above `max_body`, which this
-module applies to the decoded body.
+The WSGI application checks the path, token, content type and encoding,
+applies `max_body` to the decoded body and while decompressing, and hands
+the body to the receiver (watchdog.daemon.ingest.receiver); `HttpServer`
+runs waitress with its bounds. The answers: docs/start-without-clickhouse.md#answers-limits-and-backpressure;
+why waitress: docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
 
 from __future__ import annotations

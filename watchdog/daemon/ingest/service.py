@@ -1,19 +1,10 @@
 """The receiver in the daemon: accept OTLP, spool it, load it in turns with the daemon's runs.
 
-`Ingest` owns the receiver (watchdog.daemon.ingest.receiver), the spool
-(watchdog.daemon.ingest.spool) and the loader thread. Every `load_every`
-(sooner when much is queued), when something waits, the thread takes the
-store's turn, plans loads of what was accepted, and runs them
-(watchdog.daemon.ingest.loader): in a fresh child process in the daemon
-(`ChildLoads`), in this process in tests. The turn is a lock the daemon's
-ticks take too (`TurnTakingTicks`): on the embedded engine one process at a
-time holds the store, so a load never meets a run of the daemon, and both
-hold the store only while they work, so `check`, `status`, `alerts` and
-`silence` get it in between (they wait up to `store.lock_timeout`).
-
-While the store cannot be used the spool grows, up to `max_queued`: then
-clients are answered 503 (429 when loading merely falls behind) with
-`Retry-After`, and the records stay with them until there is room.
+`Ingest` owns the receiver, its HTTP and gRPC servers, the spool and the
+loader thread, which takes the store's turn (a lock the daemon's ticks take
+too, `TurnTakingTicks`) every `load_every` and loads in a child process;
+admission answers 429/503 once `max_queued` waits
+(docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
 
 from __future__ import annotations

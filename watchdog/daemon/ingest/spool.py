@@ -1,33 +1,10 @@
 """The receiver's spool: what was acknowledged, on disk until it is in the store, exactly once.
 
-Three kinds of file under the spool directory (`[ingest] spool_dir`):
-
-- `batches/<signal>-<destination>-<digest>.jsonl`: one accepted request's
-  rows (watchdog.daemon.ingest.otlp.Batch), written to `tmp/`, fsynced,
-  renamed here and the directory fsynced *before* the client is answered
-  200. The digest names the records, so a client's retry of a request that
-  is still here (or was loaded recently) is recognised and stored once; the
-  destination names the store and table they go to (`Destination.key`), so
-  a daemon on another store, sharing the data directory, neither loads them
-  nor takes its own clients' records for retries of them.
-- `loads/<token>.json`: a load, the batches one insert carries and the
-  insert's deduplication token, written before the insert. After a crash
-  the same load is inserted again with the same token, and ClickHouse keeps
-  one copy (the tables carry `non_replicated_deduplication_window`).
-- `loaded.log`: the digests loaded in the last `retry_window`, each with its
-  destination, appended (and fsynced) before a load's batches are deleted:
-  a retry that arrives after its batch was loaded is still recognised, for
-  the store and table it was loaded into only.
-
-- `reserve`: RESERVE_BYTES kept free for draining. A spool whose filesystem
-  fills up must still write its load records and ledger lines to empty
-  itself: when such a write finds no space, the reserve is given up for it,
-  and until the reserve is back (once loads have freed room) the receiver
-  accepts nothing new (503). A write that fails leaves no file behind.
-
-One process, the daemon, owns the spool: the receiver's threads add
-batches, the loader thread plans loads and marks them done; the insert
-itself runs in a child (watchdog.daemon.ingest.loader), which only reads.
+Batches are fsynced before the client is answered, loads carry their
+deduplication token, the ledger of loaded digests recognises a retry for its
+store and table, and a reserve keeps a full disk drainable; the files and
+why they are there: docs/start-without-clickhouse.md#what-is-stored-where and
+docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
-"""Bounding what decoding a request builds, before it is decoded.
+"""Bounding what decoding a request builds, before it is decoded (docs/performance.md#the-receiver-under-abuse).
 
-A request of 16 MiB can hold 8 million empty log records; decoding it builds
-every one of them (1.1 GB in the protobuf runtime, 450 MB as JSON objects)
-before anyone can count them. These look at the bytes first:
-
-- protobuf (`protobuf_records`): the wire format of both export requests has
-  the same shape (`resource_logs`/`resource_spans` = 1, in each
-  `scope_logs`/`scope_spans` = 2, in each `log_records`/`spans` = 2), so the
-  records are the length-delimited fields at that path: counted, skipped
-  over, never parsed, and the walk stops at the first record past the limit;
-- protobuf (`protobuf_messages`): the messages decoding would build (every
-  attribute, every value of an array) stay within what the records allowed
-  may hold. An upper bound comes at C speed: every message's field starts
-  with one of fifteen key bytes, so counting those bytes counts at least the
-  messages; only a body with more such bytes than allowed (a large body, or
-  a hostile one) is walked message by message, by the message types'
-  descriptors, and the walk stops at the first message past the limit;
-- JSON (`json_containers`): the objects and arrays outside strings, counted
-  at C speed, must stay within what the records allowed may hold; the
-  records themselves are counted once the document is read, before it is
-  turned into protobuf messages.
+On the bytes: the records of a protobuf request (a walk of the wire format
+that stops at the first record past the limit), its messages (an upper bound
+at C speed, an exact walk by the descriptors only past it), and the objects
+and arrays of a JSON one; `Malformed` for a body that is no request,
+`TooMany` past a limit.
 """
 
 from __future__ import annotations
@@ -88,6 +73,8 @@ def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]
 
 def protobuf_records(body: bytes, limit: int) -> int:
     """The log records or spans in a binary export request; TooMany at the first past `limit`."""
+    # Both export requests have one shape: resource_logs/resource_spans = 1, in each
+    # scope_logs/scope_spans = 2, in each log_records/spans = 2.
     count = 0
     for number, start, end in _fields(body, 0, len(body)):
         if number != 1:
