@@ -85,6 +85,13 @@ class Attributes:
         )
 
 
+def _unparsable(text: str) -> str:
+    """SQL: 1 when an attribute holds a latency (not '' nor 'null') that is no number."""
+    return (
+        f"(({text}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({text}, '\"', '')) IS NULL)"
+    )
+
+
 def attributes(column: str, types: Mapping[str, str] | None) -> Attributes:
     """The attribute column as the table has it (a type it cannot read is found later)."""
     type_name = (types or {}).get(column, "")
@@ -158,7 +165,7 @@ def logs_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) ->
             "payload": Expr(log.payload(), ("LogAttributes",)),
         },
         ts_filter=ts_filter,
-        latency_raw=Expr(log.value("latency_ms"), ("LogAttributes",)),
+        latency_unparsable=Expr(_unparsable(log.value("latency_ms")), ("LogAttributes",)),
         dimensions={
             "ServiceName": Expr("ServiceName", ("ServiceName",)),
             "SeverityText": Expr("SeverityText", ("SeverityText",)),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -54,9 +53,9 @@ class Kind(ABC, Generic[P]):
         """The breakdown of a breached check whose scan did not carry it.
 
         By default, the check planned alone with the dimensions that are no
-        free text, read from the events (the session state holds none).
+        free text, on the same source (its scan then carries the breakdown).
         """
-        plans = Plans(replace(ctx.source, state=""), dims=tuple(plain(dims)))
+        plans = Plans(ctx.source, dims=tuple(plain(dims)))
         read = self.plan(plans, spec)
         ((_, scanned, row),) = tuple(plans.run(ctx.store, ctx.window))
         if isinstance(row, BaseException):

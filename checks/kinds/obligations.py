@@ -87,7 +87,7 @@ class Judging:
 
     due: str  # how many are due in W
     unmet: str  # how many of those are unmet
-    misses: str | None  # Anchor.EVENT: (time, event id) of each unmet trigger
+    misses: str | None  # Anchor.EVENT: (time, id hash, event id) of each unmet trigger
     has_end: str | None  # Anchor.END: whether the session had an end event
 
 
@@ -145,15 +145,15 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
         side=side,
     )
     if ob.until:
-        # Each trigger's deadline (c.3): trigger + grace, or the first `until` event
+        # Each trigger's deadline (c.4): trigger + grace, or the first `until` event
         # after it (ts > the trigger's) when that comes sooner.
         closers = scan.times(ob.until, side)
         triggers = scan.per_session(
             f"{tag}_deadlined",
-            f"arrayMap(c -> (c.1, c.2, arrayMin(arrayConcat([c.1 + {grace}],"
+            f"arrayMap(c -> (c.1, c.2, c.3, arrayMin(arrayConcat([c.1 + {grace}],"
             f" arrayFilter(x -> x > c.1, {closers})))), {triggers})",
         )
-        deadline = "c.3"
+        deadline = "c.4"
     else:
         deadline = f"c.1 + {grace}"
     dues = scan.per_session(f"{tag}_dues", f"arrayFilter(c -> {in_window(deadline)}, {triggers})")
@@ -162,9 +162,9 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
         f"arrayFilter(c -> NOT arrayExists("
         f"x -> x >= c.1 - {lead} AND x <= {deadline}, {met_by}), {dues})"
     )
-    # Misses are (time, event id), whatever the triggers carried.
+    # Misses are (time, id hash, event id), whatever the triggers carried.
     misses = scan.per_session(
-        f"{tag}_misses", f"arrayMap(c -> (c.1, c.2), {missed})" if ob.until else missed
+        f"{tag}_misses", f"arrayMap(c -> (c.1, c.2, c.3), {missed})" if ob.until else missed
     )
     scan.per_session(unmet, f"length({misses})")
     return Judging(due, unmet, misses, None)

@@ -53,9 +53,10 @@ Query = Callable[[Context], tuple[str, Mapping[str, Any]]]  # a query of its own
 
 @dataclass
 class Group:
-    """One scan and the checks it judges."""
+    """One scan, the source it reads, and the checks it judges."""
 
     window_ms: int | None
+    source: CompiledSource
     run: Callable[[Context], Row]
     checks: list[str] = field(default_factory=list)
 
@@ -74,10 +75,10 @@ class Plans:
         """The session scan of `spec`'s window length, `spec` among its checks."""
         scan = self.sessions.get(spec.window_ms)
         if scan is None:
-            # The state holds no dimensions: its checks' triage is read from the events.
-            scan = SessionScan(dims=None if self.source.state else self.dims)
+            scan = SessionScan(dims=self.dims)
             self.sessions[spec.window_ms] = scan
-            self.groups[("session", spec.window_ms)] = Group(spec.window_ms, _session_run(scan))
+            run = _session_run(scan)
+            self.groups[("session", spec.window_ms)] = Group(spec.window_ms, self.source, run)
         self.groups[("session", spec.window_ms)].checks.append(spec.id)
         return scan
 
@@ -87,7 +88,10 @@ class Plans:
         if scan is None:
             scan = WindowScan(dims=self.dims)
             self.windows[spec.window_ms] = scan
-            self.groups[("window", spec.window_ms)] = Group(spec.window_ms, _window_run(scan))
+            events = self.source.events_source  # beside a session state: the narrow table
+            self.groups[("window", spec.window_ms)] = Group(
+                spec.window_ms, events, _window_run(scan)
+            )
         self.groups[("window", spec.window_ms)].checks.append(spec.id)
         return scan
 
@@ -98,7 +102,10 @@ class Plans:
             sql, params = query(ctx)
             return ctx.aggregate(sql, params)
 
-        self.groups[("own:" + spec.id, spec.window_ms)] = Group(spec.window_ms, run, [spec.id])
+        events = self.source.events_source  # beside a session state: the narrow table
+        self.groups[("own:" + spec.id, spec.window_ms)] = Group(
+            spec.window_ms, events, run, [spec.id]
+        )
 
     def run(
         self,
@@ -108,7 +115,7 @@ class Plans:
     ) -> Iterator[tuple[Group, Context, Row | StoreError]]:
         """Each scan run once, in plan order: its group, its context, its row or its error."""
         for group in self.groups.values():
-            ctx = Context(store, self.source, window.sized(group.window_ms))
+            ctx = Context(store, group.source, window.sized(group.window_ms))
             started = time.time_ns()
             outcome: Row | StoreError
             try:
@@ -121,15 +128,24 @@ class Plans:
             yield group, ctx, outcome
 
 
+def session_sql(ctx: Context, scan: SessionScan) -> tuple[str, dict[str, Any]]:
+    """The session scan's SQL and its parameters: over the events, or over the session state
+    (`source.state`, refused when it was built for other checks)."""
+    if ctx.source.state:
+        kept = state.verify(ctx.store, ctx.source, scan)
+        sql, extra = state.render(scan, ctx.source, ctx.window, kept)
+        return sql, {**scan.params(), **extra}
+    return scan.render_raw(ctx.source), scan.params()
+
+
 def _session_run(scan: SessionScan) -> Callable[[Context], Row]:
-    """The session scan's one row: from the events, or from the session state (`source.state`)."""
+    """The session scan's one row (its evidence ids resolved when read from the state)."""
 
     def run(ctx: Context) -> Row:
+        row = ctx.aggregate(*session_sql(ctx, scan))
         if ctx.source.state:
-            state.verify(ctx.store, ctx.source, scan)
-            sql, extra = state.render(scan, ctx.source, ctx.window)
-            return ctx.aggregate(sql, {**scan.params(), **extra})
-        return ctx.aggregate(scan.render_raw(ctx.source), scan.params())
+            return state.resolve_ids(ctx.store, ctx.source, ctx.window, scan, row)
+        return row
 
     return run
 

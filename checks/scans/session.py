@@ -130,7 +130,7 @@ class SideTimes:
 
 @dataclass(frozen=True)
 class SideEvents:
-    """Per session: (time, event id) of the events of side set `bit`."""
+    """Per session: (time, id hash, event id) of the events of side set `bit`."""
 
     bit: int
 
@@ -194,10 +194,13 @@ DATA_QUALITY: dict[str, str] = {
     "session_id_over_1kib": "toUInt64(length(session_id) > 1024)",
 }
 
-# The role events' array, from the events: the result count is parsed for role events
+# The role events' array, from the events: (t, mask, id hash, has results, id). The hash
+# is the event's identity (distinct counts, duplicates, the order of evidence at the same
+# millisecond), the id what evidence shows. The result count is parsed for role events
 # only (`if` evaluates its branch lazily).
 _ROLES = (
-    "groupArrayIf((t, _m, event_id, if(_mr != 0, ifNull(result_count, 0) > 0, false)), _mr != 0)"
+    "groupArrayIf((t, _m, cityHash64(event_id),"
+    " if(_mr != 0, ifNull(result_count, 0) > 0, false), event_id), _mr != 0)"
 )
 
 
@@ -218,6 +221,8 @@ class SessionScan:
     final: dict[str, str] = field(default_factory=dict)  # alias -> total over sessions
     bind: Binder = field(default_factory=lambda: Binder("s"))
     tags: int = 0
+    # Totals listing evidence events as (time, id hash, id): the session state fills in ids.
+    evidence: list[str] = field(default_factory=list)
 
     def tag(self) -> str:
         """A prefix for the columns of one more check, unique in this scan."""
@@ -246,6 +251,11 @@ class SessionScan:
         self.final[alias] = expr
         return alias
 
+    def evidence_total(self, alias: str, expr: str) -> str:
+        """A total listing evidence events, each (time, id hash, event id)."""
+        self.evidence.append(alias)
+        return self.total(alias, expr)
+
     def _roles(self, k: int, extra: TimeCondition | None = None, positive: bool = False) -> str:
         """Per session: its role events in set `k` (with results; at a time meeting `extra`)."""
         condition = f"bitTest(x.2, {k})" + (" AND x.4" if positive else "")
@@ -269,7 +279,7 @@ class SessionScan:
         skip: PayloadMatch | None = None,
         side: bool = False,
     ) -> str:
-        """Per session: (time, event id) of each trigger event, duplicates counted once.
+        """Per session: (time, id hash, event id) of each trigger event, duplicates counted once.
 
         `may_be_due` keeps only the triggers whose deadline may fall in the
         window: filtering before `arrayDistinct` spares the hashing of the
@@ -281,7 +291,7 @@ class SessionScan:
             picked = f"arrayFilter(x -> {may_be_due('x.1')}, {self._input(SideEvents(k))})"
         else:
             roles = self._roles(k, may_be_due, positive)
-            picked = f"arrayMap(x -> (x.1, x.3), {roles})"
+            picked = f"arrayMap(x -> (x.1, x.3, x.5), {roles})"
         return self.per_session(alias, f"if(session_id != '', arrayDistinct({picked}), [])")
 
     def first_of(self, names: Sequence[str]) -> tuple[str, str]:
@@ -300,13 +310,13 @@ class SessionScan:
         )
 
     def oldest_in_window(self, names: Sequence[str]) -> str:
-        """Per session: the oldest 20 (time, event id) of `names` in W."""
+        """Per session: the oldest 20 (time, id hash, event id) of `names` in W."""
         k = self.sets.bit(names)
         events = self._roles(k, lambda t: f"{t} >= {WS}")
         # Distinct first: a duplicated row must not take two of the 20 places.
         return self.per_session(
             f"oldest_{k}",
-            f"arraySlice(arraySort(arrayDistinct(arrayMap(x -> (x.1, x.3), {events}))),"
+            f"arraySlice(arraySort(arrayDistinct(arrayMap(x -> (x.1, x.3, x.5), {events}))),"
             f" 1, {EVIDENCE})",
         )
 
@@ -384,7 +394,7 @@ def _raw(item: Input) -> str:
     if isinstance(item, SideTimes):
         return f"groupArrayIf(t, bitTest(_m, {item.bit}))"
     if isinstance(item, SideEvents):
-        return f"groupArrayIf((t, event_id), bitTest(_m, {item.bit}))"
+        return f"groupArrayIf((t, cityHash64(event_id), event_id), bitTest(_m, {item.bit}))"
     if isinstance(item, Scope):
         return f"max(scope_{item.check_id})"
     return f"argMin(dim_{item.dim}, t)"
