@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser prometheus rules docs docs-check
+.PHONY: demo test lint typecheck pytest bench clean browser prometheus rules node docs docs-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,17 @@ rules:
 	else \
 	  echo "rules: skipped, promtool is not installed (apt-get install prometheus, or make prometheus)"; \
 	fi
+
+# The OpenTelemetry JS SDK's OTLP/HTTP exporters for tests/ingest/test_js_sdk.py: npm packages
+# (tests/ingest/node/package.json and its lock), installed into .cache/otel-js (ignored by git),
+# never by the tests themselves. `make test` skips those tests, saying how to get them, without it.
+OTEL_JS := .cache/otel-js
+node:
+	@command -v npm >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null)
+	mkdir -p $(OTEL_JS)
+	cp tests/ingest/node/package.json tests/ingest/node/package-lock.json $(OTEL_JS)/
+	cd $(OTEL_JS) && npm ci --no-audit --no-fund --loglevel=error
 
 test: lint typecheck rules pytest
 

@@ -194,8 +194,8 @@ def _validated(data: Mapping[str, Any], env: Mapping[str, str], origin: str | No
     check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if url != settings.store.url:
         settings = settings.with_store_url(url)
-    if settings.ingest.listen is not None:  # every command reads what the receiver writes
-        settings = settings.receiving(settings.ingest.listen)
+    if settings.ingest.listens:  # every command reads what the receiver writes
+        settings = settings.receiving()
     return settings
 
 

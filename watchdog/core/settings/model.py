@@ -339,7 +339,7 @@ class Settings(_Settings):
         ingest, source = data.get("ingest"), data.get("source", {})
         if (
             isinstance(ingest, dict)
-            and ingest.get("listen") is not None
+            and (ingest.get("listen") is not None or ingest.get("grpc_listen") is not None)
             and isinstance(source, dict)
             and "preset" not in source
             and "table" not in source
@@ -390,13 +390,16 @@ class Settings(_Settings):
         """Every check id: the built-in ones in report order, then the custom ones."""
         return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
 
-    def receiving(self, listen: str) -> Settings:
-        """These settings with the OTLP receiver on `listen` (`daemon --otlp`).
+    def receiving(self, listen: str | None = None, grpc_listen: str | None = None) -> Settings:
+        """These settings with the OTLP receiver on `listen` (`daemon --otlp`) and/or
+        `grpc_listen` (`--otlp-grpc`); None keeps the configured address.
 
         A source the config does not name (no preset, no table) becomes the
         otel_logs preset on the table the receiver writes.
         """
-        update: dict[str, Any] = {"ingest": self.ingest.model_copy(update={"listen": listen})}
+        addresses = {"listen": listen, "grpc_listen": grpc_listen}
+        given = {k: v for k, v in addresses.items() if v is not None}
+        update: dict[str, Any] = {"ingest": self.ingest.model_copy(update=given)}
         named = {"preset", "table"} & self.source.model_fields_set
         if not named:
             update["source"] = self.source.model_copy(
