@@ -6,6 +6,7 @@ and its statements; docs/sources.md#the-session-state-sourcestate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,6 @@ from watchdog.core.sql import literal
 STATE_TABLE = "session_state"
 STATE_VIEW = "session_state_mv"
 BUCKET_MS = 60 * 60 * 1000  # a state row per session and hour
-LAYOUT = 2  # the state's layout, recorded in its COMMENT: another one is rebuilt
 
 # What the data-quality counts flag, one bit each (`flagged`).
 NOT_OBJECT, INVALID_UTF8, LATENCY_INVALID = 1, 2, 4
@@ -47,6 +47,8 @@ COLUMNS: dict[str, str] = {
     "counts": "SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))",
 }
 STATE_ROWS = tuple(c for c in COLUMNS if c not in ("source", "bucket", "session_id"))
+# The state's layout, recorded in its COMMENT: a state of another layout is rebuilt.
+LAYOUT = hashlib.sha256(json.dumps(COLUMNS).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

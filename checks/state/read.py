@@ -101,7 +101,7 @@ def verify(store: Store, source: CompiledSource, scan: SessionScan) -> Needs:
 def _differences(built: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
     """What `want` needs that the state recorded as `built` does not keep."""
     if built.get("layout") != LAYOUT:
-        return [f"it has layout {built.get('layout', 1)}, this version reads layout {LAYOUT}"]
+        return ["it was made by another version of the watchdog, with another layout"]
     problems = []
     names = sorted(set(want["names"]) - set(built["names"]))
     if names:
