@@ -142,14 +142,17 @@ USER_PATHS = PATHS[1:]
 
 
 def _config(workdir: Path, settings: Settings, database: str | None = None) -> Path:
-    """A config file reading the case's table; the tick's own state database, when given."""
+    """A config file reading the case's table (and its session state when it has one); the
+    tick's own state database, when given."""
     source = settings.source
-    lines = [f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n']
+    state = f'state = "{source.state}"\n' if source.state else ""
+    lines = [f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n{state}']
     lines.append(f'[report]\ndir = "{workdir / "reports"}"\n')
     lines.append('[schedule]\ndelay = "0s"\n')  # the tick at `at` judges the window ending at `at`
     if database:
         lines.append(f'[store]\ndatabase = "{database}"\n')
-    path = workdir / (f"{database}.toml" if database else "watchdog.toml")
+    stem = database or ("state" if source.state else "watchdog")
+    path = workdir / f"{stem}.toml"
     path.write_text("\n".join(lines))
     return path
 
@@ -283,16 +286,20 @@ class Bench:
         )
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         measured = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-        crashed = any(line.startswith("Traceback") for line in lines)  # exit 1 too
+        # exit 1 too: a breach, or an internal error (a traceback only with --debug)
+        crashed = any(line.startswith("Traceback") or "internal error" in line for line in lines)
         if measured is None or measured["exit"] not in (0, 1) or crashed:
             raise RuntimeError(f"{command[:4]} failed: {' '.join(lines[-3:])}")
         return dict(measured)
 
     def commands(
-        self, settings: Settings, window: Window, workdir: Path
+        self, settings: Settings, window: Window, workdir: Path, floor: Settings | None = None
     ) -> dict[str, Callable[[int], list[str]]]:
-        """Each path's command line, by repetition (a tick gets a fresh state database)."""
+        """Each path's command line, by repetition (a tick gets a fresh state database).
+
+        The floor reads `floor` when given (the raw table beside a session state)."""
         config = _config(workdir, settings)
+        floor_config = _config(workdir, floor) if floor is not None else config
         at = rfc3339(window.at)
         cli, store = _cli_command(), ["--store", self.url]
         check = [*cli, "check", "--config", str(config), *store, "--at", at]
@@ -301,23 +308,28 @@ class Bench:
             own = _config(workdir, settings, database=_tick_database(settings, rep))
             return [*cli, "daemon", "--once", "--config", str(own), *store, "--at", at]
 
-        floor = [sys.executable, "-m", "benchmarks.floor", self.url, str(config), at]
+        floor_command = [sys.executable, "-m", "benchmarks.floor", self.url, str(floor_config), at]
         return {
-            "floor": lambda _: floor,
+            "floor": lambda _: floor_command,
             "text": lambda _: [*check, "--format", "text", "--output", str(workdir / "r.txt")],
             "json": lambda _: [*check, "--format", "json", "--output", str(workdir / "r.json")],
             "tick": tick,
         }
 
     def measure_paths(
-        self, settings: Settings, window: Window, workdir: Path, paths: Sequence[str] = PATHS
+        self,
+        settings: Settings,
+        window: Window,
+        workdir: Path,
+        paths: Sequence[str] = PATHS,
+        floor: Settings | None = None,
     ) -> dict[str, Any]:
         """With the engine closed here: each path as a fresh process, `reps` times, alternating.
 
         Returns per path its Samples, peak RSS and exit codes, and the JSON
         report's statuses (the paths must agree on the verdict: their exit codes).
         """
-        commands = self.commands(settings, window, workdir)
+        commands = self.commands(settings, window, workdir, floor)
         samples = {path: Samples() for path in paths}
         rss: dict[str, float] = {}
         exits: dict[str, set[int]] = {path: set() for path in paths}
@@ -370,7 +382,9 @@ class Bench:
         self.cases.append(case)
         return case
 
-    def narrow_table(self, preset: str, events: int, raw_table: str) -> tuple[Any, float | None]:
+    def narrow_table(
+        self, preset: str, events: int, raw_table: str, mix: str = "today"
+    ) -> tuple[Any, float | None]:
         """The narrow normalized table of `raw_table` and the session state (built unless there).
 
         Made by `schema apply --materialize`'s own statements (tables, views,
@@ -382,7 +396,8 @@ class Bench:
 
         store = self.open()
         raw_settings = settings_for(self.url, preset, raw_table)
-        database = f"bench_narrow_{preset}_{events}_s{self.seed}"
+        infix = "" if mix == "today" else f"_{mix}"
+        database = f"bench_narrow_{preset}{infix}_{events}_s{self.seed}"
         plan = plan_for(raw_settings, ttl=None, database=database)
         present = store.table_columns(raw_table)
         statements = materialize_statements(
@@ -414,6 +429,52 @@ class Bench:
         built = time.perf_counter() - started
         self.log(f"  built in {built:.1f}s")
         return plan, built
+
+    def run_state_case(self, preset: str, events: int, mix: str = "today") -> dict[str, Any]:
+        """What users run with `source.state` (the large-deployment setup), as processes,
+        against the floor of the raw table: the narrow table and the state built first."""
+        self.log(f"{preset} ({mix} mix) at {events:,} events, on the session state")
+        table, _ = self.table(preset, events, mix)
+        plan, built = self.narrow_table(preset, events, table, mix)
+        raw = settings_for(self.url, preset, table)
+        state = settings_from_mapping(
+            {
+                "store": {"url": self.url},
+                "source": {
+                    "preset": preset,
+                    "table": table,
+                    "state": f"{plan.database}.{STATE_TABLE}",
+                },
+            },
+            env={},
+        )
+        window = window_at(raw, self.at)
+        with tempfile.TemporaryDirectory(prefix="bench-state-") as workdir:
+            found = self.measure_paths(state, window, Path(workdir), floor=raw)
+        case: dict[str, Any] = {
+            "preset": preset,
+            "mix": mix,
+            "events": events,
+            "table": table,
+            "state": f"{plan.database}.{STATE_TABLE}",
+            "generated": {"seconds": _round(built, 1), "reused": built is None},
+            "repetitions": self.reps,
+            **found,
+        }
+        raw_case = next(
+            (
+                c
+                for c in self.cases
+                if (c["preset"], c["events"], c["mix"]) == (preset, events, mix)
+                and "state" not in c
+            ),
+            None,
+        )
+        if raw_case is not None:
+            case["agrees_with_raw"] = found["statuses"] == raw_case["statuses"]
+        self.log("  " + summary_line(case))
+        self.cases.append(case)
+        return case
 
     def run_narrow(self, preset: str, events: int) -> dict[str, Any]:
         """The floor and `check --format json` on the narrow normalized table built from the raw one."""
@@ -520,7 +581,7 @@ def _cell(value: float | None, fmt: str = ".2f") -> str:
 def _name(case: dict[str, Any]) -> str:
     if case["preset"] == "normalized":
         return f"narrow({case['from_preset']})"
-    return str(case["preset"])
+    return f"{case['preset']}+state" if "state" in case else str(case["preset"])
 
 
 def _median(case: dict[str, Any], path: str) -> float | None:
@@ -572,16 +633,16 @@ def render_markdown(cases: Sequence[dict[str, Any]]) -> str:
 def growth(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per preset and mix: each path's time at the largest size over the smallest, against events."""
     found: dict[str, Any] = {}
-    kinds = sorted({(c["preset"], c["mix"]) for c in cases if c["preset"] != "normalized"})
-    for preset, mix in kinds:
+    kinds = sorted({(_name(c), c["mix"]) for c in cases if c["preset"] != "normalized"})
+    for name, mix in kinds:
         mine = sorted(
-            (c for c in cases if (c["preset"], c["mix"]) == (preset, mix)),
+            (c for c in cases if (_name(c), c["mix"]) == (name, mix)),
             key=lambda c: c["events"],
         )
         if len(mine) < 2:
             continue
         small, large = mine[0], mine[-1]
-        found[f"{preset}/{mix}"] = {
+        found[f"{name}/{mix}"] = {
             "events": _round(large["events"] / small["events"], 1),
             **{p: _ratio(_median(large, p), _median(small, p)) for p in PATHS},
         }
@@ -623,6 +684,8 @@ def to_json(bench: Bench, command: str, started: float) -> dict[str, Any]:
             " triage, history, page), on a fresh state database each repetition",
             "peak_rss_mib": "per path, the highest of its repetitions",
             "in_process": "--in-process: run_once + render_json in the bench process",
+            "state": "<preset>+state: the same paths with source.state (the narrow table and"
+            " the session state schema apply --materialize builds), against the raw floor",
         },
         "cases": cases,
     }
