@@ -20,7 +20,8 @@ from typing import Any
 
 from benchmarks import recall_cost
 from benchmarks.generate import MIXES, MIXES_OF
-from benchmarks.run import Bench, render_table, to_json
+from benchmarks.report import render_table, to_json
+from benchmarks.run import Bench
 from benchmarks.state import render_state_table, run_state
 
 DEFAULT_EVENTS = (5_000_000, 20_000_000)

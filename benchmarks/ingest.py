@@ -48,7 +48,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from benchmarks.run import machine
+from benchmarks.report import machine
 from watchdog.demo.data import generate_demo
 from watchdog.demo.model import Event
 from watchdog.demo.otlp import session_of
