@@ -101,6 +101,8 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
         return f"{deadline} >= {WS} AND {deadline} < {AT}"
 
     due, unmet = f"{tag}_due", f"{tag}_unmet"
+    # An obligation due in W looks back at events from its grace and lead before W at most.
+    scan.near(ob.grace_ms + ob.lead_ms)
     if ob.anchor is Anchor.START:
         deadline = f"first_seen + {grace}"
         scan.per_session(due, f"toUInt32({in_window(deadline)})")
@@ -119,11 +121,15 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
             f"{tag}_deadline", f"if({has_end}, {end} + {grace}, last_seen + {idle})"
         )
         scan.per_session(due, f"toUInt32({in_window(deadline)})")
+        # A silent end is met by an event in [last_seen - lead, last_seen]: the last one of
+        # `required` is at most last_seen, so it is met when that one is late enough.
+        met_any, _ = scan.first_of(ob.required)
+        last_met = scan.last_of(ob.required)
         scan.per_session(
             unmet,
             f"toUInt32({due} AND NOT if({has_end},"
             f" arrayExists(x -> x >= {end} - {lead} AND x <= {end} + {grace}, {met_by}),"
-            f" arrayExists(x -> x >= last_seen - {lead} AND x <= last_seen, {met_by})))",
+            f" {met_any} AND {last_met} >= last_seen - {lead}))",
         )
         return Judging(due, unmet, None, has_end)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from checks.scans.binder import WS, Binder
 from checks.sources import CompiledSource
@@ -165,11 +165,26 @@ class FirstDim:
         return f"sdim_{self.dim}"
 
 
-Input = SideTimes | SideEvents | Scope | FirstDim
+@dataclass(frozen=True)
+class SetSummary:
+    """Per session, over the whole lookback: the first or last time of the events of set `bit`,
+    or how many there are (what needs no event near the window: an end, a source that never
+    emits a name, the newest event of some names)."""
+
+    bit: int
+    what: Literal["first", "last", "count"]
+
+    @property
+    def alias(self) -> str:
+        return f"_{self.what}_{self.bit}"
+
+
+Input = SideTimes | SideEvents | Scope | FirstDim | SetSummary
 
 # Per session, always: `scoped` (an event in source.session_filter), `first_seen`,
-# `last_seen`, `n_events`, `_roles` (its role events: (t, mask, event id, has results),
-# the sets kept here, not the side sets) and a count per data-quality reason.
+# `last_seen`, `n_events`, `_roles` (its role events from `near_ms` before the window on:
+# (t, mask, id hash, has results, id), the sets kept here, not the side sets) and a count
+# per data-quality reason.
 #
 # Rows the checks ignore or keep with a caveat, per session, by reason (the report's
 # `data_quality`). Role events are those in a set of `_roles` (`_mr != 0`).
@@ -177,7 +192,7 @@ DATA_QUALITY: dict[str, str] = {
     # The same event id written more than once (retries); counted once everywhere.
     # Counted among the role events, whose duplicates could change a verdict; a second
     # per-session set of every event id would cost a hash set of the whole lookback.
-    "duplicate_rows": "length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))",
+    "duplicate_rows": "countIf(_mr != 0) - uniqExactIf(cityHash64(event_id), _mr != 0)",
     # A latency that is not a finite, non-negative number: left out of latency checks.
     "latency_ignored": "countIf(_mr != 0 AND latency_invalid)",
     # A payload that is not a JSON object: contract checks count it, others ignore it. Any
@@ -200,8 +215,11 @@ DATA_QUALITY: dict[str, str] = {
 # only (`if` evaluates its branch lazily).
 _ROLES = (
     "groupArrayIf((t, _m, cityHash64(event_id),"
-    " if(_mr != 0, ifNull(result_count, 0) > 0, false), event_id), _mr != 0)"
+    " if(_mr != 0, ifNull(result_count, 0) > 0, false), event_id), _mr != 0 AND t >= _near)"
 )
+# The start of the role events a scan reads: `near_ms` before the window (a grace and a lead
+# at most: no obligation due in the window looks further back at an event).
+NEAR = "{ws_ms:Int64} - {near_ms:Int64}"
 
 
 @dataclass
@@ -223,6 +241,7 @@ class SessionScan:
     tags: int = 0
     # Totals listing evidence events as (time, id hash, id): the session state fills in ids.
     evidence: list[str] = field(default_factory=list)
+    near_ms: int = 0  # how far before the window the figures read role events
 
     def tag(self) -> str:
         """A prefix for the columns of one more check, unique in this scan."""
@@ -255,6 +274,13 @@ class SessionScan:
         """A total listing evidence events, each (time, id hash, event id)."""
         self.evidence.append(alias)
         return self.total(alias, expr)
+
+    def near(self, ms: int) -> None:
+        """A figure reads role events from `ms` before the window on."""
+        self.near_ms = max(self.near_ms, ms)
+
+    def _summary(self, names: Sequence[str], what: Literal["first", "last", "count"]) -> str:
+        return self._input(SetSummary(self.sets.bit(names), what))
 
     def _roles(self, k: int, extra: TimeCondition | None = None, positive: bool = False) -> str:
         """Per session: its role events in set `k` (with results; at a time meeting `extra`)."""
@@ -295,11 +321,14 @@ class SessionScan:
         return self.per_session(alias, f"if(session_id != '', arrayDistinct({picked}), [])")
 
     def first_of(self, names: Sequence[str]) -> tuple[str, str]:
-        """Per session: whether any of `names` happened, and the first time it did."""
+        """Per session, over the lookback: whether any of `names` happened, and when first."""
         k = self.sets.bit(names)
-        has = self.per_session(f"has_{k}", f"notEmpty({self._roles(k)})")
-        first = self.per_session(f"first_{k}", f"arrayMin(arrayMap(x -> x.1, {self._roles(k)}))")
-        return has, first
+        has = self.per_session(f"has_{k}", f"{self._summary(names, 'count')} > 0")
+        return has, self._summary(names, "first")
+
+    def last_of(self, names: Sequence[str]) -> str:
+        """Per session, over the lookback: the last time one of `names` happened (0: none)."""
+        return self._summary(names, "last")
 
     def count_in_window(self, names: Sequence[str]) -> str:
         """Per session (sessionless events included): distinct events of `names` in W."""
@@ -322,10 +351,7 @@ class SessionScan:
 
     def seen(self, names: Sequence[str]) -> tuple[str, str]:
         """Per session: how many events of `names` exist within lookback, and the newest."""
-        k = self.sets.bit(names)
-        count = self.per_session(f"seen_{k}", f"length({self._roles(k)})")
-        newest = self.per_session(f"newest_{k}", f"arrayMax(arrayMap(x -> x.1, {self._roles(k)}))")
-        return count, newest
+        return self._summary(names, "count"), self._summary(names, "last")
 
     def scoped(self, check_id: str, predicate: str | None) -> str:
         """Per session: whether it is in scope (a check's own session filter, else the source's)."""
@@ -340,7 +366,7 @@ class SessionScan:
     # --- rendering ---------------------------------------------------------------------------
 
     def params(self) -> dict[str, Any]:
-        return {**self.sets.params(), **self.bind.values}
+        return {**self.sets.params(), **self.bind.values, "near_ms": self.near_ms}
 
     def render_raw(self, source: CompiledSource) -> str:
         """The whole scan over the source's events (with their dimensions when carrying triage)."""
@@ -352,7 +378,10 @@ class SessionScan:
             )
 
         mask = self.sets.mask("_m0", matches)
-        masks = f"{NameSets.name_mask('name')} AS _m0, {mask} AS _m, {self.sets.roles('_m')} AS _mr"
+        masks = (
+            f"{NameSets.name_mask('name')} AS _m0, {mask} AS _m, {self.sets.roles('_m')} AS _mr,"
+            f" {NEAR} AS _near"
+        )
         inner = [f"{_ROLES} AS _roles"]
         inner += [f"{expr} AS dq_{reason}" for reason, expr in DATA_QUALITY.items()]
         inner += [f"{_raw(item)} AS {alias}" for alias, item in self.inputs.items()]
@@ -392,9 +421,15 @@ FROM (
 def _raw(item: Input) -> str:
     """SQL: a per-session input as an aggregate over the session's events."""
     if isinstance(item, SideTimes):
-        return f"groupArrayIf(t, bitTest(_m, {item.bit}))"
+        return f"groupArrayIf(t, bitTest(_m, {item.bit}) AND t >= _near)"
     if isinstance(item, SideEvents):
-        return f"groupArrayIf((t, cityHash64(event_id), event_id), bitTest(_m, {item.bit}))"
+        return (
+            f"groupArrayIf((t, cityHash64(event_id), event_id), bitTest(_m, {item.bit})"
+            " AND t >= _near)"
+        )
     if isinstance(item, Scope):
         return f"max(scope_{item.check_id})"
+    if isinstance(item, SetSummary):
+        aggregate = {"first": "minIf(t, ", "last": "maxIf(t, ", "count": "countIf("}[item.what]
+        return f"{aggregate}bitTest(_m, {item.bit}))"
     return f"argMin(dim_{item.dim}, t)"

@@ -41,6 +41,10 @@ COLUMNS: dict[str, str] = {
     "flagged": f"SimpleAggregateFunction(groupArrayArray, Array({ROLE}))",
     # the first event: its time, then its triage dimensions (in the order kept)
     "first": "SimpleAggregateFunction(min, Tuple(Int64, Array(String)))",
+    # per name code: its first and last time and its count, over the hour
+    "firsts": "SimpleAggregateFunction(minMap, Tuple(Array(UInt16), Array(Int64)))",
+    "lasts": "SimpleAggregateFunction(maxMap, Tuple(Array(UInt16), Array(Int64)))",
+    "counts": "SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))",
 }
 STATE_ROWS = tuple(c for c in COLUMNS if c not in ("source", "bucket", "session_id"))
 
@@ -148,7 +152,10 @@ def rows_sql(events: str, needs: Needs) -> str:
         groupArrayIf((t, cityHash64(event_id), _code, if(_code != 0, {flags}, 0)), _code != 0)
             AS roles,
         groupArrayIf((t, cityHash64(event_id), _code, _quality), _quality != 0) AS flagged,
-        min((t, CAST({dims} AS Array(String)))) AS first
+        min((t, CAST({dims} AS Array(String)))) AS first,
+        minMapIf([_code], [t], _code != 0) AS firsts,
+        maxMapIf([_code], [t], _code != 0) AS lasts,
+        sumMapIf([_code], [toUInt64(1)], _code != 0) AS counts
     FROM (
         SELECT *, toUnixTimestamp64Milli(ts) AS t, {code} AS _code, {quality} AS _quality
         FROM {events}

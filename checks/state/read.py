@@ -18,6 +18,7 @@ from checks.scans.session import (
     Input,
     Scope,
     SessionScan,
+    SetSummary,
     SideEvents,
     SideTimes,
 )
@@ -29,6 +30,7 @@ from checks.state.layout import (
     LATENCY_INVALID,
     LAYOUT,
     NOT_OBJECT,
+    ROLE,
     Needs,
     rows_sql,
 )
@@ -45,7 +47,9 @@ def _flagged(bit: int, role_events_only: bool = False) -> str:
 # Each data-quality count of the session scan, from the state: `_flagged` holds
 # (flags, role mask) of the session's flagged events of the lookback.
 QUALITY: dict[str, str] = {
-    "duplicate_rows": DATA_QUALITY["duplicate_rows"],  # over `_roles`: the same expression
+    # Rows written twice are one element of the state (appended, deduplicated at read, as a
+    # merge of the source would): what it counts is an id kept at two times.
+    "duplicate_rows": "length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))",
     "latency_ignored": _flagged(LATENCY_INVALID, role_events_only=True),
     "payload_not_json_object": _flagged(NOT_OBJECT),
     "invalid_utf8": _flagged(INVALID_UTF8),
@@ -117,12 +121,15 @@ def _differences(built: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]
     return problems
 
 
-def bounds(window: Window) -> dict[str, int]:
-    """The buckets wholly inside `[lb, at)`, and the two ranges the lookback's ends cut.
+def bounds(window: Window, near_ms: int = 0) -> dict[str, int]:
+    """The buckets wholly inside `[lb, at)`, the two ranges the lookback's ends cut, and the
+    bucket from which role events are read.
 
     `[state_from, state_until)` holds the starts of the whole buckets, read from
     the state; `[lb, state_from)` and `[state_until, at)` are read from the
     narrow table. Without a whole bucket the whole lookback is read that way.
+    Role events are read from `near_from` (`near_ms` before the window) on: the
+    buckets before `near_bucket` give their times and counts, not their events.
     """
     p = window.params()
     lb, at = p["lb_ms"], p["at_ms"]
@@ -130,11 +137,18 @@ def bounds(window: Window) -> dict[str, int]:
     last = at // BUCKET_MS * BUCKET_MS
     if first >= last:
         first = last = at
-    return {"state_from": first, "state_until": last}
+    near_from = max(lb, p["ws_ms"] - near_ms)
+    return {
+        "state_from": first,
+        "state_until": last,
+        "near_from": near_from,
+        "near_bucket": near_from // BUCKET_MS * BUCKET_MS,
+    }
 
 
-def _codes(scan: SessionScan, kept: Needs, bind: Binder) -> tuple[str, str]:
-    """SQL: the mask of a kept role event `e` (t, hash, code, flags), and of a flagged one `f`.
+def _codes(scan: SessionScan, kept: Needs, bind: Binder) -> tuple[str, str, str]:
+    """SQL: each name code's mask (a bound array), the mask of a kept role event `e` (t, hash,
+    code, flags), and of a flagged one `f`.
 
     The code is the name's place in the names the state keeps; its mask is
     that name's in this scan, less the sets whose payload filter its flags say
@@ -151,11 +165,19 @@ def _codes(scan: SessionScan, kept: Needs, bind: Binder) -> tuple[str, str]:
         return f"bitTest(e.4, {flag_of[(skip.field, tuple(sorted(set(skip.values))))]})"
 
     role_mask = scan.sets.mask(name_mask, matched)
-    return role_mask, scan.sets.roles(f"arrayElement({masks}, f.3)")
+    return masks, role_mask, scan.sets.roles(f"arrayElement({masks}, f.3)")
 
 
-def _input(item: Input, kept: Needs) -> str:
-    """SQL: a per-session input from the merged state (`_all`: (t, mask, hash, results, id))."""
+def _input(item: Input, kept: Needs, masks: str) -> str:
+    """SQL: a per-session input from the merged state (`_all`: (t, mask, hash, results, id);
+    `_firsts`, `_lasts`, `_counts`: per name code over the lookback)."""
+    if isinstance(item, SetSummary):
+        column = {"first": "_firsts", "last": "_lasts", "count": "_counts"}[item.what]
+        values = (
+            f"arrayFilter((v, c) -> bitTest(arrayElement({masks}, c), {item.bit}),"
+            f" {column}.2, {column}.1)"
+        )
+        return f"{ {'first': 'arrayMin', 'last': 'arrayMax', 'count': 'arraySum'}[item.what] }({values})"
     if isinstance(item, SideTimes):
         return f"arrayMap(x -> x.1, arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
     if isinstance(item, SideEvents):
@@ -200,12 +222,13 @@ def render(
     """
     assert source.narrow is not None, "the state is read with the narrow table beside it"
     bind = Binder("st")
-    event_mask, flag_mask = _codes(scan, kept, bind)
+    masks, event_mask, flag_mask = _codes(scan, kept, bind)
     inner = [f"arrayFilter(x -> {scan.sets.roles('x.2')} != 0, _all) AS _roles"]
     inner += [f"{expr} AS dq_{reason}" for reason, expr in QUALITY.items()]
-    inner += [f"{_input(item, kept)} AS {alias}" for alias, item in scan.inputs.items()]
+    inner += [f"{_input(item, kept, masks)} AS {alias}" for alias, item in scan.inputs.items()]
     aggregates = ",\n    ".join(inner)
     kept_at = "{lb_ms:Int64} <= e.1 AND e.1 < {at_ms:Int64}"
+    near = "{near_from:Int64} <= e.1 AND e.1 < {at_ms:Int64}"
     cut = (
         "(ts >= fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
         " AND ts < fromUnixTimestamp64Milli({state_from:Int64}, 'UTC'))"
@@ -213,7 +236,8 @@ def render(
         " AND ts < fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC'))"
     )
     cut_rows = rows_sql(f"(SELECT * FROM {source.narrow.table} WHERE {cut})", kept)
-    rows = "scoped, first_seen, last_seen, n_events, scopes, roles, flagged, first"
+    rows = "scoped, first_seen, last_seen, n_events, scopes, flagged, first, firsts, lasts, counts"
+    no_roles = f"CAST([] AS Array({ROLE})) AS roles"
     sql = f"""
 SELECT
     session_id,
@@ -223,23 +247,34 @@ SELECT
     sum(n_events) AS n_events,
     groupUniqArrayArray(scopes) AS _scopes,
     arrayMap(e -> (e.1, {event_mask}, e.2, bitTest(e.4, 0), ''),
-        arrayDistinct(arrayFilter(e -> {kept_at}, groupArrayArray(roles)))) AS _all,
+        arrayDistinct(arrayFilter(e -> {near}, groupArrayArray(roles)))) AS _all,
     arrayMap(f -> (f.4, {flag_mask}),
         arrayDistinct(arrayFilter(e -> {kept_at}, groupArrayArray(flagged)))) AS _flagged,
     min(first) AS _first,
+    minMap(firsts) AS _firsts,
+    maxMap(lasts) AS _lasts,
+    sumMap(counts) AS _counts,
     {aggregates}
 FROM (
-    SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, {rows}
+    SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, {rows}, roles
     FROM (
-        SELECT session_id AS sid, {rows}
+        -- whole hours before the one the role events start in: their times and counts
+        SELECT session_id AS sid, {rows}, {no_roles}
+        FROM {source.state}
+        WHERE source = {{state_source:String}} AND bucket >= {{state_from:Int64}}
+          AND bucket < least({{state_until:Int64}}, {{near_bucket:Int64}})
+        UNION ALL
+        -- whole hours from there on: their role events too
+        SELECT session_id AS sid, {rows}, roles
         FROM {source.state}
         WHERE source = {{state_source:String}}
-          AND bucket >= {{state_from:Int64}} AND bucket < {{state_until:Int64}}
+          AND bucket >= greatest({{state_from:Int64}}, {{near_bucket:Int64}})
+          AND bucket < {{state_until:Int64}}
         UNION ALL
-        SELECT sid, {rows} FROM ({cut_rows})
+        SELECT sid, {rows}, roles FROM ({cut_rows})
     )
 )
 GROUP BY session_id
 HAVING n_events > 0"""
-    params = {"state_source": source.name, **bounds(window), **bind.values}
+    params = {"state_source": source.name, **bounds(window, scan.near_ms), **bind.values}
     return scan.around(sql), params
