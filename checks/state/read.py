@@ -251,9 +251,11 @@ SELECT
     arrayMap(f -> (f.4, {flag_mask}),
         arrayDistinct(arrayFilter(e -> {kept_at}, groupArrayArray(flagged)))) AS _flagged,
     min(first) AS _first,
-    minMap(firsts) AS _firsts,
-    maxMap(lasts) AS _lasts,
-    sumMap(counts) AS _counts,
+    -- The hours' per-code figures side by side (concatenated, not merged: merging the maps
+    -- per session costs several times what the few per-set figures below read of them).
+    (groupArrayArray(firsts.1), groupArrayArray(firsts.2)) AS _firsts,
+    (groupArrayArray(lasts.1), groupArrayArray(lasts.2)) AS _lasts,
+    (groupArrayArray(counts.1), groupArrayArray(counts.2)) AS _counts,
     {aggregates}
 FROM (
     SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, {rows}, roles
