@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from alerts.base import Notifier, Timer
+from alerts.lease import Lease
 from alerts.outbox import DeliveryReport
 from alerts.pipeline import ProcessOutcome, deliver
 from alerts.records import outbox_backlog
@@ -151,6 +152,16 @@ class Access:
     notifiers: Mapping[str, Notifier]
     clock: Clock
     timer: Timer | None = None
+    lease: Lease | None = None  # claimed in the store before it was closed (`claim_closed`)
+
+
+def claim_closed(lease: Lease) -> None:
+    """Claim the alert lease before closing the embedded store to deliver (Lease.hold_closed);
+    a claim that cannot be written is said, and the delivery goes on."""
+    try:
+        lease.hold_closed()
+    except StoreError as exc:  # only a process opening the store meanwhile could send twice
+        log.warning("could not claim the alert lease before delivering: %s", exc.problem)
 
 
 @dataclass(frozen=True)
@@ -165,8 +176,9 @@ class Delivered:
 
 def deliver_closed(access: Access, settings: Settings, *, status: bool) -> Delivered:
     """Deliver what waits in the outbox, opening the store only for each read and write (the
-    receiver's loads and the commands use it in between); then read the backlog, and the
-    status document when `status`. Never raises StoreError: the outbox keeps what is left."""
+    receiver's loads and the commands use it in between); then give the alert lease back, read
+    the backlog, and the status document when `status`. Never raises StoreError: the outbox
+    keeps what is left."""
     try:
         delivery = deliver(
             lambda: access.open_store_fn(settings),
@@ -179,6 +191,8 @@ def deliver_closed(access: Access, settings: Settings, *, status: bool) -> Deliv
         delivery = DeliveryReport(errors=(f"the store failed while delivering: {exc.problem}",))
     try:
         with access.open_store_fn(settings) as store:
+            if access.lease is not None:
+                access.lease.release(store)
             backlog = backlog_of(store, settings, access.clock())
             document = (
                 read_status(store, settings, access.clock(), STATUS_RUNS).to_json()
@@ -186,6 +200,10 @@ def deliver_closed(access: Access, settings: Settings, *, status: bool) -> Deliv
                 else None
             )
     except StoreError as exc:
-        log.warning("cannot read the outbox backlog after delivering: %s", exc.problem)
+        log.warning(
+            "cannot read the outbox backlog after delivering (the alert lease expires by"
+            " itself): %s",
+            exc.problem,
+        )
         return Delivered(delivery)
     return Delivered(delivery, backlog, document)

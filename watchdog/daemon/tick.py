@@ -46,6 +46,7 @@ from watchdog.daemon.runs import (
     Reports,
     RunResult,
     backlog_of,
+    claim_closed,
     deliver_closed,
     summary_of,
     waiting,
@@ -188,14 +189,19 @@ def run_tick(
             reports.hold = store.url.embedded
             tick = Tick(store, request, schedule, notifiers, clock, stop, timer, reports)
             lease = Lease(store, settings, request.holder or holder_name("daemon"))
+            held = False
             try:
                 holder = lease.acquire()
+                held = holder is None
                 result = _hold(tick, lease) if holder is None else _stand_by(tick, holder)
             except LeaseLost as lost:
-                result = _lost(tick, lost)
+                held, result = False, _lost(tick, lost)
             finally:
                 lease.release()
-            later = reports.hold and result.store_down is None and waiting(store, settings, clock())
+            later = held and reports.hold and result.store_down is None
+            later = later and waiting(store, settings, clock())
+            if later:
+                claim_closed(lease)  # whoever opens the store while this one delivers stands by
     except StoreError as exc:
         if result.store_down is None:
             down = StoreDown(schedule.due_end(request.now), exc.problem)
@@ -205,7 +211,8 @@ def run_tick(
         return result
     if store_closed is not None:
         store_closed()
-    return _deliver_closed(request, Access(open_store_fn, notifiers, clock, timer), reports, result)
+    access = Access(open_store_fn, notifiers, clock, timer, lease)
+    return _deliver_closed(request, access, reports, result)
 
 
 def _hold(tick: Tick, lease: Lease) -> TickResult:
