@@ -22,8 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.alerts.http_standin import WebhookStandIn, trickle
-from tests.ingest.processes import Daemon, clean_env, free_port, records_request
-from tests.ingest.test_receiver import PB
+from tests.ingest.processes import Daemon, clean_env, free_port, post_logs, records_request
 
 pytestmark = pytest.mark.slow
 
@@ -52,17 +51,6 @@ JUDGED = re.compile(r" (judged|caught up) \[")  # said once the run's delivery i
 
 def judged(daemon: Daemon) -> list[str]:
     return [line for line in list(daemon.lines) if JUDGED.search(line)]
-
-
-def post(port: int, body: bytes) -> int:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("POST", "/v1/logs", body=body, headers={"Content-Type": PB})
-        response = connection.getresponse()
-        response.read()
-        return response.status
-    finally:
-        connection.close()
 
 
 def loaded_logs(web: int) -> float:
@@ -110,7 +98,7 @@ def test_records_posted_while_a_tick_delivers_are_loaded_before_the_delivery_end
         try:
             daemon.wait_receiving()
             wait_for(lambda: bool(hook.requests), daemon, "a delivery to the webhook")
-            assert post(port, records_request(1, 0, RECORDS)) == 200
+            assert post_logs(port, records_request(1, 0, RECORDS)) == 200
             loaded = 0.0
 
             def loaded_or_over() -> bool:

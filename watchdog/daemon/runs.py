@@ -122,6 +122,7 @@ class Reports:
         return held
 
     def tell(self, run: RunResult) -> None:
+        """Tell the daemon one run now."""
         if self.progress is not None:
             self.progress(run)
 
