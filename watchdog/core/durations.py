@@ -1,4 +1,8 @@
-"""Durations: as the config and flags write them (`90s`, `15m`, `4h`, `1d`, `1h30m`), and for people."""
+"""Durations: as the config and flags write them (`90s`, `15m`, `4h`, `1d`, `1h30m`), and for people.
+
+Every duration is at most `3650d` (`MAX_DURATION`); a bad one is one line naming what is
+accepted (docs/configuration.md#validation).
+"""
 
 from __future__ import annotations
 

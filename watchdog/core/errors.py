@@ -1,6 +1,7 @@
-"""The watchdog's errors: one root, a few kinds, each building its own message.
+"""The watchdog's errors: one root, a few kinds, each building its own message and exit code.
 
-The CLI turns a `WatchdogError` into one line on stderr and its `exit_code`.
+The CLI turns a `WatchdogError` into one line on stderr and its `exit_code`
+(docs/spec.md#7-command-line; docs/architecture.md#watchdogcore).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""JSON for every output: strict JSON, never `NaN` or `Infinity` (which are not JSON)."""
+"""JSON for every output: strict JSON, never `NaN` or `Infinity` (which are not JSON).
+
+A value that is not a finite number is `null`
+(docs/spec.md#6-the-report-json---format-json-schema_version-1).
+"""
 
 from __future__ import annotations
 

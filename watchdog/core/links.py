@@ -1,9 +1,9 @@
 """Where a window's page lives: its name (the window end as `20261128T040000Z`) and its URL.
 
-The report layer writes the pages (watchdog.report.files), the daemon serves
-them under `/reports/` (watchdog.daemon.web), and alert messages link to them
-under `report.base_url` (alerts.render, and any receiver that carries a
-link). The naming lives down here so that every layer reads the same one.
+The report layer writes the pages (watchdog.report.files), the daemon serves them under
+`/reports/` (watchdog.daemon.web), and alert messages link to them under `report.base_url`
+(alerts.render, and any receiver that carries a link); the naming lives down here so that
+every layer reads the same one (docs/alerts.md#a-link-to-the-windows-page).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Logging for every process of the watchdog: our own lines on stderr, third parties only with --debug."""
+"""Logging for every process of the watchdog: our own lines on stderr, third parties only with --debug.
+
+What the daemon's lines say: docs/operations.md#the-daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Recurring quiet hours: a daily local-time range in which non-critical notifications wait."""
+"""Recurring quiet hours: a daily local-time range in which non-critical notifications wait.
+
+Judged on the local wall clock of its time zone; which messages wait is the outbox's
+(docs/alerts.md#quiet-hours).
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """SQL text the watchdog writes itself: literals and identifiers, each made one way.
 
-Data values travel as bound parameters wherever ClickHouse takes them; a
-literal is for the few places that cannot hold one (a view's definition, a
-table's COMMENT, a `clickhouse-client` script). Identifiers (databases,
-tables, clusters) come from config and are checked before they reach SQL.
+Data values travel as bound parameters wherever ClickHouse takes them; a literal is for the
+few places that cannot hold one (a view's definition, a table's COMMENT, a `clickhouse-client`
+script). Identifiers (databases, tables, clusters) come from config and are checked before they
+reach SQL (docs/guarantees.md#security).
 """
 
 from __future__ import annotations

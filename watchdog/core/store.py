@@ -1,10 +1,10 @@
 """Store access through clickhouse-connect: the embedded engine (chdb) or a server.
 
-`open_store` is the one way in. It opens a client for the duration of an
-evaluation and closes it after, so that on the embedded engine (one process
-per store directory) `check` and the daemon can take turns. Every query
-carries a timeout, every data value travels as a bound parameter, and every
-error leaves this module as a `StoreError` whose URL has its password masked.
+`open_store` is the one way in. It opens a client for the duration of an evaluation and closes
+it after, so that on the embedded engine (one process per store directory) `check` and the
+daemon can take turns. Every query carries a timeout, every data value travels as a bound
+parameter, and every error leaves this module as a `StoreError` whose URL has its password
+masked (docs/operations.md#pointing-it-at-a-clickhouse-server).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Text from the data, made safe for a terminal, a log or a mail: one function for every output."""
+"""Text from the data, made safe for a terminal, a log or a mail: one function for every output.
+
+Control and bidirectional characters are escaped and long values cut, so no id can rewrite the
+screen or fill it (docs/guarantees.md#hardening-round-2-what-an-attacker-and-bad-luck-broke).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Times as the watchdog writes and reads them: RFC 3339 UTC, epoch milliseconds, the clock."""
+"""Times as the watchdog writes and reads them: RFC 3339 UTC, epoch milliseconds, the clock.
+
+A time `parse_time` accepts lies between 1971-01-01 and 2262-01-01, what ClickHouse's
+`DateTime64` columns hold with a lookback before it (docs/spec.md#7-command-line).
+"""
 
 from __future__ import annotations
 

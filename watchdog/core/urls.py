@@ -1,9 +1,10 @@
 """Store URLs: parsed once, and shown only with the password masked.
 
 `chdb:///abs/path` and `chdb://memory` name the embedded engine;
-`http(s)://user:password@host:8123/database` a ClickHouse server. The mask is
-computed from the parsed URL (the userinfo ends at the *last* `@` before the
-host), so a password holding `@`, `:` or `/` is never half shown.
+`http(s)://user:password@host:8123/database` a ClickHouse server
+(docs/configuration.md#where-things-come-from). The mask is computed from the parsed URL (the
+userinfo ends at the *last* `@` before the host), so a password holding `@`, `:` or `/` is
+never half shown.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """`[[checks.custom]]`: the keys every custom check has, and the registry of their kinds.
 
-Each table names a `kind`; the kind's own module (`checks.kinds.<kind>`)
-defines the model of its other keys, a subclass of `CustomCheck`, and
-registers it in `CUSTOM_KINDS` (the check kinds register when `checks.kinds`
-is imported, which every command does before it loads its settings). The
-loader validates each table with its kind's model: one error line naming
-`checks.custom[<n>].<key>`, exit 2.
+Each table names a `kind`; the kind's own module (`checks.kinds.<kind>`) defines the model of its
+other keys, a subclass of `CustomCheck`, and registers it in `CUSTOM_KINDS` (the check kinds
+register when `checks.kinds` is imported, which every command does before it loads its
+settings). The loader validates each table with its kind's model: one error line naming
+`checks.custom[<n>].<key>`, exit 2 (docs/checks.md#your-own-checks; a new kind's model:
+docs/development.md#adding-a-check-kind).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Loading settings: the TOML file, `${ENV}` references, the environment, one error line.
 
-The environment is read here and nowhere else: `WATCHDOG_CONFIG`,
-`WATCHDOG_STORE_URL`, `XDG_DATA_HOME` (and `HOME`), and `${NAME}` references
-inside string values of the file. Every problem is a `ConfigError` naming the
+The environment is read here and nowhere else: `WATCHDOG_CONFIG`, `WATCHDOG_STORE_URL`,
+`XDG_DATA_HOME` (and `HOME`), and `${NAME}` references inside string values of the file
+(docs/configuration.md#where-things-come-from). Every problem is a `ConfigError` naming the
 file, the key and what is accepted (exit 2).
 """
 

@@ -1,8 +1,8 @@
 """The presets by name: the facts about each table layout that config, ingest and checks share.
 
-Each preset's column expressions live in `checks.sources` (keyed by these
-names); what the settings validate and default, what the OTLP receiver
-writes, and whose rows may be the watchdog's own telemetry are here, once.
+Each preset's column expressions live in `checks.sources` (keyed by these names); what the
+settings validate and default, what the OTLP receiver writes, and whose rows may be the
+watchdog's own telemetry are here, once (docs/development.md#adding-a-telemetry-layout-a-preset).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Typed config values checked when the config loads: time zones, finite numbers, crontab lines, secrets.
 
-Also `ConfigModel`, the base of every settings model.
+Also `ConfigModel`, the base of every settings model: an unknown key is an error naming it
+(docs/configuration.md#validation).
 """
 
 from __future__ import annotations
