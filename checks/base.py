@@ -1,4 +1,9 @@
-"""The contracts every check shares: windows, statuses, a check's spec, results, the report."""
+"""The contracts every check shares: windows, statuses, a check's spec, results, the report.
+
+What each field means to users (status, value, target, severity, sample size, summary,
+evidence): docs/spec.md#5-checks; the report they make:
+docs/spec.md#6-the-report-json---format-json-schema_version-1.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The triage breakdown of one breached check, as a value: its failing items counted and grouped
 by the source's dimensions, a coverage check's failing sessions, or why it could not run;
-`to_json` is the report's `triage` entry (docs/spec.md section 6).
+`to_json` is the report's `triage` entry (docs/operations.md#the-triage-breakdown).
 """
 
 from __future__ import annotations

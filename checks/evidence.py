@@ -1,6 +1,6 @@
 """What a check's verdict rests on (ids, named counts, breach kinds, times; never a payload
-value), as one value: `to_json` is the report's `evidence` (docs/spec.md section 6) and
-`shown` the display facts every output renders, shown wherever the evidence is.
+value), as one value: `to_json` is the report's `evidence` (its shapes: docs/spec.md#5-checks)
+and `shown` the display facts every output renders, shown wherever the evidence is.
 """
 
 from __future__ import annotations

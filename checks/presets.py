@@ -1,6 +1,7 @@
-"""Presets: how a table layout maps to the normalized event (docs/spec.md section 2): a column
-expression per normalized column, the read-range filter, and what data quality and triage
-need; the joelclaw and normalized presets here, the exporter's in `checks.otel`.
+"""Presets: how a table layout maps to the normalized event: a column expression per normalized
+column, the read-range filter, and what data quality and triage need; the joelclaw and
+normalized presets here, the exporter's in `checks.otel`
+(docs/spec.md#2-data-sources-presets-the-normalized-event).
 """
 
 from __future__ import annotations

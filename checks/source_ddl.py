@@ -1,10 +1,11 @@
 """DDL of the source tables the presets read, as their writers create them.
 
-Used to build the demo store, test scenarios and benchmark data. The
-watchdog creates a source table only as the OTLP receiver
-(watchdog.daemon.ingest): `otel_logs` and `otel_traces` in the exporter's own
-form (`EXPORTER_DDL`), codecs and skip indexes included, so that a Collector
-pointed at the same tables later finds them as it would have made them.
+Used to build the demo store, test scenarios and benchmark data
+(docs/development.md#adding-a-telemetry-layout-a-preset). The watchdog creates a source table
+only as the OTLP receiver (watchdog.daemon.ingest): `otel_logs` and `otel_traces` in the
+exporter's own form (`EXPORTER_DDL`), codecs and skip indexes included, so that a Collector
+pointed at the same tables later finds them as it would have made them
+(docs/sources.md#the-exporters-layouts).
 """
 
 from __future__ import annotations

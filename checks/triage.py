@@ -1,6 +1,6 @@
 """The triage's shared parts: the source's dimensions, free text as normalised error classes
 (only with `report.error_classes`), and grouping failing events; which items fail is each
-kind's (`checks.kinds`). What the on-call person reads: docs/operations.md and docs/checks.md.
+kind's (`checks.kinds`). What the on-call person reads: docs/operations.md#the-triage-breakdown.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""From a measured value to a CheckResult: statuses, min_samples, summaries."""
+"""From a measured value to a CheckResult: statuses, min_samples, summaries.
+
+What each status means: docs/checks.md#statuses.
+"""
 
 from __future__ import annotations
 
