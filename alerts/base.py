@@ -1,11 +1,11 @@
 """The contracts of alerting: the message a receiver sends, the receiver, its deadline.
 
-`Message` is what one outbox row holds for one receiver: the Slack Block Kit
-blocks, the Slack `text` fallback (escaped for mrkdwn), the same text
-unescaped for plain channels, and each alert's `AlertFacts` for the machine
-receivers (webhook, PagerDuty). `Notifier` is the interface the outbox delivers
-through; `Deadline` bounds a whole delivery run and paces its retries, with
-a clock and a sleep that tests replace.
+`Message` is what one outbox row holds for one receiver: the Slack Block Kit blocks, the Slack
+`text` fallback (escaped for mrkdwn), the same text unescaped for plain channels, and each
+alert's `AlertFacts` for the receivers that send facts (webhook, PagerDuty, Alertmanager,
+Telegram). `Notifier` is the interface the outbox delivers through
+(docs/development.md#adding-a-receiver); `Deadline` bounds a whole delivery run and paces its
+retries, with a clock and a sleep that tests replace.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Each announcement's facts for the machine receivers (webhook, PagerDuty), and its stable id.
+"""Each announcement's facts for the machine receivers (and Telegram), and its stable id.
 
-Built from the same display facts chat shows (`alerts.render.alert_context`),
-so every receiver says the same thing in its own format. The alert's key
-names one firing episode, `<source>/<check>/<episode start>`: every
-reminder of an episode and its resolve share it (PagerDuty deduplicates and
-then closes the incident by it), and the next episode gets a new one.
+Built from the same display facts chat shows (`alerts.render.alert_context`), so every receiver
+says the same thing in its own format. The alert's key names one firing episode,
+`<source>/<check>/<episode start>`: every reminder of an episode and its resolve share it
+(PagerDuty deduplicates and then closes the incident by it), and the next episode gets a new
+one (docs/alerts.md#what-pagerduty-receives).
 """
 
 from __future__ import annotations

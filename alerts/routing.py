@@ -1,11 +1,10 @@
 """Routes: which receivers an alert goes to, by its severity and check id (`[[alerts.routes]]`).
 
-As in Alertmanager, routes are tried in order and the first that matches
-decides; a route with `continue = true` lets the search go on, adding the
-receivers of the next routes that match. An alert no route matches goes to
-`alerts.default_receivers`, or to every receiver when that is not set. With
-no routes at all every receiver gets every alert, as before routes existed.
-The config loader has already checked that every name is a receiver.
+As in Alertmanager: tried in order, the first that matches decides, `continue = true` adds the
+next matching routes' receivers; an alert no route matches goes to `alerts.default_receivers`,
+else to every receiver, as does every alert when there are no routes
+(docs/alerts.md#receivers-and-routes). The config loader has already checked that every name
+is a receiver.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The rows of the watchdog's tables as values: an outbox message, a run, a silence.
 
-Each is the dataclass its table's codec (alerts.state) is derived from; the
-alert's own row is `alerts.lifecycle.Alert`. Their closed vocabularies are
-enums: `OutboxStatus`, `RunKind`.
+Each is the dataclass its table's codec (alerts.state) is derived from; the alert's own row is
+`alerts.lifecycle.Alert`. Their closed vocabularies are enums: `OutboxStatus`, `RunKind`
+(the tables: docs/alerts.md#where-the-state-lives).
 """
 
 from __future__ import annotations

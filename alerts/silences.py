@@ -1,9 +1,9 @@
 """Silences, as on-call people know them from Alertmanager and Grafana.
 
-A silence covers one check id (or `all`) from `starts_at` to `ends_at`. A
-silenced alert still evaluates and changes state; only its announcement
-waits, and when the silence ends an alert still firing is announced then.
-Silences are judged at the evaluation time, like every other rule.
+A silence covers one check id (or `all`) from `starts_at` to `ends_at`. A silenced alert still
+evaluates and changes state; only its announcement waits, and when the silence ends an alert
+still firing is announced then. Silences are judged at the evaluation time, like every other
+rule (docs/alerts.md#silences).
 """
 
 from __future__ import annotations

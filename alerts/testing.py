@@ -1,7 +1,8 @@
 """Fakes for testing code that alerts (as structlog ships structlog.testing).
 
-`FakeTimer` makes retries instant and remembers every wait;
-`RecordingNotifier` keeps what it was asked to send and fails on request.
+`FakeTimer` makes retries instant and remembers every wait; `RecordingNotifier` keeps what it
+was asked to send and fails on request. The suite's real parts and stand-ins beside them:
+docs/development.md#tests.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Masking the receivers' secrets: in descriptions, error lines and third-party log records.
 
-A receiver keeps (secret, masked) pairs and passes every line it shows
-through `mask_secrets`; slack-sdk's logger gets a `SecretFilter`, since it
-logs request URLs at debug level.
+A receiver keeps (secret, masked) pairs and passes every line it shows through `mask_secrets`;
+slack-sdk's logger gets a `SecretFilter`, since it logs request URLs at debug level. How each
+secret is shown: docs/alerts.md#receivers-and-routes.
 """
 
 from __future__ import annotations

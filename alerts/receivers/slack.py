@@ -7,7 +7,7 @@ run's `Deadline` and pacing their waits through it, by the same rules as
 `alerts.receivers.http`. Failures are classified: a bad token or a missing
 channel is permanent for the receiver, a malformed message is rejected
 (after one text-only retry), anything else is transient. Secrets never
-appear in an error, a description or a log line.
+appear in an error, a description or a log line (docs/alerts.md#configure-slack).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The stdout receiver: each message as plain text on a stream, or appended to a file."""
+"""The stdout receiver: each message as plain text on a stream, or appended to a file.
+
+Under `check` the stream is stderr, since the report owns stdout (docs/alerts.md#configure-slack).
+"""
 
 from __future__ import annotations
 
