@@ -2,6 +2,7 @@
 
 Output goes to stdout, problems to stderr as one line each; secrets are
 masked everywhere (notifiers describe themselves masked, SecretStr hides the rest).
+What each prints: docs/alerts.md#the-alert-lifecycle and docs/alerts.md#configure-slack.
 """
 
 from __future__ import annotations

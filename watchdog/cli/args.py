@@ -2,7 +2,7 @@
 
 Flags are checked here, once: a duration flag (`--window 4h`, `--for 2h`,
 `--max-age 4h30m`, ...) by `duration_flag`, a time flag (`--at`, `--until`) by
-`time_flag`; a bad one is a `UsageError` naming the flag (exit 2).
+`time_flag`; a bad one is a `UsageError` naming the flag (exit 2; docs/spec.md#7-command-line).
 """
 
 from __future__ import annotations

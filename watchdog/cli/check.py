@@ -2,10 +2,12 @@
 
 Without `--notify` it only reads. With it, the alert lifecycle runs after the
 report is printed (the report owns stdout; what alerting says goes to
-stderr), and a chat failure never changes the exit code. On a server store
-it runs under the alert lease (alerts.lease): when another process (the
-daemon, another cron host) holds it, this run is standby, says so in one
-line and records and sends nothing.
+stderr), and a chat failure never changes the exit code. It runs under the
+alert lease (alerts.lease): when another process holds it (the daemon,
+another cron host; on the embedded store, a daemon's run delivering with the
+store closed), this run is standby, says so in one line and records and
+sends nothing (docs/checks.md#memory-watchdog-check,
+docs/operations.md#two-watchdogs-on-one-store-the-alert-lease).
 """
 
 from __future__ import annotations

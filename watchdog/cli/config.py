@@ -1,19 +1,11 @@
 """`memory-watchdog config check`: is this config one the daemon can run? (as `amtool check-config`)
 
-1. The file (`--config`, else $WATCHDOG_CONFIG, else the defaults) loads:
-   every key, check id, route and receiver name is validated there; the
-   first problem is one line naming the key (exit 2).
-2. The environment: every secret a receiver references is set, and custom
-   templates render (each problem one line, exit 2).
-3. Unless `--no-store`: the store is reachable (else exit 3), and the source
-   is probed there (`checks.probe`): the table exists, the columns the
-   preset reads are there, every column expression and session filter
-   compiles (a `LIMIT 0` query), and so does the whole source query. A key
-   the user wrote that does not compile is exit 2; the table or its columns
-   are exit 3. Nothing is written: not even the watchdog's own tables.
-
-What is fine goes to stdout, each problem to stderr as one line; the exit
-code is 0, 2 (a config or environment problem, whatever else is wrong) or 3.
+It loads the file (every key validated), checks the environment (every secret a receiver
+references is set, custom templates render) and, unless `--no-store`, reaches the store and
+probes the source there (`checks.probe`), writing nothing, not even the watchdog's own tables.
+What is fine goes to stdout, each problem to stderr as one line; the exit code is 0, 2 (a
+config or environment problem, whatever else is wrong) or 3 (the store, the table or its
+columns) (docs/operations.md#before-you-deploy-memory-watchdog-config-check).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""`memory-watchdog daemon`: judge every aligned window on the schedule (watchdog.daemon.service)."""
+"""`memory-watchdog daemon`: judge every aligned window on the schedule (watchdog.daemon.service).
+
+Its flags (`--http`, `--otlp`, `--otlp-grpc`, `--once`, `--at`, `--stop-timeout`) and what it
+does with them: docs/operations.md#the-daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""`memory-watchdog demo`: realistic telemetry with known faults, then a real check."""
+"""`memory-watchdog demo`: realistic telemetry with known faults, then a real check.
+
+It writes only to an embedded store of its own, into a table it created
+(docs/spec.md#7-command-line); `--via-otlp` sends the telemetry through the watchdog's own OTLP
+receiver instead (docs/start-without-clickhouse.md).
+"""
 
 from __future__ import annotations
 

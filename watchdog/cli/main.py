@@ -3,7 +3,7 @@
 Every `WatchdogError` becomes one line on stderr and the documented exit
 code: 0 no breach, 1 a breach (or a check that could not run), 2 usage or
 config, 3 the store could not be read. A bug of ours is exit 1 with one line
-saying so; the traceback only with `--debug`.
+saying so; the traceback only with `--debug` (docs/spec.md#7-command-line).
 """
 
 from __future__ import annotations

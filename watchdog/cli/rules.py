@@ -1,4 +1,8 @@
-"""`memory-watchdog test-checks FILE.toml`: offline tests of checks, like `promtool test rules`."""
+"""`memory-watchdog test-checks FILE.toml`: offline tests of checks, like `promtool test rules`.
+
+The rule file's cases are run by watchdog.runner.rule_files
+(docs/checks.md#test-them-offline-memory-watchdog-test-checks).
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """`memory-watchdog schema apply`: print (and with --yes apply) the watchdog's DDL.
 
-Without `--materialize`: the watchdog's state tables (alert states, outbox,
-run log, silences) in `store.database`. With it, also the narrow
-normalized-event table, its materialized view and the backfill
-(`checks.materialize` builds those statements).
+Without `--materialize`: the watchdog's state tables (alert states, outbox, run log, silences)
+in `store.database` (docs/alerts.md#where-the-state-lives). With it, also the narrow
+normalized-event table, its materialized view and the backfill (`checks.materialize` builds
+those statements; docs/performance.md#a-narrow-table-for-large-deployments).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""`memory-watchdog silence add|list|remove`: hold an alert's notifications, as in Alertmanager."""
+"""`memory-watchdog silence add|list|remove`: hold an alert's notifications, as in Alertmanager.
+
+What a silence holds back and what it does not: docs/alerts.md#silences.
+"""
 
 from __future__ import annotations
 

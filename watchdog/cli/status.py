@@ -1,15 +1,11 @@
 """`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
 
-`--max-age DURATION` makes it a dead man's switch for whatever watches the
-watchdog (cron, a systemd timer, an uptime checker). Its exit codes:
-
-- 0 fresh: the last completed run (one that read the source) judged a window
-  ending within DURATION;
-- 1 stale: it judged one ending longer ago, or none was ever judged;
-- 2 cannot tell: the command line or the config is wrong;
-- 3 cannot tell: the store (and so the run log) cannot be read.
-
-It only reads: no table is created.
+`--max-age DURATION` makes it a dead man's switch for whatever watches the watchdog (cron, a
+systemd timer, an uptime checker): exit 0 when the last completed run (one that read the
+source) judged a window ending within DURATION, 1 when it judged one ending longer ago or none
+was ever judged, 2 or 3 when it cannot tell (the command line or the config is wrong; the store,
+and so the run log, cannot be read). It only reads: no table is created
+(docs/operations.md#is-the-watchdog-alive-status-and---max-age).
 """
 
 from __future__ import annotations
