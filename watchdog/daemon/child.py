@@ -1,18 +1,11 @@
 """Each daemon tick in a fresh child process, so the embedded engine never lives in the daemon.
 
-The embedded engine leaks about five threads (1.5 MB) every time a store
-directory with a MergeTree table is opened and closed in one process (chdb
-4.4, checked with `chdb.connect` and `chdb.session.Session` alike), and the
-daemon must close the store after each tick so that `memory-watchdog check`
-can use it in between. In a child the engine lives and dies with the tick;
-the daemon process never loads it, so its memory stays flat, a crash in the
-engine costs one tick, and a stuck tick can be killed. Everything crossing
-the process boundary is a plain picklable value: `TickRequest` in, each
-window's `RunResult` as it is judged, a word when the tick has closed the
-store to deliver (the daemon's OTLP loads may have it meanwhile), then the
-`TickResult`. When the child
-dies without a result, `ChildCrashed` carries the runs it had finished and
-how it died, in words (a signal by name: SIGKILL is what the OOM killer and
+Why (the engine's leak, a crash costing one tick, a stuck tick killed):
+docs/architecture.md#why-ticks-run-in-a-child-process. Everything crossing the process boundary
+is a plain picklable value: `TickRequest` in, each window's `RunResult` as it is judged, a word
+when the tick has closed the store to deliver (the daemon's OTLP loads may have it meanwhile),
+then the `TickResult`. When the child dies without a result, `ChildCrashed` carries the runs it
+had finished and how it died, in words (a signal by name: SIGKILL is what the OOM killer and
 `kill -9` send).
 """
 
@@ -132,7 +125,11 @@ TICK_TIMEOUT = timedelta(hours=1)
 
 
 class ChildTicks:
-    """Runs each tick in a fresh process forked from a clean forkserver (no engine in it)."""
+    """Runs each tick in a fresh process forked from a clean forkserver (no engine in it).
+
+    The engine's leak of threads per store opened and closed (chdb 4.4) is the same through
+    `chdb.connect` and `chdb.session.Session`: no way of opening the store in the daemon avoids it.
+    """
 
     def __init__(self, timeout: timedelta = TICK_TIMEOUT) -> None:
         self.timeout = timeout

@@ -1,10 +1,10 @@
 """The store is down: the `store` alert goes straight to the notifiers, once per outage.
 
-The outbox lives in the store, so while the store cannot be used the daemon
-cannot queue the `store` alert the usual way. It renders the alert with the
-configured templates and routes and sends it directly to each receiver not
-yet told (the spool, watchdog.daemon.spool, remembers who was, also across
-restarts). A receiver that fails is tried again at the next tick.
+The outbox lives in the store, so while the store cannot be used the daemon cannot queue the
+`store` alert the usual way. It renders the alert with the configured templates and routes and
+sends it directly to each receiver not yet told (the spool, watchdog.daemon.spool, remembers who
+was, also across restarts). A receiver that fails is tried again at the next tick
+(docs/operations.md#when-the-store-or-slack-is-down).
 """
 
 from __future__ import annotations

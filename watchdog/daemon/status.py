@@ -1,7 +1,7 @@
 """`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
 
-The command is `watchdog.cli.status`; the daemon serves the same document on
-`/status`. It only reads: no table is created.
+The command is `watchdog.cli.status`; the daemon serves the same document on `/status`. It only
+reads: no table is created (docs/operations.md#is-the-watchdog-alive-status-and---max-age).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The APScheduler side of the daemon: a trigger on the aligned schedule, its grace, its end.
 
-watchdog.daemon.schedule knows which windows end when; this fires the
-daemon's job `schedule.delay` after each of them (APScheduler 3).
+watchdog.daemon.schedule knows which windows end when; this fires the daemon's job
+`schedule.delay` after each of them (APScheduler 3), a run that starts late within
+`schedule.misfire_grace` still running (docs/operations.md#the-daemon).
 """
 
 from __future__ import annotations
