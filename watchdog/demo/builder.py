@@ -1,4 +1,8 @@
-"""Healthy agent sessions and background traffic, emitted by one seeded `Builder`."""
+"""Healthy agent sessions and background traffic, emitted by one seeded `Builder`.
+
+The memory events carry the default names of the event roles (docs/spec.md#3-event-roles),
+among tool calls, messages, heartbeats and other traffic the checks do not judge.
+"""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """Realistic agent-memory telemetry for `memory-watchdog demo`, with faults injected at known counts.
 
-The rows are shaped like the joelclaw agent system's own event table
-(`joelclaw.otel_events`, DDL in `checks/schemas.py`): sessions that recall
-memory when they start, call tools, compact and observe, end and observe
-again, worker observe runs with write-gate decisions, recalls from the CLI,
-and sessionless background traffic, spread over the 24 hours before `at`.
-
-On top of that healthy base, faults are injected so that every obligation
-they break falls due in the default window, the 4 hours before `at`. A
-`check` at `at` therefore finds exactly what `DemoPlan` reports, and the
-earlier windows stay healthy: the demo tells a story of a system that went
-wrong recently, and the counts double as an oracle for integration tests.
+Rows shaped like the joelclaw agent system's own event table (`joelclaw.otel_events`, DDL in
+`checks/source_ddl.py`) over the 24 hours before `at`: sessions that recall memory when they
+start, call tools, compact and observe, end and observe again, worker observe runs with
+write-gate decisions, recalls from the CLI, and sessionless background traffic. Every obligation
+the faults break falls due in the default window, the 4 hours before `at`, so a `check` at `at`
+finds exactly what `DemoPlan` reports and the earlier windows stay healthy: a system that went
+wrong recently, whose counts double as an oracle for integration tests. Its retried rows, and
+why a later check counts none: docs/sources.md#data-quality.
 """
 
 from __future__ import annotations

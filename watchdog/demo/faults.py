@@ -1,4 +1,8 @@
-"""The faults the demo injects, each judged in the window before `at` (see `DemoPlan`)."""
+"""The faults the demo injects, each judged in the window before `at` (see `DemoPlan`).
+
+A new built-in check gets a fault here when the demo should show it, and `tests/test_demo_data.py`
+re-derives each count (docs/development.md#adding-a-built-in-check).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The demo's vocabulary: its constants, what it injects (`DemoPlan`) and the event records."""
+"""The demo's vocabulary: its constants, what it injects (`DemoPlan`) and the event records.
+
+Its rows have the columns of the joelclaw preset's table (`JOELCLAW_COLUMNS`;
+docs/spec.md#2-data-sources-presets-the-normalized-event).
+"""
 
 from __future__ import annotations
 

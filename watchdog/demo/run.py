@@ -1,4 +1,8 @@
-"""The demo's run: a fresh demo table, realistic telemetry with known faults, a check and its page."""
+"""The demo's run: a fresh demo table, realistic telemetry with known faults, a check and its page.
+
+It writes only to an embedded store of its own, into a table it created and marks as its own
+(docs/spec.md#7-command-line); the page: docs/operations.md#the-triage-page.
+"""
 
 from __future__ import annotations
 
