@@ -5,7 +5,7 @@ page that holds them renders offline. They stay readable from 1 to 500
 points: markers (with a hover title each) only up to `MARKERS` points, a line
 always, breached windows shaded *and* marked with a triangle (never colour
 alone), the target as a dashed line, axis labels in the check's unit.
-Every data-derived text is escaped.
+Every data-derived text is escaped (docs/operations.md#what-is-on-it).
 """
 
 from __future__ import annotations

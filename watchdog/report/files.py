@@ -1,7 +1,8 @@
 """The page files: `report.html` (the latest) and `reports/<window-end>.html`, pruned.
 
-`write_reports` is what the daemon calls after each run; a window's page is
-named by `watchdog.core.links` (`stamp`), as its URL is.
+`write_reports` is what the daemon calls after each run, keeping the newest `report.keep`; a
+window's page is named by `watchdog.core.links` (`stamp`), as its URL is
+(docs/operations.md#the-daemons-pages-and-healthz).
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The page's history: each check's recent windows, and what the alert lifecycle made of them.
 
-The history is a plain value (`History`), filled from the run log by
-`load_history` (alerts.records keeps one row per evaluation), or, for a store
-without a run log (the demo), replayed from the source by `replay_history`,
-so the page and its charts are testable with known values.
-
-The alert episodes and a tile's "since ... · N windows" are not judged
-here: `replay_alerts` folds `alerts.lifecycle.advance`, the one state
-machine, over each check's points. Episodes come from recorded runs only,
-so an evaluation the alert pipeline never saw (`check --format html`) is
-drawn as a value but fires nothing.
+The history is a plain value (`History`), filled from the run log by `load_history`
+(alerts.records keeps one row per evaluation) or, for a store without a run log (the demo),
+replayed from the source by `replay_history`, so the page and its charts are testable with known
+values. Alert episodes are not judged here: `replay_alerts` folds `alerts.lifecycle.advance`,
+the one state machine, over each check's points, episodes from recorded runs only, so an
+evaluation the alert pipeline never saw (`check --format html`) is drawn as a value but fires
+nothing (docs/operations.md#what-is-on-it).
 """
 
 from __future__ import annotations
@@ -107,7 +104,10 @@ def _no_data(alert: Alert) -> bool:
 
 
 def replay_alerts(history: History, report: Report, rules: Rules) -> dict[str, AlertReplay]:
-    """Per check of `report`: its alert episodes and current breach, replayed over `history`."""
+    """Per check of `report`: its alert episodes and current breach, replayed over `history`.
+
+    The current breach is what a tile's "since ... · N windows" says.
+    """
     return {
         check_id: _replay(history.points.get(check_id, ()), result, report.window, rules)
         for check_id, result in report.checks.items()

@@ -1,13 +1,10 @@
 """The triage page: one self-contained HTML report per evaluation.
 
-`render_page` turns a Report (with its triage breakdown) and its History
-into one HTML document: inline CSS and SVG, no script, nothing fetched, so it
-renders offline and prints cleanly. Jinja2 autoescapes every value from the
-data; error text appears only as normalised classes (checks.triage), and
-payload values never do.
-
-Its history comes from `watchdog.report.history`; the files it is written
-to from `watchdog.report.files`.
+`render_page` turns a Report (with its triage breakdown) and its History (watchdog.report.history)
+into one HTML document: inline CSS and SVG, no script, nothing fetched, so it renders offline
+and prints cleanly; watchdog.report.files writes it. Jinja2 autoescapes every value from the
+data; error text appears only as normalised classes (checks.triage), and payload values never
+do (docs/operations.md#the-triage-page).
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""The report for people (text) and for scripts (JSON)."""
+"""The report for people (text) and for scripts (JSON).
+
+The text is one line per check, breaches first, then the evidence of what breached
+(docs/checks.md#memory-watchdog-check); the JSON is
+docs/spec.md#6-the-report-json---format-json-schema_version-1.
+"""
 
 from __future__ import annotations
 

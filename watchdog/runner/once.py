@@ -1,4 +1,8 @@
-"""One evaluation, from settings to Report: thin, with its collaborators handed in."""
+"""One evaluation, from settings to Report: thin, with its collaborators handed in.
+
+Steps 2 and 3 of docs/architecture.md#one-evaluation-end-to-end: open the store, build the
+checks, compile the source, evaluate.
+"""
 
 from __future__ import annotations
 

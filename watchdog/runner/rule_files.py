@@ -1,21 +1,10 @@
 """`memory-watchdog test-checks FILE.toml`: offline tests of checks, like `promtool test rules`.
 
-A rule file holds named cases: events (name, session, offset from the start
-of the case's window, optional payload) and the expected status and value
-per check id at the case's `at`. Each case is written into a throwaway
-joelclaw-shaped table and evaluated with the user's own config (event
-roles, built-in overrides, custom checks), so a team can pin its checks in
-its own CI.
-
-    config = "watchdog.toml"          # optional, relative to this file
-    [[case]]
-    name = "a late recall is a cold start"
-    at = "2026-11-28T04:00:00Z"       # optional; window = "4h" optional too
-    events = [
-      { name = "session.started", session = "s1", offset = "+10m" },
-      { name = "memory.recall.started", session = "s1", offset = "+16m" },
-    ]
-    expect.recall_coverage = { status = "breached", value = 1 }
+A rule file holds named cases: events (name, session, offset from the start of the case's
+window, optional payload) and the expected status and value per check id at the case's `at`
+(its format: `load_rule_file`). Each case is written into a throwaway joelclaw-shaped table and
+evaluated with the user's own config (event roles, built-in overrides, custom checks), so a team
+can pin its checks in its own CI (docs/checks.md#test-them-offline-memory-watchdog-test-checks).
 """
 
 from __future__ import annotations
@@ -158,7 +147,20 @@ def _expectation(check: str, raw: Any, key: str) -> Expectation:
 
 
 def load_rule_file(path: str) -> RuleFile:
-    """Parse and validate a rule file; ConfigError names the case and key."""
+    """Parse and validate a rule file; ConfigError names the case and key.
+
+    The format, each case's `at` and `window` optional:
+
+        config = "watchdog.toml"          # optional, relative to this file
+        [[case]]
+        name = "a late recall is a cold start"
+        at = "2026-11-28T04:00:00Z"       # optional; window = "4h" optional too
+        events = [
+          { name = "session.started", session = "s1", offset = "+10m" },
+          { name = "memory.recall.started", session = "s1", offset = "+16m" },
+        ]
+        expect.recall_coverage = { status = "breached", value = 1 }
+    """
     file = Path(path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
