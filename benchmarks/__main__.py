@@ -1,11 +1,8 @@
 """`python -m benchmarks`: the full matrix (`make bench`), or single cases.
 
-python -m benchmarks                    # 5M, 20M x joelclaw, otel_logs x today, memory mix
-python -m benchmarks --events 1000000 --preset joelclaw --mix today --reps 3
-python -m benchmarks --recall-cost-only --events 1000000   # only what recall_before_response costs
-
-Generated tables stay in the store directory (--dir) and are reused by the
-next run (generation takes longer than measuring); --fresh regenerates them.
+Generated tables stay in the store directory (--dir) and are reused by the next run
+(generation takes longer than measuring); --fresh regenerates them. What it measures:
+docs/performance.md#how-the-benchmark-measures; how to pick cases: `main`.
 """
 
 from __future__ import annotations
@@ -107,6 +104,14 @@ def _measured(choice: str, events: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the matrix, or the cases the flags pick, and write `results.json`.
+
+    The whole matrix, one case, and one measurement alone:
+
+        python -m benchmarks                    # 5M, 20M x joelclaw, otel_logs x today, memory mix
+        python -m benchmarks --events 1000000 --preset joelclaw --mix today --reps 3
+        python -m benchmarks --recall-cost-only --events 1000000   # only what recall_before_response costs
+    """
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     events = args.events or list(DEFAULT_EVENTS)

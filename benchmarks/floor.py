@@ -1,8 +1,9 @@
 """The floor: one scan of the lookback extracting the session id, on the compiled source.
 
-`python -m benchmarks.floor STORE_URL CONFIG AT` runs it as a process of its own
-(what the benchmark times against the user paths): load the config, open the
-store, compile the source, run the query once. Imports only what the CLI imports.
+`python -m benchmarks.floor STORE_URL CONFIG AT` runs it as a process of its own (what the
+benchmark times against the user paths): load the config, open the store, compile the source,
+run the query once. Imports only what the CLI imports
+(docs/performance.md#how-the-benchmark-measures).
 """
 
 from __future__ import annotations

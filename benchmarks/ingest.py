@@ -1,26 +1,11 @@
 """`python -m benchmarks.ingest`: sustained OTLP ingest into a real daemon, its evaluations alongside.
 
-A `memory-watchdog daemon --otlp --http` runs with a data directory of its
-own, its source the `otel_logs` preset on the table it fills, and a run
-every `--every` (each takes the store's turn from the loader, as in
-production). Client processes send, over keep-alive connections, protobuf
-requests of `--records` records each, as an SDK exporter does (it sends 512):
-
-- logs: the demo's memory events (recall, observe, compaction, session
-  end, deviations) as log records, their attributes with their own types;
-- spans: memory operations as spans (ids, kind, status, attributes).
-
-Every request is new: its records' timestamps are rewritten in place (the
-fixed64 fields of the serialised template), so no request is a retry of
-another. Each phase (logs, then spans) lasts its seconds; rates come from
-the daemon's own counters on /metrics, sampled every second: records
-accepted (durable: answered 200) and loaded (in the store) per second,
-medians over `INTERVAL`-second intervals after a warm-up, and the phase's
-overall rate. The daemon's RSS (/proc/<pid>/status) is sampled every second
-from the receiver's start to the end: start, peak, end.
-
-    python -m benchmarks.ingest                       # logs 120s, spans 45s (`make bench`)
-    python -m benchmarks.ingest --logs-seconds 30 --spans-seconds 15
+A `memory-watchdog daemon --otlp --otlp-grpc --http` with a data directory of its own, its source
+the `otel_logs` preset on the table it fills and a run every `--every`, is sent protobuf requests
+of `--records` records, each new, by client processes (benchmarks.ingest_client) in three
+phases: logs, spans, then logs over OTLP/gRPC; rates come from the daemon's own counters on
+/metrics, medians over `INTERVAL`-second intervals after a warm-up, and its RSS from /proc,
+start, peak and end (docs/performance.md#otlp-ingest; the phases and how to run them: `main`).
 """
 
 from __future__ import annotations
@@ -396,6 +381,20 @@ def _rates(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the phases, each for its seconds, then print the rates and write them.
+
+    Logs are the demo's memory events (recall, observe, compaction, session end, deviations) as
+    log records, their attributes with their own types, sent as an SDK exporter does (it sends
+    512 a request); spans are memory operations (ids, kind, status, attributes); the gRPC phase
+    sends the logs' very requests as `LogsService/Export` calls. Every request is new: its
+    records' timestamps (the fixed64 fields of the serialised template) are rewritten in place,
+    so no request is a retry of another. Each phase's rates are records accepted (durable:
+    answered 200) and loaded (in the store) per second, and its overall rate; the daemon's RSS
+    (/proc/<pid>/status) is sampled every second from the receiver's start to the end.
+
+        python -m benchmarks.ingest           # logs 120s, spans 45s, gRPC logs 60s (make bench)
+        python -m benchmarks.ingest --logs-seconds 30 --spans-seconds 15 --grpc-seconds 0
+    """
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.ingest", description=__doc__.splitlines()[0]
     )

@@ -1,22 +1,10 @@
 """`python -m benchmarks.ingest_abuse`: the receiver's memory and threads while it is abused.
 
-A real `memory-watchdog daemon --otlp` (benchmarks.ingest.start_daemon) is
-sent, one case after the other, what issue 23 found took it to gigabytes or
-to a thread per connection; the daemon's VmRSS and thread count are read
-from /proc every 50 ms during each case:
-
-- `empty_records`: 4 clients at once, 5 times each, 16 KiB of gzip holding
-  8.4 million empty log records (413);
-- `empty_attributes`: 4 clients at once, 3 times each, one log record with
-  8.4 million empty attributes (16 MiB once decompressed; stored: it is a
-  valid record);
-- `json_objects`: 4 clients at once, 3 times each, 16 MiB of JSON of 5.6
-  million empty objects in the records array (413);
-- `held_bodies`: 40 connections each announcing 16 MiB and sending 15 MiB of
-  it, then holding;
-- `idle`: 1,000 connections that send nothing.
-
-    python -m benchmarks.ingest_abuse            # about a minute; prints and writes JSON
+A real `memory-watchdog daemon --otlp` (benchmarks.ingest.start_daemon) is sent, one case
+after the other, what issue 23 found took it to gigabytes or to a thread per connection (the
+functions below, one per case: empty records, empty attributes, JSON objects, held bodies, idle
+connections); the daemon's VmRSS and thread count are read from /proc every 50 ms during each
+(docs/performance.md#the-receiver-under-abuse).
 """
 
 from __future__ import annotations
@@ -147,6 +135,17 @@ def _idle(port: int, count: int) -> Callable[[], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Send every case, one after the other; print the peaks, into `results.json`'s `ingest_abuse`.
+
+    Each case but the last two sends from 4 clients at once: `empty_records` 5 times each (16 KiB
+    of gzip holding 8.4 million empty log records), `empty_attributes` and `json_objects` 3 times
+    each (one log record with 8.4 million empty attributes, 16 MiB once decompressed; 16 MiB of
+    JSON of 5.6 million empty objects in the records array); then `held_bodies`, 40 connections
+    each announcing 16 MiB and sending 15 MiB of it, then holding, and `idle`, 1,000
+    connections that send nothing.
+
+        python -m benchmarks.ingest_abuse            # about a minute
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/watchdog-ingest-abuse"))
     parser.add_argument("--output", type=Path, default=RESULTS)

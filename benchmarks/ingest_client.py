@@ -1,14 +1,9 @@
-"""One ingest client of `benchmarks.ingest`, as a process of its own.
+"""One ingest client of `benchmarks.ingest`, as a process of its own (its arguments: `main`).
 
-    python -m benchmarks.ingest_client PORT PATH TEMPLATE NUMBER START_AT STOP_AT
-
-Reads the serialised request TEMPLATE and the offsets of its fixed64
-timestamps (TEMPLATE.offsets, JSON), waits for START_AT (epoch seconds),
-then sends over one keep-alive connection until STOP_AT: each request new
-(its timestamps rewritten in place), a refused one (429/503) sent again
-after its Retry-After. PATH `grpc:/<service>/<method>` sends the same bytes
-as OTLP/gRPC calls on one channel instead (a refusal with RetryInfo sent
-again after it). Prints {"requests": answered 200 (OK), "refused": N}.
+It sends over one keep-alive connection until its stop time, each request new (its timestamps
+rewritten in place), a refused one (429/503) sent again after its Retry-After; a PATH of
+`grpc:/<service>/<method>` sends the same bytes as OTLP/gRPC calls on one channel instead (a
+refusal with RetryInfo sent again after it) (docs/performance.md#otlp-ingest).
 """
 
 from __future__ import annotations
@@ -81,6 +76,13 @@ def send_grpc(
 
 
 def main(argv: list[str]) -> int:
+    """Send until STOP_AT, then print {"requests": answered 200 (OK), "refused": N}.
+
+        python -m benchmarks.ingest_client PORT PATH TEMPLATE NUMBER START_AT STOP_AT
+
+    Reads the serialised request TEMPLATE and the offsets of its fixed64 timestamps
+    (TEMPLATE.offsets, JSON), and waits for START_AT (epoch seconds) before the first request.
+    """
     port, path, template, number, start_at, stop_at = argv
     body = Path(template).read_bytes()
     offsets = json.loads(Path(template + ".offsets").read_text())

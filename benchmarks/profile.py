@@ -1,11 +1,10 @@
 """`python -m benchmarks.profile`: where one evaluation's time goes, query by query.
 
-python -m benchmarks.profile --events 5000000 --preset joelclaw --preset otel_logs
-
-Uses (or generates) the benchmark's tables, and times the floor and each of
-the suite's queries (`run_once`'s per-query timer), with and without the
-triage carried, then each triage query the evaluation does not carry;
-medians of `--reps`, each also as a ratio to the floor.
+E.g. `python -m benchmarks.profile --events 5000000 --preset joelclaw --preset otel_logs`: uses
+(or generates) the benchmark's tables, and times the floor and each of the suite's queries
+(`run_once`'s per-query timer), with and without the triage carried, then each triage query the
+evaluation does not carry; medians of `--reps`, each also as a ratio to the floor
+(docs/performance.md#where-the-paths-miss-the-per-query-profile).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """What `recall_before_response` costs: the session query and the suite with and without it.
 
-The check is judged inside the shared per-session query (its human messages
-and agent responses kept in arrays of their own per session). On one table,
-alternating `reps` times:
-
-- the session query of the enabled built-in checks, built with and without
-  the `recall_before_response` check (the same plan, `checks.scans.session`);
-- the whole suite (`run_once` plus the JSON rendering) with the check
-  enabled and with `[checks.recall_before_response] enabled = false`.
-
-Medians and their ratios are reported, and whether the other checks'
-verdicts are the same either way (they must be: the check only adds columns).
-The generated tables carry human messages and responses (`message.received`,
-`message.sent`), so the check judges real obligations here.
+On one table, alternating `reps` times: the session query of the enabled built-in checks built
+with and without the check (the same plan, `checks.scans.session`), and the whole suite
+(`run_once` plus the JSON rendering) with the check enabled and with
+`[checks.recall_before_response] enabled = false`. Medians and their ratios are reported, and
+whether the other checks' verdicts are the same either way (they must be: the check only adds
+columns); the generated tables carry human messages and responses, so the check judges real
+obligations (docs/performance.md#what-recall_before_response-costs).
 """
 
 from __future__ import annotations

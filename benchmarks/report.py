@@ -1,4 +1,7 @@
-"""The benchmark's results: a line per case, the tables, the machine, `benchmarks/results.json`."""
+"""The benchmark's results: a line per case, the tables, the machine, `benchmarks/results.json`.
+
+What each field means: docs/performance.md#how-the-benchmark-measures.
+"""
 
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """Measure what users run against the floor of one scan, side by side, in one process run.
 
-For each (preset, mix, events) case: generate the table (or reuse it: tables
-are kept in the bench's store directory between runs), then, with the engine
-closed here (one process per store directory), alternate `reps` repetitions
-of four processes, each a fresh interpreter opening the store:
-
-- the floor: `SELECT uniqExact(session_id)` over the compiled source, the
-  same normalized-event subquery the checks read, over the lookback;
-- `memory-watchdog check --format text` (the evaluation);
-- `memory-watchdog check --format json` (the evaluation and the triage of
-  breached checks);
-- `memory-watchdog daemon --once` (one tick: evaluation, alert lifecycle,
-  run log, triage, history and the HTML page), each on a fresh state database.
-
-Medians are reported, as ratios to the floor's; every sample is kept in
-`results.json`. Optionally (`--in-process`) the suite is also timed inside
-this process (`run_once` plus the JSON rendering), with its transfer tally,
-and at 1M events the naive pandas script.
+For each (preset, mix, events) case: generate the table (or reuse it), then, with the engine
+closed here (one process per store directory), alternate `reps` repetitions of four fresh
+processes, the floor, `check --format text`, `check --format json` and `daemon --once` (each
+tick on a fresh state database); medians are reported as ratios to the floor's, and every sample
+is kept in `results.json` (docs/performance.md#how-the-benchmark-measures). With `--in-process`
+the suite is also timed inside this process (`run_once` plus the JSON rendering), with its
+transfer tally, and at 1M events the naive pandas script.
 """
 
 from __future__ import annotations

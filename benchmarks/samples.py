@@ -1,4 +1,7 @@
-"""Timing for the benchmarks: wall and CPU seconds of repeated runs, medians, ratios."""
+"""Timing for the benchmarks: wall and CPU seconds of repeated runs, medians, ratios.
+
+Why medians and ratios, alternating: docs/performance.md#how-the-benchmark-measures.
+"""
 
 from __future__ import annotations
 

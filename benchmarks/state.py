@@ -1,21 +1,13 @@
 """The session state (`source.state`) against the raw table and the floor, each in a fresh process.
 
-For a generated raw table: build its narrow table and session state with
-`schema apply --materialize`'s own statements (tables, views, backfills; the
-state then merged, as the background merges leave a table that has been
-running a while), then alternate `reps` times four fresh processes, each
-opening the store and timing its own work:
-
-- the floor: `SELECT uniqExact(session_id)` over the lookback of the raw table;
-- a run on the raw table: `run_once` (every built-in check) and the JSON report;
-- the same run with `source.state` set (the narrow table beside it read for
-  everything but the session scans).
-
-Each reports its wall seconds (store open excluded), the seconds of the
-session query alone, and the bytes it selected from tables (ClickHouse's
-`SelectedBytes` counter, what `system.query_log.read_bytes` reports on a
-server; the embedded engine has no query log). `at` falls inside a bucket, so
-both edges of the lookback are read from the events, as they are in service.
+The narrow table and session state are built with `schema apply --materialize`'s own statements
+(the state then merged, as a table running a while is); three fresh processes then alternate
+`reps` times, each timing its own work after opening the store: the floor, a run on the raw
+table (`run_once` and the JSON report), and the same run with `source.state` (the narrow table
+beside it read for everything but the session scans). Each reports its wall seconds, the session
+query's alone and the bytes selected (ClickHouse's `SelectedBytes`; the embedded engine has no
+query log); `at` falls inside a bucket, so both edges of the lookback are read from the events
+(docs/performance.md#session-state-kept-at-insert-time).
 """
 
 from __future__ import annotations
