@@ -95,3 +95,87 @@ def test_module_docstrings_link_to_docs_that_exist(module: str) -> None:
         assert (REPO / page).is_file(), f"{module}: {page} does not exist"
         if anchor:
             assert anchor in anchors(REPO / page), f"{module}: {page} has no heading #{anchor}"
+
+
+# The modules others are editing right now (issue 22), whose docstrings link no doc page yet:
+# their own branches bring them up to date, and then they leave this set.
+_LINKED_ELSEWHERE = {
+    # linked by its owner's branch
+    "checks/kinds/coverage.py",
+    "checks/kinds/deviation_contract.py",
+    "checks/kinds/deviation_evidence.py",
+    "checks/kinds/freshness.py",
+    "checks/kinds/outcome_rate.py",
+    "checks/kinds/quantile.py",
+    "checks/kinds/share.py",
+    "checks/kinds/streak.py",
+    "checks/scans/binder.py",
+    "watchdog/daemon/ingest/loader.py",
+    "watchdog/daemon/ingest/receiver.py",
+    "watchdog/daemon/ingest/state.py",
+    "watchdog/daemon/ingest/values.py",
+    # linked by its owner's branch: new on the backtest branch, not on main yet
+    "checks/explain.py",
+    "checks/scans/per_window.py",
+    "checks/scans/windows.py",
+    "watchdog/cli/backtest.py",
+    "watchdog/cli/explain.py",
+    "watchdog/report/backtest.py",
+    "watchdog/report/backtest_page.py",
+    "watchdog/report/explain.py",
+    "watchdog/runner/backtest.py",
+    "watchdog/runner/explain.py",
+}
+
+
+def _only_reexports(tree: ast.Module) -> bool:
+    """A package's `__init__` with nothing of its own: a docstring, imports and `__all__`."""
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            continue
+        return False
+    return True
+
+
+def _documented_modules() -> list[str]:
+    """The modules of watchdog/, checks/ and alerts/ whose docstring must say what they are and
+    link the docs: all but `__main__.py` (one call), the `__init__.py`s that only re-export (or
+    are empty) and `_LINKED_ELSEWHERE`."""
+    chosen = []
+    for module in _modules():
+        path = Path(module)
+        if path.name == "__main__.py" or module in _LINKED_ELSEWHERE:
+            continue
+        if path.name == "__init__.py" and _only_reexports(
+            ast.parse((REPO / module).read_text(encoding="utf-8"))
+        ):
+            continue
+        chosen.append(module)
+    return chosen
+
+
+def _docstring(module: str) -> str:
+    return ast.get_docstring(ast.parse((REPO / module).read_text(encoding="utf-8"))) or ""
+
+
+@pytest.mark.parametrize("module", _documented_modules())
+def test_every_module_docstring_links_the_docs(module: str) -> None:
+    """Each module's docstring links the doc page (best, its section) that explains it."""
+    assert _DOC_LINK.search(_docstring(module)), (
+        f"{module}: its docstring links no doc page (docs/<page>.md#<section>)"
+    )
+
+
+@pytest.mark.parametrize("module", _documented_modules())
+def test_every_module_docstring_is_a_first_line_and_one_paragraph(module: str) -> None:
+    """A module's docstring is its first line and at most one paragraph; the rest is elsewhere."""
+    paragraphs = [part for part in re.split(r"\n\s*\n", _docstring(module)) if part.strip()]
+    assert len(paragraphs) <= 2, (
+        f"{module}: its docstring has {len(paragraphs)} paragraphs; keep a first line and one"
+        " paragraph, and move the detail to the docs it links or to the function or class it"
+        " belongs to"
+    )
