@@ -1,8 +1,8 @@
 """The APScheduler side of the daemon: a trigger on the aligned schedule, its grace, its end.
 
 watchdog.daemon.schedule knows which windows end when; this fires the daemon's job
-`schedule.delay` after each of them (APScheduler 3), a run that starts late within
-`schedule.misfire_grace` still running (docs/operations.md#the-daemon).
+`schedule.delay` after each of them (APScheduler 3), and still runs one that fires late by at
+most `schedule.misfire_grace` (docs/operations.md#the-daemon).
 """
 
 from __future__ import annotations
