@@ -267,6 +267,20 @@ def test_an_idle_connection_is_closed_after_the_timeout(
         assert sock.recv(1) == b""  # the server closed it: EOF, well before 30 s
 
 
+def test_closing_a_server_whose_trigger_is_closed_closes_its_sockets(
+    receiving: Callable[..., Receiving],
+) -> None:
+    """A server whose loop can no longer be woken (its trigger closed under it: the CI run's
+    `OSError: [Errno 9] Bad file descriptor` out of `stop`) closes its sockets all the same:
+    `close()` raises nothing and the port refuses connections after it."""
+    server = HttpServer(receiving().ingest.receiver, "127.0.0.1:0")
+    server._server.trigger.close()  # what a server that closed itself leaves
+    server.close()
+    assert not server._thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(server.address, timeout=5).close()
+
+
 def test_a_host_that_is_no_address_is_one_usage_line(
     receiving: Callable[..., Receiving],
 ) -> None:

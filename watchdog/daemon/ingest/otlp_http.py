@@ -299,7 +299,11 @@ class HttpServer:
         """Stop accepting, let the requests in progress finish (bounded), close every connection."""
         self._server.task_dispatcher.shutdown(cancel_pending=False, timeout=timeout)
         pull = next((d for d in list(self._map.values()) if isinstance(d, trigger)), None)
-        if pull is None:
-            return
-        pull.pull_trigger(lambda: wasyncore.close_all(self._map))
+        try:
+            if pull is None:  # the loop can no longer be woken: the server closed itself
+                raise OSError
+            pull.pull_trigger(lambda: wasyncore.close_all(self._map))
+        except OSError:  # the trigger was closed meanwhile (EBADF): close from here
+            log.debug("otlp: the HTTP server's trigger was closed; closing its sockets directly")
+            wasyncore.close_all(self._map)
         self._thread.join(timeout)
