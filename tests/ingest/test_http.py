@@ -262,6 +262,41 @@ def test_millions_of_empty_attributes_are_refused_before_they_are_decoded(
     assert receiver.ingest.spool.queued_bytes == 0
 
 
+def test_large_bodies_at_once_wait_for_the_decode_budget(
+    store: Store, receiving: Callable[..., Receiving]
+) -> None:
+    """Bodies decoded at once add up to at most max_body: four requests of 44 KB at once, with
+    60 KiB of the 64 KiB budget held (as by a decode in progress), all wait, none answered;
+    once it is given back each is decoded in turn (two would pass the budget), all four are
+    answered 200 and stored, and the bytes held at once never passed the budget."""
+    receiver = receiving(max_body=64 * 1024)
+    budget = receiver.ingest.receiver.budget
+    bodies = [logs_request(700, trace_id=bytes([n + 1]) * 16) for n in range(4)]  # not retries
+    assert all(32 * 1024 < len(body) <= 64 * 1024 for body in bodies)  # two at once: past it
+    answers: list[int] = []
+
+    def send(body: bytes) -> None:
+        answers.append(post(receiver.endpoint, body).status)
+
+    clients = [threading.Thread(target=send, args=(body,)) for body in bodies]
+    with budget.held(60 * 1024):
+        for client in clients:
+            client.start()
+        deadline = time.monotonic() + 30
+        while budget.waiting < 4:  # the four reached the budget, each read whole, and wait
+            assert time.monotonic() < deadline, f"{budget.waiting} waiting, answers {answers}"
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert budget.waiting == 4 and answers == []
+    for client in clients:
+        client.join(30)
+    assert answers == [200] * 4
+    assert budget.waiting == 0
+    assert 60 * 1024 <= budget.peak <= 64 * 1024
+    receiver.load()
+    assert count(store, receiver.logs_table) == 4 * 700
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:
