@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import logging
 import select
 import socket
 import threading
@@ -208,10 +209,39 @@ def test_one_keep_alive_connection_carries_many_requests(
     assert count(store, receiver.logs_table) == sum(n + n + 10 for n in range(1, 4))
 
 
-def test_a_content_length_that_is_no_number_is_400(receiving: Callable[..., Receiving]) -> None:
-    """`Content-Length: ²` (a digit to str.isdigit, not to int) is a 400, not a traceback."""
+# The loggers of what answers a request: the HTTP server and the receiver.
+REQUEST_LOGGERS = (
+    "waitress",
+    "watchdog.daemon.ingest.otlp_http",
+    "watchdog.daemon.ingest.receiver",
+)
+
+
+@contextmanager
+def quietly(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> Iterator[None]:
+    """What runs inside (one request, answered) logs at most one line about it, a debug line, and
+    no traceback, neither in a log record nor on stderr."""
+    caplog.set_level(logging.DEBUG)
+    capfd.readouterr()
+    caplog.clear()
+    yield
+    records = list(caplog.records)
+    assert not [r.getMessage() for r in records if r.exc_info or "Traceback" in r.getMessage()]
+    about = [r for r in records if r.name.startswith(REQUEST_LOGGERS)]
+    assert len(about) <= 1, [r.getMessage() for r in about]
+    assert all(r.levelno == logging.DEBUG for r in about), [r.getMessage() for r in about]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_content_length_that_is_no_number_is_400(
+    receiving: Callable[..., Receiving],
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """`Content-Length: ²` (a digit to str.isdigit, not to int) is a 400, not a traceback: at most
+    one line is logged about it."""
     receiver = receiving()
-    with connect(receiver.endpoint) as sock:
+    with quietly(caplog, capfd), connect(receiver.endpoint) as sock:
         sock.sendall(
             "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
             "Content-Length: ²\r\n\r\n".encode()
@@ -220,16 +250,23 @@ def test_a_content_length_that_is_no_number_is_400(receiving: Callable[..., Rece
     assert post(receiver.endpoint, logs_request(1)).status == 200
 
 
-def test_json_nested_a_thousand_deep_is_400(receiving: Callable[..., Receiving]) -> None:
-    """A JSON body nested 1,000 deep (in a record's body, or anywhere) is a 400 with a Status."""
+def test_json_nested_a_thousand_deep_is_400(
+    receiving: Callable[..., Receiving],
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A JSON body nested 1,000 deep (in a record's body, or anywhere) is a 400 with a Status,
+    and at most one line logged about it, no traceback."""
     receiver = receiving()
     deep = b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":' + b"[" * 1000 + b"]" * 1000
     deep += b"}]}]}]}"
-    response = post(receiver.endpoint, deep, content_type=JSON)
-    assert response.status == 400
-    assert "deep" in json.loads(response.read())["message"]
-    response = post(receiver.endpoint, b"[" * 100_000 + b"]" * 100_000, content_type=JSON)
-    assert response.status == 400
+    with quietly(caplog, capfd):
+        response = post(receiver.endpoint, deep, content_type=JSON)
+        assert response.status == 400
+        assert "deep" in json.loads(response.read())["message"]
+    with quietly(caplog, capfd):
+        response = post(receiver.endpoint, b"[" * 100_000 + b"]" * 100_000, content_type=JSON)
+        assert response.status == 400
 
 
 def test_millions_of_empty_records_are_refused_before_they_are_decoded(
