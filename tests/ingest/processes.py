@@ -243,15 +243,48 @@ def query(store_url: str, sql: str, env: dict[str, str]) -> list[list[Any]]:
 
 
 def unexpected_tracebacks(log: str) -> list[str]:
-    """The log's tracebacks, but an orphaned tick's: a SIGKILLed daemon's run process that
-    finishes and finds its parent gone (BrokenPipeError in watchdog/daemon/child.py)."""
+    """The log's tracebacks, but those a SIGKILL of the daemon leaves behind it: an orphaned
+    tick's (a run process that finishes and finds its parent gone: BrokenPipeError in
+    watchdog/daemon/child.py), and an unborn child's (see `_unborn`)."""
     found = []
     for block in log.split("Traceback (most recent call last):")[1:]:
         lines = block.splitlines()
         error = next((line for line in lines[1:] if line and not line.startswith(" ")), "")
-        if not (error.startswith("BrokenPipeError") and "daemon/child.py" in block):
+        orphan = error.startswith("BrokenPipeError") and "daemon/child.py" in block
+        if not (orphan or _unborn(block, error)):
             found.append("\n".join(lines[:12]))
     return found
+
+
+# What pickle.load says of a pipe closed before the process object was written, or part-way.
+_UNBORN_ERRORS = ("EOFError: Ran out of input", "_pickle.UnpicklingError: pickle data was truncated")
+
+
+def _unborn(block: str, error: str) -> bool:
+    """Whether a traceback is the one a process forked by multiprocessing's forkserver prints
+    when the process that asked for it was SIGKILLed before it sent what the child is to run.
+
+    The daemon starts each tick and each load round from the forkserver: it connects, the
+    forkserver forks the child at once, and the child reads its process object (pickled) from
+    the daemon, which writes it right after connecting. Killed between the two, or while it
+    writes, the daemon never writes it whole: the child's pickle.load in
+    multiprocessing.spawn._main meets the end of the pipe (EOFError, or UnpicklingError for a
+    part written), and the forkserver's child prints it, on the stderr it shares with the
+    daemon, before it exits. Nothing had started, so nothing is lost. A living daemon cannot
+    give it: it pickles the object before it connects, writes it whole right after, and keeps
+    a duplicate of the pipe's write end as long as the child's handle lives, so the child meets
+    the end of the pipe with nothing read only once the daemon's process is gone
+    (multiprocessing.popen_forkserver.Popen._launch; reproduced by
+    tests/ingest/test_crash.py::test_a_child_forked_as_its_daemon_is_killed_is_the_only_eoferror_ignored).
+    """
+    return (
+        error in _UNBORN_ERRORS
+        and "multiprocessing/forkserver.py" in block
+        and "in _serve_one" in block
+        and "multiprocessing/spawn.py" in block
+        and "in _main" in block
+        and "reduction.pickle.load(from_parent)" in block
+    )
 
 
 def rss_kib(pid: int) -> int:

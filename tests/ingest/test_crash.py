@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -77,3 +79,46 @@ def test_sigkill_during_sustained_ingest_loses_nothing_acknowledged_and_doubles_
     assert len(stored) == len(set(stored)), "a record was stored twice"
     assert sorted(stored) == acknowledged, "an acknowledged record is missing"
     assert unexpected_tracebacks(daemon.log()) == []
+
+
+# A process asking multiprocessing's forkserver for a child, SIGKILLed once the forkserver has
+# forked it and before it sends the child its process object: the daemon killed mid-start of a
+# tick or a load round, at the one moment that matters, made certain.
+KILLED_MID_START = """
+import multiprocessing, os, signal
+from multiprocessing import forkserver
+
+connect = forkserver.connect_to_new_process
+
+def connect_then_die(fds):
+    connected = connect(fds)  # the child is forked: it waits for its process object
+    os.kill(os.getpid(), signal.SIGKILL)
+    return connected
+
+forkserver.connect_to_new_process = connect_then_die
+multiprocessing.get_context("forkserver").Process(target=print).start()
+"""
+
+
+def test_a_child_forked_as_its_daemon_is_killed_is_the_only_eoferror_ignored() -> None:
+    """The traceback the forkserver's child prints when the process that asked for it is SIGKILLed
+    before it wrote what to run (`EOFError: Ran out of input`) is what a kill leaves behind, and
+    `unexpected_tracebacks` passes over it; the same error anywhere else still counts."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_START],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == -9, done.stderr
+    assert done.stderr.rstrip().endswith("EOFError: Ran out of input"), done.stderr
+    assert unexpected_tracebacks(done.stderr) == []
+    # Killed while it wrote the object, the daemon leaves part of it: the same, truncated.
+    truncated = done.stderr.replace(
+        "EOFError: Ran out of input", "_pickle.UnpicklingError: pickle data was truncated"
+    )
+    assert unexpected_tracebacks(truncated) == []
+    elsewhere = done.stderr.replace("in _serve_one", "in serve")
+    assert len(unexpected_tracebacks(elsewhere)) == 1
+    assert len(unexpected_tracebacks(done.stderr.replace("EOFError", "OSError"))) == 1

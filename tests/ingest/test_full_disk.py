@@ -192,7 +192,7 @@ def test_a_spool_full_at_start_leaves_the_daemon_judging_and_says_so(
     tmp_path: Path, namespaced: Callable[..., Namespaced]
 ) -> None:
     """The spool's filesystem full before the daemon starts: it starts, judges its window, answers
-    503, says so in /healthz and /metrics; once there is room it accepts again; SIGTERM exits 0."""
+    503, says so in /healthz, /status (its `ingest` block) and /metrics; once there is room it accepts again; SIGTERM exits 0."""
     daemon = namespaced(tmp_path, "3m", fill=True, http=True)
     daemon.wait_for("daemon started")
     daemon.wait_for("judged [")
@@ -203,6 +203,17 @@ def test_a_spool_full_at_start_leaves_the_daemon_judging_and_says_so(
         time.sleep(0.1)
     assert daemon.get("/healthz")[0] == 503
     assert health["status"] == "spool" and "full" in health["ingest"]["problem"]
+    code, text = daemon.get("/status")
+    assert code == 200, text
+    assert json.loads(text)["ingest"] == {
+        "directory": str(daemon.spool),
+        "status": "unwritable",
+        "problem": f"the filesystem of {daemon.spool} is full: accepting nothing new",
+        "queued_requests": 0,
+        "queued_bytes": 0,
+        "quarantined_requests": 0,
+        "free_bytes": 0,
+    }
     metrics = daemon.get("/metrics")[1]
     assert "memory_watchdog_ingest_spool_writable 0.0" in metrics
     daemon.release.touch()  # the wrapper removes the filler
@@ -211,11 +222,111 @@ def test_a_spool_full_at_start_leaves_the_daemon_judging_and_says_so(
         assert time.monotonic() < deadline, daemon.text()
         time.sleep(0.2)
     assert json.loads(daemon.get("/healthz")[1])["ingest"]["status"] == "ok"
+    ingest = json.loads(daemon.get("/status")[1])["ingest"]
+    assert (ingest["status"], ingest["problem"], ingest["queued_requests"]) == ("ok", None, 1)
     assert daemon.stop() == 0, daemon.text()
     assert "Traceback" not in daemon.text() and "internal error" not in daemon.text()
     store = f"chdb://{tmp_path / 'xdg' / 'memory-watchdog' / 'store'}"
     stored = query(store, "SELECT LogAttributes['record.id'] FROM otel.otel_logs", daemon.env)
     assert sorted(row[0] for row in stored) == _records([1])
+
+
+STATUS = """
+set -eu
+mount -t tmpfs -o size=2m tmpfs {spool}
+{prepare}
+{bin} status --config {config} > {text}
+{bin} status --config {config} --format json > {json}
+"""
+QUEUED = """
+mkdir {spool}/batches {spool}/quarantine
+head -c 100 /dev/zero > {spool}/batches/logs-a.jsonl
+head -c 50 /dev/zero > {spool}/batches/traces-b.jsonl
+head -c 10 /dev/zero > {spool}/quarantine/logs-c.jsonl
+"""
+FILL = "dd if=/dev/zero of={spool}/filler bs=64k 2>/dev/null || true"
+
+
+def status_of_spool(tmp_path: Path, prepare: str) -> tuple[str, dict[str, Any]]:
+    """`memory-watchdog status` (text, then JSON) with `[ingest]` set and its spool on a 2 MiB
+    tmpfs made ready by the shell lines `prepare`: the receiver spool's line and `ingest` block."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (tmp_path / "xdg" / "memory-watchdog" / "store").mkdir(parents=True)  # an empty store
+    config = tmp_path / "watchdog.toml"
+    config.write_text(f'[ingest]\nlisten = "127.0.0.1:{free_port()}"\nspool_dir = "{spool}"\n')
+    text, document = tmp_path / "status.txt", tmp_path / "status.json"
+    script = STATUS.format(
+        spool=spool,
+        prepare=prepare.format(spool=spool),
+        bin=BIN,
+        config=config,
+        text=text,
+        json=document,
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(tmp_path / "xdg"),
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [ln for ln in text.read_text().splitlines() if ln.startswith("Receiver spool")]
+    return line, json.loads(document.read_text())["ingest"]
+
+
+@needs_namespaces
+def test_status_says_a_full_spool_cannot_accept(tmp_path: Path) -> None:
+    """`status` with the spool's filesystem full (and no room set aside): the receiver spool's
+    line and the JSON `ingest` block say it cannot accept, why, and what waits in it."""
+    line, ingest = status_of_spool(tmp_path, QUEUED + FILL)
+    spool = tmp_path / "spool"
+    assert line == (
+        f"Receiver spool {spool}: CANNOT ACCEPT: the filesystem of {spool} is full;"
+        " 2 request(s), 150 bytes waiting to load; 1 set aside in quarantine/"
+    )
+    assert ingest == {
+        "directory": str(spool),
+        "status": "unwritable",
+        "problem": f"the filesystem of {spool} is full",
+        "queued_requests": 2,
+        "queued_bytes": 150,
+        "quarantined_requests": 1,
+        "free_bytes": 0,
+    }
+
+
+@needs_namespaces
+def test_status_says_a_read_only_spool_cannot_accept(tmp_path: Path) -> None:
+    """`status` with the spool's filesystem read-only: the line and the `ingest` block say the
+    directory is not writable, and what waits in it."""
+    line, ingest = status_of_spool(tmp_path, QUEUED + "mount -o remount,ro {spool}")
+    spool = tmp_path / "spool"
+    assert line == (
+        f"Receiver spool {spool}: CANNOT ACCEPT: {spool} is not writable;"
+        " 2 request(s), 150 bytes waiting to load; 1 set aside in quarantine/"
+    )
+    assert (ingest["status"], ingest["problem"]) == ("unwritable", f"{spool} is not writable")
+    assert (ingest["queued_requests"], ingest["quarantined_requests"]) == (2, 1)
+
+
+@needs_namespaces
+def test_status_says_a_full_spool_cannot_accept_though_its_reserve_is_set_aside(
+    tmp_path: Path,
+) -> None:
+    """The spool of a daemon that ran: its reserve (kept for draining, never for new requests)
+    set aside, then the filesystem filled. `status` says it cannot accept, as the receiver
+    answers 503 (it said `ok`: the reserve was taken for room)."""
+    line, ingest = status_of_spool(tmp_path, "head -c 1048576 /dev/zero > {spool}/reserve\n" + FILL)
+    spool = tmp_path / "spool"
+    assert line == (
+        f"Receiver spool {spool}: CANNOT ACCEPT: the filesystem of {spool} is full;"
+        " 0 request(s), 0 bytes waiting to load"
+    )
+    assert (ingest["status"], ingest["free_bytes"]) == ("unwritable", 0)
 
 
 @needs_namespaces

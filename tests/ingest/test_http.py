@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import logging
 import select
 import socket
 import threading
@@ -15,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from google.rpc import status_pb2
 
 from tests.ingest.conftest import Receiving
 from tests.ingest.test_receiver import JSON, PB, logs_request, post, status_of
@@ -103,21 +105,58 @@ def test_every_limit_holds_for_a_chunked_body(receiving: Callable[..., Receiving
     assert receiver.ingest.spool.queued_bytes == 0
 
 
+def half_closed(endpoint: str, sent: bytes) -> tuple[http.client.HTTPResponse, bytes]:
+    """Send `sent`, close the sending side (SHUT_WR), and read the answer: it and its body."""
+    with connect(endpoint) as sock:
+        sock.sendall(sent)
+        sock.shutdown(socket.SHUT_WR)
+        response = answer(sock)
+        body = response.read()
+        assert sock.recv(1) == b""  # then the receiver closes the connection
+        return response, body
+
+
+def test_a_body_cut_short_by_a_half_close_is_400_and_never_stored(
+    store: Store, receiving: Callable[..., Receiving]
+) -> None:
+    """A client that closes its sending side mid-body (mid-chunk, or before its Content-Length)
+    and reads is answered 400 with a Status in its content type, and nothing is spooled."""
+    receiver = receiving()
+    body = chunked(logs_request(3), 50)
+    response, said = half_closed(receiver.endpoint, head() + body[: len(body) // 2])
+    assert response.status == 400
+    assert response.getheader("Content-Type") == PB
+    assert "cut short" in status_pb2.Status.FromString(said).message
+    document = json.dumps(
+        {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"eventName": "j"}]}]}]}
+    ).encode()
+    framed = chunked(document, 5)
+    response, said = half_closed(
+        receiver.endpoint, head(content_type=JSON) + framed[: len(framed) // 2]
+    )
+    assert response.status == 400
+    assert "cut short" in json.loads(said)["message"]
+    whole = logs_request(3)
+    response, said = half_closed(
+        receiver.endpoint, sized_head(len(whole)) + whole[: len(whole) - 1]
+    )
+    assert response.status == 400
+    assert "cut short" in status_pb2.Status.FromString(said).message
+    assert receiver.ingest.spool.queued_bytes == 0
+    assert post(receiver.endpoint, logs_request(2)).status == 200
+    receiver.load()
+    assert count(store, receiver.logs_table) == 2
+
+
 def test_a_body_cut_mid_chunk_is_never_stored(
     store: Store, receiving: Callable[..., Receiving]
 ) -> None:
-    """A chunked body whose client goes away mid-chunk, or whose framing is broken (400), stores
-    nothing; the receiver goes on serving."""
+    """A chunked body whose client goes away mid-chunk (closing both ways: no one to answer), or
+    whose framing is broken (400), stores nothing; the receiver goes on serving."""
     receiver = receiving()
     body = chunked(logs_request(3), 50)
     with connect(receiver.endpoint) as sock:
         sock.sendall(head() + body[: len(body) // 2])
-        sock.shutdown(socket.SHUT_WR)
-        try:
-            got = sock.recv(1024)
-        except ConnectionResetError:
-            got = b""
-        assert got == b"" or got.startswith(b"HTTP/1.1 400")  # no one may be left to read it
     with connect(receiver.endpoint) as sock:
         sock.sendall(head() + b"zz\r\nnot a chunk\r\n0\r\n\r\n")
         assert answer(sock).status == 400
@@ -170,10 +209,39 @@ def test_one_keep_alive_connection_carries_many_requests(
     assert count(store, receiver.logs_table) == sum(n + n + 10 for n in range(1, 4))
 
 
-def test_a_content_length_that_is_no_number_is_400(receiving: Callable[..., Receiving]) -> None:
-    """`Content-Length: ²` (a digit to str.isdigit, not to int) is a 400, not a traceback."""
+# The loggers of what answers a request: the HTTP server and the receiver.
+REQUEST_LOGGERS = (
+    "waitress",
+    "watchdog.daemon.ingest.otlp_http",
+    "watchdog.daemon.ingest.receiver",
+)
+
+
+@contextmanager
+def quietly(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> Iterator[None]:
+    """What runs inside (one request, answered) logs at most one line about it, a debug line, and
+    no traceback, neither in a log record nor on stderr."""
+    caplog.set_level(logging.DEBUG)
+    capfd.readouterr()
+    caplog.clear()
+    yield
+    records = list(caplog.records)
+    assert not [r.getMessage() for r in records if r.exc_info or "Traceback" in r.getMessage()]
+    about = [r for r in records if r.name.startswith(REQUEST_LOGGERS)]
+    assert len(about) <= 1, [r.getMessage() for r in about]
+    assert all(r.levelno == logging.DEBUG for r in about), [r.getMessage() for r in about]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_content_length_that_is_no_number_is_400(
+    receiving: Callable[..., Receiving],
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """`Content-Length: ²` (a digit to str.isdigit, not to int) is a 400, not a traceback: at most
+    one line is logged about it."""
     receiver = receiving()
-    with connect(receiver.endpoint) as sock:
+    with quietly(caplog, capfd), connect(receiver.endpoint) as sock:
         sock.sendall(
             "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
             "Content-Length: ²\r\n\r\n".encode()
@@ -182,16 +250,23 @@ def test_a_content_length_that_is_no_number_is_400(receiving: Callable[..., Rece
     assert post(receiver.endpoint, logs_request(1)).status == 200
 
 
-def test_json_nested_a_thousand_deep_is_400(receiving: Callable[..., Receiving]) -> None:
-    """A JSON body nested 1,000 deep (in a record's body, or anywhere) is a 400 with a Status."""
+def test_json_nested_a_thousand_deep_is_400(
+    receiving: Callable[..., Receiving],
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A JSON body nested 1,000 deep (in a record's body, or anywhere) is a 400 with a Status,
+    and at most one line logged about it, no traceback."""
     receiver = receiving()
     deep = b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":' + b"[" * 1000 + b"]" * 1000
     deep += b"}]}]}]}"
-    response = post(receiver.endpoint, deep, content_type=JSON)
-    assert response.status == 400
-    assert "deep" in json.loads(response.read())["message"]
-    response = post(receiver.endpoint, b"[" * 100_000 + b"]" * 100_000, content_type=JSON)
-    assert response.status == 400
+    with quietly(caplog, capfd):
+        response = post(receiver.endpoint, deep, content_type=JSON)
+        assert response.status == 400
+        assert "deep" in json.loads(response.read())["message"]
+    with quietly(caplog, capfd):
+        response = post(receiver.endpoint, b"[" * 100_000 + b"]" * 100_000, content_type=JSON)
+        assert response.status == 400
 
 
 def test_millions_of_empty_records_are_refused_before_they_are_decoded(
@@ -222,6 +297,41 @@ def test_millions_of_empty_attributes_are_refused_before_they_are_decoded(
     assert response.status == 413
     assert status_of(response).message == "more than 1610000 messages in one request"
     assert receiver.ingest.spool.queued_bytes == 0
+
+
+def test_large_bodies_at_once_wait_for_the_decode_budget(
+    store: Store, receiving: Callable[..., Receiving]
+) -> None:
+    """Bodies decoded at once add up to at most max_body: four requests of 44 KB at once, with
+    60 KiB of the 64 KiB budget held (as by a decode in progress), all wait, none answered;
+    once it is given back each is decoded in turn (two would pass the budget), all four are
+    answered 200 and stored, and the bytes held at once never passed the budget."""
+    receiver = receiving(max_body=64 * 1024)
+    budget = receiver.ingest.receiver.budget
+    bodies = [logs_request(700, trace_id=bytes([n + 1]) * 16) for n in range(4)]  # not retries
+    assert all(32 * 1024 < len(body) <= 64 * 1024 for body in bodies)  # two at once: past it
+    answers: list[int] = []
+
+    def send(body: bytes) -> None:
+        answers.append(post(receiver.endpoint, body).status)
+
+    clients = [threading.Thread(target=send, args=(body,)) for body in bodies]
+    with budget.held(60 * 1024):
+        for client in clients:
+            client.start()
+        deadline = time.monotonic() + 30
+        while budget.waiting < 4:  # the four reached the budget, each read whole, and wait
+            assert time.monotonic() < deadline, f"{budget.waiting} waiting, answers {answers}"
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert budget.waiting == 4 and answers == []
+    for client in clients:
+        client.join(30)
+    assert answers == [200] * 4
+    assert budget.waiting == 0
+    assert 60 * 1024 <= budget.peak <= 64 * 1024
+    receiver.load()
+    assert count(store, receiver.logs_table) == 4 * 700
 
 
 def _varint(value: int) -> bytes:

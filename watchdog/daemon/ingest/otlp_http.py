@@ -6,7 +6,8 @@ the body to the receiver (watchdog.daemon.ingest.receiver); `HttpServer`
 runs waitress with its bounds, one of them ours: a request not received
 whole within `MAX_REQUEST` of its first byte has its connection closed
 (`_Channel`, `_Server`), so a client trickling a byte at a time holds no
-connection for long. The answers: docs/start-without-clickhouse.md#answers-limits-and-backpressure;
+connection for long; a client that stops sending mid-body (closing its sending side) is answered
+400 (`_Channel.handle_read`), where waitress would close unanswered. The answers: docs/start-without-clickhouse.md#answers-limits-and-backpressure;
 why waitress: docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
 
@@ -24,8 +25,9 @@ from google.rpc import code_pb2, status_pb2
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher
+from waitress.task import ThreadedTaskDispatcher, WSGITask
 from waitress.trigger import trigger
 
 from watchdog.core.errors import UsageError
@@ -45,6 +47,7 @@ IDLE_TIMEOUT = 30  # seconds without a byte in either direction: the connection 
 MAX_REQUEST = 30.0
 SWEEP_EVERY = 1  # seconds between the sweeps closing idle and slow connections
 READ_SIZE = 64 * 1024
+CUT = "memory_watchdog.cut"  # in the WSGI environ: True when the client stopped mid-body
 
 _REASONS = {
     200: "OK",
@@ -83,6 +86,8 @@ def make_app(receiver: Receiver) -> Callable[[dict[str, Any], StartResponse], It
         content_type = _media_type(environ.get("CONTENT_TYPE"))
         reply_type = JSON if content_type == JSON else PROTOBUF
         try:
+            if environ.get(CUT):
+                raise Refused(400, "the body was cut short: the client stopped sending mid-body")
             signal = _route(environ)
             receiver.check_token(environ.get("HTTP_AUTHORIZATION"))
             if content_type not in (PROTOBUF, JSON):
@@ -185,12 +190,32 @@ def status_body(status: int, message: str, content_type: str) -> bytes:
     return bytes(body.SerializeToString())
 
 
-class _Channel(HTTPChannel):  # type: ignore[misc]
-    """waitress's connection, noting when the request it is reading came (its first byte).
+class _Request(HTTPRequestParser):  # type: ignore[misc]
+    """waitress's request, which may be cut: its client closed its sending side mid-body."""
 
-    `received` runs in the server's loop thread only, as does `_Server.maintenance`.
+    cut = False
+
+
+class _Task(WSGITask):  # type: ignore[misc]
+    """waitress's task, telling the application (`CUT` in the environ) that a request is cut."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        environ[CUT] = self.request.cut
+        return environ
+
+
+class _Channel(HTTPChannel):  # type: ignore[misc]
+    """waitress's connection, noting when the request it is reading came (its first byte), and
+    answering a request whose body its client stopped sending.
+
+    `received` and `handle_read` run in the server's loop thread only, as does
+    `_Server.maintenance`.
     """
 
+    parser_class = _Request
+    task_class = _Task
+    request: _Request | None = None  # the request being read (waitress's), None between
     began: float | None = None  # time.monotonic() of the request in progress; None between
 
     def received(self, data: bytes) -> bool:
@@ -201,6 +226,34 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
         elif self.request is not reading:  # a request began in this read
             self.began = time.monotonic()
         return taken
+
+    def handle_read(self) -> None:
+        """waitress's, but the end of input mid-body hands the request to the application cut,
+        to be answered 400 (then the connection is closed) rather than closed unanswered."""
+        request = self.request
+        if request is None or not request.headers_finished or request.completed:
+            super().handle_read()  # between requests or mid-head: waitress closes on EOF
+            return
+        try:
+            data = self.socket.recv(self.adj.recv_bytes)  # b"": the client stopped sending
+        except BlockingIOError:  # nothing to read after all
+            return
+        except OSError:  # a reset: no one is left to answer
+            self.handle_close()
+            return
+        if data:
+            self.last_activity = time.time()
+            self.received(data)
+            return
+        with self.requests_lock:
+            # The body so far is never read; one answer, then the connection is closed.
+            request.cut = request.completed = True
+            request.headers["CONNECTION"] = "close"
+            self.request = None
+            self.began = None
+            self.requests.append(request)
+            if len(self.requests) == 1:  # as waitress: else the task serving them takes it next
+                self.server.add_task(self)
 
 
 class _Server(TcpWSGIServer):  # type: ignore[misc]

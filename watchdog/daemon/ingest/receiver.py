@@ -95,12 +95,22 @@ class DecodeBudget:
         self.limit = limit
         self._in_use = 0
         self._changed = threading.Condition()
+        self.waiting = 0  # callers of `held` waiting for room now
+        self.peak = 0  # the most bytes held at once so far
 
     @contextmanager
     def held(self, size: int) -> Iterator[None]:
+        """Hold `size` bytes of the budget, once there is room (or nothing else is held)."""
         with self._changed:
-            self._changed.wait_for(lambda: self._in_use == 0 or self._in_use + size <= self.limit)
+            self.waiting += 1
+            try:
+                self._changed.wait_for(
+                    lambda: self._in_use == 0 or self._in_use + size <= self.limit
+                )
+            finally:
+                self.waiting -= 1
             self._in_use += size
+            self.peak = max(self.peak, self._in_use)
         try:
             yield
         finally:

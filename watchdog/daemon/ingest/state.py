@@ -66,13 +66,14 @@ def read_spool_state(directory: Path, problem: str | None = None) -> SpoolState:
     """The spool at `directory`; `problem` from the running receiver, else judged from the disk."""
     batches = _files(directory / "batches", BATCH_SUFFIX)
     free: int | None
+    block = 1
     try:
         stats = os.statvfs(directory)
-        free = stats.f_bavail * stats.f_frsize
+        free, block = stats.f_bavail * stats.f_frsize, stats.f_frsize
     except OSError:
         free = None
     if problem is None:
-        problem = _judged(directory, free)
+        problem = _judged(directory, free, block)
     return SpoolState(
         directory=str(directory),
         queued_batches=len(batches),
@@ -83,14 +84,21 @@ def read_spool_state(directory: Path, problem: str | None = None) -> SpoolState:
     )
 
 
-def _judged(directory: Path, free: int | None) -> str:
-    """Why a receiver could not keep what it is sent, from the directory alone ("" when it could)."""
+def _judged(directory: Path, free: int | None, block: int) -> str:
+    """Why a receiver could not keep what it is sent, from the directory alone ("" when it could).
+
+    A receiver keeps RESERVE_BYTES set aside for draining before it accepts anything, and never
+    writes a request into them: without the reserve it needs that much room, with it a block.
+    """
     if not directory.exists():
         return ""  # made at the receiver's start
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"{directory} is not writable"
-    reserved = (directory / "reserve").exists()
-    if free is not None and free < RESERVE_BYTES and not reserved:
+    try:
+        reserved = (directory / "reserve").stat().st_size >= RESERVE_BYTES
+    except OSError:
+        reserved = False
+    if free is not None and free < (block if reserved else RESERVE_BYTES):
         return f"the filesystem of {directory} is full"
     return ""
 
