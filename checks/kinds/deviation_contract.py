@@ -21,6 +21,7 @@ from checks.evidence import Evidence
 from checks.kinds.base import Kind
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
+from checks.scans.windows import ONE, Windowing
 from checks.sources import CompiledSource
 from checks.verdict import judge
 
@@ -64,18 +65,20 @@ class DeviationContract(KindParams):
         return [("tipos", ", ".join(self.tipos)), ("max evidence ids", str(self.max_evidence))]
 
 
-def classified(source: CompiledSource, dims: Sequence[str] = ()) -> str:
+def classified(source: CompiledSource, dims: Sequence[str] = (), windowing: Windowing = ONE) -> str:
     """The deviation events of W, one row per event id, with their breach kinds.
 
     With `dims`, each event also carries `edim_<name>`: the dimension of any
-    of its rows (read from the source with its dimensions).
+    of its rows (read from the source with its dimensions). With many
+    windows, one row per event and window holding it (`_w`).
     """
     carried = "".join(f", edim_{d}" for d in dims)
     first = "".join(f", any(dim_{d}) AS edim_{d}" for d in dims)
     events = source.events_with_dims() if dims else source.events()
+    key = windowing.key
     return f"""
 SELECT
-  event_id, t, agente, tipo, ids{carried},
+  {key}event_id, t, agente, tipo, ids{carried},
   arrayFilter(k -> k != '', [
     if(NOT is_object, 'payload_not_object', ''),
     if(is_object AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
@@ -91,7 +94,7 @@ SELECT
   ]) AS kinds
 FROM (
   SELECT
-    event_id, t, payload{carried},
+    {key}event_id, t, payload{carried},
     isValidJSON(payload) AND JSONType(payload) = 'Object' AS is_object,
     if(is_object, JSONExtractString(payload, 'agente'), '') AS agente,
     if(is_object, JSONExtractString(payload, 'tipo'), '') AS tipo,
@@ -105,10 +108,10 @@ FROM (
     if(ids_ok, arrayMap(x -> JSONExtractString(x), JSONExtractArrayRaw(ids_json)), [])
       AS ids
   FROM (
-    SELECT event_id, any(t) AS t, any(payload) AS payload{first}
-    FROM (SELECT * FROM {events}
+    SELECT {key}event_id, any(t) AS t, any(payload) AS payload{first}
+    FROM (SELECT *{windowing.holding("t")} FROM {events}
           WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
-    GROUP BY event_id
+    {windowing.group("event_id")}
   )
 )"""
 
@@ -139,10 +142,11 @@ class DeviationContractKind(Kind[DeviationContract]):
             )
             # The aggregation rides along: the conforming events' (agente, tipo) sorted, split
             # where the pair changes, one (agente, tipo, count) per chunk, biggest first.
+            w = ctx.windowing
             sql = f"""
 SELECT * EXCEPT (pairs, same_pair) FROM (
 SELECT
-  count() AS n,
+  {w.key}count() AS n,
   countIf({broken}) AS broken{by_dims},
   groupArraySortedIf({EVIDENCE})((t, event_id), {broken}) AS oldest,
   {counts},
@@ -151,7 +155,8 @@ SELECT
              arrayPopBack(arrayPushFront(pairs, pairs[1]))) AS same_pair,
   arraySort(x -> (-x.3, x.1, x.2),
             arrayMap(c -> (c[1].1, c[1].2, length(c)), same_pair)) AS aggregation
-FROM ({classified(ctx.source, dims or ())})
+FROM ({classified(ctx.source, dims or (), w)})
+{w.group()}
 )
 """
             return sql, p.params()

@@ -46,26 +46,28 @@ class DeviationEvidenceKind(Kind[DeviationEvidence]):
                 for d in dims or ()
             )
             # `conforming` gives every cited id (an empty list gives one row, pos 0); `cited`
-            # the ids to look up.
+            # the ids to look up, each found in a window when it has a row in its lookback.
+            w = ctx.windowing
             sql = f"""
 WITH conforming AS (
-  SELECT event_id, t, ids{carried}
-  FROM ({classified(ctx.source, dims or ())})
+  SELECT {w.key}event_id, t, ids{carried}
+  FROM ({classified(ctx.source, dims or (), w)})
   WHERE length(kinds) = 0
 ),
 cited AS (SELECT arrayJoin(ids) FROM conforming)
 SELECT
-  uniqExact(event_id) AS n,
+  {w.key}uniqExact(event_id) AS n,
   uniqExactIf(event_id, missing) AS citing_missing,
   groupArraySortedIf({EVIDENCE})((t, event_id), missing) AS oldest,
   uniqExactIf(cited_id, missing) AS missing_ids{by_dims}
 FROM (
-  SELECT event_id, t, cited_id{carried}, pos > 0 AND cited_id NOT IN (
-    SELECT event_id FROM {ctx.source.events()}
+  SELECT {w.key}event_id, t, cited_id{carried}, pos > 0 AND {w.keyed("cited_id")} NOT IN (
+    SELECT event_id{w.reading("t")} FROM {ctx.source.events()}
     WHERE (event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited
   ) AS missing
   FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
 )
+{w.group()}
 """
             return sql, p.contract.params()
 

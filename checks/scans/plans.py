@@ -13,13 +13,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checks.base import CheckResult, CheckSpec, DeviationCount, Window
 from checks.breakdown import Triage
+from checks.scans import per_window
 from checks.scans.session import SessionScan
 from checks.scans.window import WindowScan
+from checks.scans.windows import ONE, Many, Windowing, Windows, empty
 from checks.sources import CompiledSource
 from checks.state import read as state
 from watchdog.core.errors import StoreError
@@ -32,15 +34,28 @@ Row = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Context:
-    """What a scan, a reader or a triage query runs with: the store, the source, the window."""
+    """What a scan, a reader or a triage query runs with: the store, the source, the window.
+
+    A scan of many windows in one pass runs with `windowing` (`Many`) and
+    the window that spans them all; each window's reader with its own.
+    """
 
     store: Store
     source: CompiledSource
     window: Window  # the check's own window (its length, or the run's)
+    windowing: Windowing = ONE
+
+    def _bound(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {**self.source.params, **self.window.params(), **self.windowing.params(), **params}
 
     def aggregate(self, sql: str, params: Mapping[str, Any]) -> Row:
         """The one row of `sql`, with the source's and the window's parameters bound."""
-        return self.store.aggregate(sql, {**self.source.params, **self.window.params(), **params})
+        return self.store.aggregate(sql, self._bound(params))
+
+    def by_window(self, sql: str, params: Mapping[str, Any]) -> dict[int, Row]:
+        """The rows of `sql` by their window's index (`_w`, 1 for the oldest window)."""
+        rows = self.store.query(sql, self._bound(params)).dicts()
+        return {int(row.pop("_w")): row for row in rows}
 
 
 @dataclass(frozen=True)
@@ -58,11 +73,13 @@ Query = Callable[[Context], tuple[str, Mapping[str, Any]]]  # a query of its own
 
 @dataclass
 class Group:
-    """One scan and the checks it judges."""
+    """One scan and the checks it judges: run over one window, or over many in one pass."""
 
     window_ms: int | None
     run: Callable[[Context], Row]
     checks: list[str] = field(default_factory=list)
+    # Over many windows (`ctx.windowing`): the row of each window the scan found anything in.
+    run_many: Callable[[Context], dict[int, Row]] | None = None
 
 
 @dataclass
@@ -82,7 +99,9 @@ class Plans:
             # The state holds no dimensions: its checks' triage is read from the events.
             scan = SessionScan(dims=None if self.source.state else self.dims)
             self.sessions[spec.window_ms] = scan
-            self.groups[("session", spec.window_ms)] = Group(spec.window_ms, _session_run(scan))
+            self.groups[("session", spec.window_ms)] = Group(
+                spec.window_ms, _session_run(scan), run_many=_session_run_many(scan)
+            )
         self.groups[("session", spec.window_ms)].checks.append(spec.id)
         return scan
 
@@ -92,7 +111,9 @@ class Plans:
         if scan is None:
             scan = WindowScan(dims=self.dims)
             self.windows[spec.window_ms] = scan
-            self.groups[("window", spec.window_ms)] = Group(spec.window_ms, _window_run(scan))
+            self.groups[("window", spec.window_ms)] = Group(
+                spec.window_ms, _window_run(scan), run_many=_window_run_many(scan)
+            )
         self.groups[("window", spec.window_ms)].checks.append(spec.id)
         return scan
 
@@ -103,7 +124,13 @@ class Plans:
             sql, params = query(ctx)
             return ctx.aggregate(sql, params)
 
-        self.groups[("own:" + spec.id, spec.window_ms)] = Group(spec.window_ms, run, [spec.id])
+        def run_many(ctx: Context) -> dict[int, Row]:
+            sql, params = query(ctx)
+            return ctx.by_window(sql, params)
+
+        self.groups[("own:" + spec.id, spec.window_ms)] = Group(
+            spec.window_ms, run, [spec.id], run_many
+        )
 
     def run(
         self,
@@ -125,6 +152,42 @@ class Plans:
                 timed(group.checks, started, time.time_ns())
             yield group, ctx, outcome
 
+    def run_windows(
+        self, store: Store, windows: Windows
+    ) -> Iterator[tuple[Group, list[tuple[Context, Row | StoreError]]]]:
+        """Each scan run once over all `windows`: its group, and each window's context and row.
+
+        A window the scan found nothing in gets the row of the scan over
+        nothing (`checks.scans.windows.empty`): one more query, which reads
+        no row, for all such windows.
+        """
+        for group in self.groups.values():
+            sized = windows.sized(group.window_ms)
+            contexts = [Context(store, self.source, w) for w in sized.windows]
+            outcomes: list[Row | StoreError]
+            try:
+                rows = self._run_many(group, Context(store, self.source, sized.span, Many(sized)))
+                missing = [i for i in range(len(sized)) if i + 1 not in rows]
+                if missing:
+                    nothing = group.run(Context(store, self.source, empty(sized.windows[0])))
+                    rows.update({i + 1: nothing for i in missing})
+                outcomes = [rows[i + 1] for i in range(len(sized))]
+            except StoreError as exc:
+                log.warning("checks %s could not run: %s", ", ".join(group.checks), exc.problem)
+                outcomes = [exc] * len(sized)
+            yield group, list(zip(contexts, outcomes, strict=True))
+
+    @staticmethod
+    def _run_many(group: Group, ctx: Context) -> dict[int, Row]:
+        """The group's rows over many windows: in one pass, or one window at a time."""
+        if group.run_many is not None:
+            return group.run_many(ctx)
+        assert isinstance(ctx.windowing, Many)
+        return {
+            i + 1: group.run(Context(ctx.store, ctx.source, w))
+            for i, w in enumerate(ctx.windowing.windows.windows)
+        }
+
 
 def _session_run(scan: SessionScan) -> Callable[[Context], Row]:
     """The session scan's one row: from the events, or from the session state (`source.state`)."""
@@ -139,8 +202,39 @@ def _session_run(scan: SessionScan) -> Callable[[Context], Row]:
     return run
 
 
+def _session_run_many(scan: SessionScan) -> Callable[[Context], dict[int, Row]]:
+    """The session scan over many windows in one pass; from the session state, window by window.
+
+    The session state is kept per hour, a few rows per session: each
+    window reads its own (`checks.state.read`), as `check` does.
+    """
+
+    def run(ctx: Context) -> dict[int, Row]:
+        assert isinstance(ctx.windowing, Many)
+        if ctx.source.state:
+            single = _session_run(scan)
+            return {
+                i + 1: single(Context(ctx.store, ctx.source, w))
+                for i, w in enumerate(ctx.windowing.windows.windows)
+            }
+        sql, extra = per_window.render(scan, ctx.source, ctx.windowing.windows)
+        return ctx.by_window(sql, {**scan.params(), **extra})
+
+    return run
+
+
 def _window_run(scan: WindowScan) -> Callable[[Context], Row]:
     def run(ctx: Context) -> Row:
         return ctx.aggregate(scan.render_raw(ctx.source), scan.params())
+
+    return run
+
+
+def _window_run_many(scan: WindowScan) -> Callable[[Context], dict[int, Row]]:
+    def run(ctx: Context) -> dict[int, Row]:
+        # The window scan reads no lookback: from the first window's start on.
+        span = ctx.window
+        ranged = replace(ctx, window=replace(span, lookback=span.length))
+        return ranged.by_window(scan.render_raw(ctx.source, ctx.windowing), scan.params())
 
     return run

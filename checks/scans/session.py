@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.scans.binder import WS, Binder
+from checks.scans.binder import ONE_WINDOW, WS, Binder
 from checks.sources import CompiledSource
 
 EVIDENCE = 20  # evidence items per check, oldest first
@@ -207,7 +207,7 @@ DATA_QUALITY: dict[str, str] = {
 
 # The role events' array, from the events: the result count is parsed for role events
 # only (`if` evaluates its branch lazily).
-_ROLES = (
+ROLES = (
     "groupArrayIf((t, _m, event_id, if(_mr != 0, ifNull(result_count, 0) > 0, false)), _mr != 0)"
 )
 
@@ -343,8 +343,11 @@ class SessionScan:
     def params(self) -> dict[str, Any]:
         return {**self.sets.params(), **self.bind.values}
 
-    def render_raw(self, source: CompiledSource) -> str:
-        """The whole scan over the source's events (with their dimensions when carrying triage)."""
+    def masked(self, source: CompiledSource) -> str:
+        """The source's events (with their dimensions when carrying triage) and their masks.
+
+        `_m`: the name sets an event is in; `_mr`: those kept in the role-event array.
+        """
 
         def matches(i: int) -> str:
             return (
@@ -354,10 +357,14 @@ class SessionScan:
 
         mask = self.sets.mask("_m0", matches)
         masks = f"{NameSets.name_mask('name')} AS _m0, {mask} AS _m, {self.sets.roles('_m')} AS _mr"
-        inner = [f"{_ROLES} AS _roles"]
-        inner += [f"{expr} AS dq_{reason}" for reason, expr in DATA_QUALITY.items()]
-        inner += [f"{_raw(item)} AS {alias}" for alias, item in self.inputs.items()]
         events = source.events() if self.dims is None else source.events_with_dims()
+        return f"SELECT *, {masks}\n      FROM {events}"
+
+    def render_raw(self, source: CompiledSource) -> str:
+        """The whole scan over the source's events (with their dimensions when carrying triage)."""
+        inner = [f"{ROLES} AS _roles"]
+        inner += [f"{expr} AS dq_{reason}" for reason, expr in DATA_QUALITY.items()]
+        inner += [f"{raw_input(item)} AS {alias}" for alias, item in self.inputs.items()]
         aggregates = ",\n        ".join(inner)
         return self.around(f"""
     SELECT
@@ -368,29 +375,36 @@ class SessionScan:
         count() AS n_events,
         {aggregates}
     FROM (
-      SELECT *, {masks}
-      FROM {events}
+      {self.masked(source)}
     )
     GROUP BY session_id""")
 
-    def around(self, per_session: str) -> str:
-        """The levels above the per-session one: per-session figures, then the totals."""
+    def around(self, per_session: str, windowed: bool = False) -> str:
+        """The levels above the per-session one: per-session figures, then the totals.
+
+        The figures compare times with the window's bounds (`WS`, `AT`, `LB`):
+        one window's, bound as parameters, or (`windowed`) those of each row of
+        `per_session`, one row per session and window, the totals then one row
+        per window (`_w`).
+        """
         outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
         final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
+        bounds = "" if windowed else f"\n      {ONE_WINDOW},"
+        key, group = ("_w,\n  ", "\nGROUP BY _w") if windowed else ("", "")
         return f"""
 SELECT
-  {final}
+  {key}{final}
 FROM (
   SELECT
-      *,
+      *,{bounds}
       session_id != '' AS real,
       {outer or "1 AS _none"}
   FROM ({per_session}
   )
-)"""
+){group}"""
 
 
-def _raw(item: Input) -> str:
+def raw_input(item: Input) -> str:
     """SQL: a per-session input as an aggregate over the session's events."""
     if isinstance(item, SideTimes):
         return f"groupArrayIf(t, bitTest(_m, {item.bit}))"
