@@ -40,9 +40,7 @@ world_sessions = st.lists(
         {
             "plan": engine.session_plan,
             "shift_min": st.integers(-24 * 60, 24 * 60),
-            "turns": st.lists(
-                st.tuples(st.integers(0, 90), st.sampled_from(TURNS)), max_size=3
-            ),
+            "turns": st.lists(st.tuples(st.integers(0, 90), st.sampled_from(TURNS)), max_size=3),
         }
     ),
     max_size=7,
