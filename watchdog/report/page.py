@@ -65,15 +65,17 @@ WORD = {
 
 
 @functools.cache
-def _environment() -> Environment:
-    environment = Environment(
+def environment() -> Environment:
+    """The pages' templates (this page's and the backtest's), values from the data escaped."""
+    found = Environment(
         loader=PackageLoader("watchdog.report", "templates"),
         autoescape=select_autoescape(["html", "j2"], default=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters["rfc3339"] = rfc3339
-    return environment
+    found.filters["rfc3339"] = rfc3339
+    found.filters["duration"] = format_duration
+    return found
 
 
 def _since(result: CheckResult, replay: AlertReplay, length: timedelta) -> str:
@@ -274,7 +276,7 @@ def render_page(
         "notes": list(report.notes),
         "data_quality": dict(report.data_quality),
     }
-    return _environment().get_template("report.html.j2").render(context)
+    return environment().get_template("report.html.j2").render(context)
 
 
 def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:
