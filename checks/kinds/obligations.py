@@ -94,6 +94,9 @@ class Judging:
 def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
     """Add `ob` to `scan`: per session, how many are due in W and how many of those are unmet."""
     met_by = scan.times(ob.required)
+    # Every deadline lies at most the grace (or, for a silent end, idle_timeout) after the
+    # session's last event.
+    scan.reaching(max(ob.grace_ms, ob.idle_ms))
     grace = scan.bind(ob.grace_ms, "Int64")
     lead = scan.bind(ob.lead_ms, "Int64")
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from checks.scans.session import (
     DATA_QUALITY,
+    LOOKBACK_ROLES,
     ROLES,
     FirstDim,
     Input,
@@ -126,38 +127,55 @@ def render(
     merged += [
         f"{DATA_QUALITY[reason]} AS dq_{reason}" for reason, summed in SUMMED.items() if not summed
     ]
-    columns = ",\n    ".join(merged)
+    columns = ",\n      ".join(merged)
     n = len(windows)
     # The windows whose read range holds any of the session's pieces.
     touched = (
         f"arrayFilter(i -> arrayExists(x -> x.1 >= {{bt_lb:Array(Int64)}}[i]"
         f" AND x.1 < {{bt_at:Array(Int64)}}[i], _pieces), range(1, {n + 1}))"
     )
-    per_session = f"""
-  SELECT
-    session_id,
-    _w,
-    {{bt_ws:Array(Int64)}}[_w] AS _ws,
-    {{bt_at:Array(Int64)}}[_w] AS _at,
-    {{bt_lb:Array(Int64)}}[_w] AS _lb,
-    arrayFilter(x -> x.1 >= _lb AND x.1 < _at, _pieces) AS _in,
-    {columns}
-  FROM (
-    SELECT session_id, groupArray(tuple({fields})) AS _pieces
-    FROM (
-      SELECT
-        session_id,
-        roundDown(t, {{bt_bounds:Array(Int64)}}) AS _p,
-        {per_piece}
-      FROM (
-        {scan.masked(source)}
-      )
-      GROUP BY session_id, _p
+    # A session whose last event lies more than the scan's reach before a window's start
+    # has nothing due and nothing in that window: its figures get no role event there
+    # (`SessionScan`), only the lookback's totals count it.
+    pruned = ", ".join(
+        f"if(last_seen + {{bt_reach:Int64}} >= _ws, {alias}, []) AS {alias}"
+        for alias in ("_roles", *(a for a, i in scan.inputs.items() if _is_events(i)))
     )
-    GROUP BY session_id
-  )
-  ARRAY JOIN {touched} AS _w"""
-    return scan.around(per_session, windowed=True), {"bt_bounds": bounds(windows)}
+    per_session = f"""
+  SELECT * REPLACE ({pruned})
+  FROM (
+    SELECT
+      session_id,
+      _w,
+      {{bt_ws:Array(Int64)}}[_w] AS _ws,
+      {{bt_at:Array(Int64)}}[_w] AS _at,
+      {{bt_lb:Array(Int64)}}[_w] AS _lb,
+      arrayFilter(x -> x.1 >= _lb AND x.1 < _at, _pieces) AS _in,
+      {columns},
+      _roles AS {LOOKBACK_ROLES}
+    FROM (
+      SELECT session_id, groupArray(tuple({fields})) AS _pieces
+      FROM (
+        SELECT
+          session_id,
+          roundDown(t, {{bt_bounds:Array(Int64)}}) AS _p,
+          {per_piece}
+        FROM (
+          {scan.masked(source)}
+        )
+        GROUP BY session_id, _p
+      )
+      GROUP BY session_id
+    )
+    ARRAY JOIN {touched} AS _w
+  )"""
+    extra = {"bt_bounds": bounds(windows), "bt_reach": scan.reach_ms}
+    return scan.around(per_session, windowed=True), extra
+
+
+def _is_events(item: Input) -> bool:
+    """Whether an input holds some of the session's events (pruned as the role events are)."""
+    return isinstance(item, SideTimes | SideEvents)
 
 
 def bounds(windows: Windows) -> list[int]:

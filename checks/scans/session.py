@@ -25,6 +25,8 @@ from checks.scans.binder import ONE_WINDOW, WS, Binder
 from checks.sources import CompiledSource
 
 EVIDENCE = 20  # evidence items per check, oldest first
+# Per session: every role event of the lookback, whatever the window (`SessionScan.seen`).
+LOOKBACK_ROLES = "_lookback_roles"
 
 # A condition over one element's time, as SQL (`lambda t: f"{t} >= ..."`).
 TimeCondition = Callable[[str], str]
@@ -220,6 +222,14 @@ class SessionScan:
     alias of the column it made; a kind reads its totals back by those
     aliases from the scan's one row. With `dims`, coverage kinds carry their
     triage breakdown too.
+
+    A figure over a session's role events (`_roles`, the side inputs) is
+    about the window: a session whose last event lies more than `reach_ms`
+    before the window's start gives it what it gives over no role event at
+    all (nothing due, nothing in the window). Many windows in one pass
+    (`checks.scans.per_window`) rely on it and give such a session none;
+    what needs every role event of the lookback reads `LOOKBACK_ROLES`
+    (`seen`).
     """
 
     dims: tuple[str, ...] | None = None
@@ -229,6 +239,7 @@ class SessionScan:
     final: dict[str, str] = field(default_factory=dict)  # alias -> total over sessions
     bind: Binder = field(default_factory=lambda: Binder("s"))
     tags: int = 0
+    reach_ms: int = 0  # how far past a session's last event its figures look (`reaching`)
 
     def tag(self) -> str:
         """A prefix for the columns of one more check, unique in this scan."""
@@ -257,12 +268,22 @@ class SessionScan:
         self.final[alias] = expr
         return alias
 
-    def _roles(self, k: int, extra: TimeCondition | None = None, positive: bool = False) -> str:
+    def reaching(self, ms: int) -> None:
+        """A figure of this scan looks `ms` past a session's last event (a grace, idle_timeout)."""
+        self.reach_ms = max(self.reach_ms, ms)
+
+    def _roles(
+        self,
+        k: int,
+        extra: TimeCondition | None = None,
+        positive: bool = False,
+        roles: str = "_roles",
+    ) -> str:
         """Per session: its role events in set `k` (with results; at a time meeting `extra`)."""
         condition = f"bitTest(x.2, {k})" + (" AND x.4" if positive else "")
         if extra is not None:
             condition += f" AND {extra('x.1')}"
-        return f"arrayFilter(x -> {condition}, _roles)"
+        return f"arrayFilter(x -> {condition}, {roles})"
 
     def times(self, names: Sequence[str], side: bool = False) -> str:
         """Per session: the times of its events named in `names` (none without a session)."""
@@ -324,8 +345,9 @@ class SessionScan:
     def seen(self, names: Sequence[str]) -> tuple[str, str]:
         """Per session: how many events of `names` exist within lookback, and the newest."""
         k = self.sets.bit(names)
-        count = self.per_session(f"seen_{k}", f"length({self._roles(k)})")
-        newest = self.per_session(f"newest_{k}", f"arrayMax(arrayMap(x -> x.1, {self._roles(k)}))")
+        seen = self._roles(k, roles=LOOKBACK_ROLES)
+        count = self.per_session(f"seen_{k}", f"length({seen})")
+        newest = self.per_session(f"newest_{k}", f"arrayMax(arrayMap(x -> x.1, {seen}))")
         return count, newest
 
     def scoped(self, check_id: str, predicate: str | None) -> str:
@@ -389,7 +411,7 @@ class SessionScan:
         """
         outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
         final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
-        bounds = "" if windowed else f"\n      {ONE_WINDOW},"
+        bounds = "" if windowed else f"\n      {ONE_WINDOW}, _roles AS {LOOKBACK_ROLES},"
         key, group = ("_w,\n  ", "\nGROUP BY _w") if windowed else ("", "")
         return f"""
 SELECT
