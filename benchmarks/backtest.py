@@ -170,7 +170,7 @@ def render(cases: list[dict[str, Any]]) -> str:
     lines = [header]
     for c in cases:
 
-        def cell(path: str) -> str:
+        def cell(path: str, c: dict[str, Any] = c) -> str:
             return f"{c[path]['median_s']:7.2f}s ({c['over_floor'][path]:.2f}x)"
 
         by_hand = c["windows"] * c["check"]["median_s"]
