@@ -323,6 +323,16 @@ class SessionScan:
         first = self.per_session(f"first_{k}", f"arrayMin(arrayMap(x -> x.1, {self._roles(k)}))")
         return has, first
 
+    def events_of(self, names: Sequence[str]) -> str:
+        """Per session: (time, event id) of its events of `names`, oldest first."""
+        k = self.sets.bit(names)
+        picked = f"arraySort(arrayMap(x -> (x.1, x.3), {self._roles(k)}))"
+        return self.per_session(f"events_{k}", f"if(session_id != '', {picked}, [])")
+
+    def first_id_of(self, names: Sequence[str]) -> str:
+        """Per session: the event id of its first event of `names` ('' when none)."""
+        return self.per_session(f"first_id_{self.sets.bit(names)}", f"{self.events_of(names)}[1].2")
+
     def count_in_window(self, names: Sequence[str]) -> str:
         """Per session (sessionless events included): distinct events of `names` in W."""
         k = self.sets.bit(names)
