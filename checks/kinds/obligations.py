@@ -142,9 +142,7 @@ class _Rule:
         )
 
 
-def _triggers(
-    scan: SessionScan, tag: str, ob: Obligation, may_be_due: Callable[[str], str]
-) -> str:
+def _triggers(scan: SessionScan, tag: str, ob: Obligation, may_be_due: Callable[[str], str]) -> str:
     """Per session: (time, event id) of the obligation's triggers that may be due."""
     # An obligation closed by `until` (a response to each human message) reads
     # conversation events: they are kept aside from the memory events.
