@@ -15,8 +15,15 @@ from typing import Any
 
 from checks.base import CheckSpec, KindParams
 from checks.evidence import Evidence
-from checks.kinds.base import Described, Kind
-from checks.kinds.deviation_contract import DeviationContract, carried_triage, classified
+from checks.kinds.base import Described, Flag, Kind
+from checks.kinds.deviation_contract import (
+    DeviationContract,
+    breaches,
+    carried_triage,
+    cited,
+    classified,
+)
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
 from checks.verdict import judge
@@ -88,6 +95,12 @@ FROM (
             return Judged(result, carried_triage(result.status, value, row, dims))
 
         return read
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        """A conforming deviation event citing an evidence id that exists nowhere."""
+        p = self.of(spec).contract
+        words = "'cites evidence ids that exist nowhere in the lookback'"
+        return Flag(p.events, f"empty({breaches('payload')})", words, p.params(), cited("payload"))
 
     def describe(self, params: DeviationEvidence) -> Described:
         return params.contract.described()

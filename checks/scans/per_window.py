@@ -6,12 +6,19 @@ lookbacks once: the events are grouped by session and by *piece*, the
 pieces being the intervals between consecutive window bounds (every
 window's lookback start and end), so that each window's read range is a
 union of whole pieces. Each session then gets one row per window whose
-read range holds any of its events, its per-session columns merged from
-those pieces only: the first and last time, the event count, the scope,
-the role events and the other inputs of `[lb, at)` of that window, what
-`render_raw` computes over that window's events. The levels above (the
-figures, then the totals, one row per window) are the scan's own
-(`SessionScan.around`), the window's bounds those of each row.
+read range holds any of its events (`_w`), its per-session columns merged
+from those pieces only: what `render_raw` computes over that window's
+events. The levels above (the figures, then the totals, one row per window)
+are the scan's own (`SessionScan.around`), the window's bounds those of
+each row.
+
+What makes it cheap: every column is merged per window before the rows are
+made (small arrays of the pieces' figures), and the role events (and the
+other inputs holding events) go only to the windows the session may have
+something due in: a session whose last event lies more than the scan's
+reach before a window's start gives that window's figures no event
+(`SessionScan`: they give what they give over none), and its row holds
+only numbers.
 """
 
 from __future__ import annotations
@@ -22,11 +29,11 @@ from typing import Any
 
 from checks.scans.session import (
     DATA_QUALITY,
-    LOOKBACK_ROLES,
     ROLES,
     FirstDim,
     Input,
     Scope,
+    Seen,
     SessionScan,
     SideEvents,
     SideTimes,
@@ -35,70 +42,72 @@ from checks.scans.session import (
 from checks.scans.windows import Windows
 from checks.sources import CompiledSource
 
-# How each data-quality count of a window is made from its pieces: summed, or (None)
-# computed over the window's merged columns by its own expression (the duplicate role
-# events over the merged role events; a long session id over the session id).
-SUMMED: dict[str, bool] = {
-    "duplicate_rows": False,
-    "latency_ignored": True,
-    "payload_not_json_object": True,
-    "invalid_utf8": True,
-    "session_id_over_1kib": False,
+# The data-quality counts a window sums over its pieces; the others are made per window
+# from other columns (duplicate role rows across pieces; a long session id).
+SUMMED = ("latency_ignored", "payload_not_json_object", "invalid_utf8")
+OWN: dict[str, tuple[str, str]] = {
+    # Rows beyond the first of each role event id: each piece's own, plus the ids found
+    # in more than one of the window's pieces, once per piece beyond the first. (For a
+    # session of one piece, then for the pieces of mask `m`.)
+    "duplicate_rows": (
+        "_dups[1]",
+        "arraySum(arrayFilter((d, k) -> k, _dups, m))"
+        " + arraySum(arrayMap(c -> greatest(arrayCount(p -> has(c.2, p),"
+        " arrayFilter((p, k) -> k, _ps, m)) - 1, 0), _cross))",
+    ),
+    "session_id_over_1kib": (
+        DATA_QUALITY["session_id_over_1kib"],
+        DATA_QUALITY["session_id_over_1kib"],
+    ),
 }
-assert SUMMED.keys() == DATA_QUALITY.keys(), "every data-quality count is merged by a rule"
+assert set(SUMMED) | set(OWN) == set(DATA_QUALITY), "every data-quality count has its rule"
+
+Merge = Callable[[str], str]  # SQL over the window's pieces' values (`values`)
 
 
 @dataclass(frozen=True)
 class Piece:
-    """One column of a session's piece, and how a window merges it from its pieces (`_in`)."""
+    """A column of each piece of a session, and how a window's value is made from its pieces."""
 
     alias: str
     aggregate: str  # over the piece's events
-    merge: Callable[[str], str]  # SQL over the window's pieces' values (an array)
+    merge: Merge
+    events: bool = False  # it holds events: only the windows the session may matter to get them
 
 
-def _largest(values: str) -> str:
-    return f"arrayMax({values})"
+def _of(function: str) -> Merge:
+    return lambda values: f"{function}({values})"
 
 
-def _smallest(values: str) -> str:
-    return f"arrayMin({values})"
+def _seen(values: str) -> str:
+    return f"(arraySum(arrayMap(x -> x.1, {values})), arrayMax(arrayMap(x -> x.2, {values})))"
 
 
-def _sum(values: str) -> str:
-    return f"arraySum({values})"
-
-
-def _joined(values: str) -> str:
-    return f"arrayFlatten({values})"
+def _input_piece(alias: str, item: Input) -> Piece:
+    if isinstance(item, SideTimes | SideEvents):
+        return Piece(alias, raw_input(item), _of("arrayFlatten"), events=True)
+    if isinstance(item, Scope):
+        return Piece(alias, raw_input(item), _of("arrayMax"))
+    if isinstance(item, Seen):
+        return Piece(alias, raw_input(item), _seen)
+    assert isinstance(item, FirstDim)
+    # The dimension of the window's first event: that of its earliest piece.
+    first = f"(min(t), {raw_input(item)})"
+    return Piece(alias, first, lambda values: f"arrayMin({values}).2")
 
 
 def _pieces(scan: SessionScan) -> list[Piece]:
     """The columns of a piece: the fixed ones, the summed data-quality counts, the inputs."""
     pieces = [
-        Piece("scoped", "max(in_scope)", _largest),
-        Piece("first_seen", "min(t)", _smallest),
-        Piece("last_seen", "max(t)", _largest),
-        Piece("n_events", "count()", _sum),
-        Piece("_roles", ROLES, _joined),
+        Piece("scoped", "max(in_scope)", _of("arrayMax")),
+        Piece("first_seen", "min(t)", _of("arrayMin")),
+        Piece("last_seen", "max(t)", _of("arrayMax")),
+        Piece("n_events", "count()", _of("arraySum")),
+        Piece("_roles", ROLES, _of("arrayFlatten"), events=True),
     ]
-    pieces += [
-        Piece(f"dq_{reason}", DATA_QUALITY[reason], _sum)
-        for reason, summed in SUMMED.items()
-        if summed
-    ]
-    for alias, item in scan.inputs.items():
-        pieces.append(Piece(alias, raw_input(item), _merge_of(item)))
+    pieces += [Piece(f"dq_{r}", DATA_QUALITY[r], _of("arraySum")) for r in SUMMED]
+    pieces += [_input_piece(alias, item) for alias, item in scan.inputs.items()]
     return pieces
-
-
-def _merge_of(item: Input) -> Callable[[str], str]:
-    if isinstance(item, SideTimes | SideEvents):
-        return _joined
-    if isinstance(item, Scope):
-        return _largest
-    assert isinstance(item, FirstDim)
-    return _smallest  # over (the piece's first time, its first event's dimension)
 
 
 def render(
@@ -110,72 +119,102 @@ def render(
     windows' (`Context` binds those).
     """
     pieces = _pieces(scan)
-    position = {p.alias: i + 2 for i, p in enumerate(pieces)}  # in the piece tuple; 1: its start
-    per_piece = ",\n        ".join(f"{p.aggregate} AS {p.alias}" for p in pieces)
-    fields = ", ".join(["_p", *(p.alias for p in pieces)])
-    merged = []
-    for p in pieces:
-        k = position[p.alias]
-        if isinstance(scan.inputs.get(p.alias), FirstDim):
-            # The dimension of the window's first event: that of its earliest piece.
-            first = position["first_seen"]
-            merged.append(
-                f"tupleElement(arrayMin(arrayMap(x -> (x.{first}, x.{k}), _in)), 2) AS {p.alias}"
-            )
-        else:
-            merged.append(f"{p.merge(f'arrayMap(x -> x.{k}, _in)')} AS {p.alias}")
-    merged += [
-        f"{DATA_QUALITY[reason]} AS dq_{reason}" for reason, summed in SUMMED.items() if not summed
-    ]
-    columns = ",\n      ".join(merged)
+    per_piece = ",\n          ".join(f"{p.aggregate} AS {p.alias}" for p in pieces)
+    gathered = ",\n        ".join(f"groupArray({p.alias}) AS _g{p.alias}" for p in pieces)
+    ws, at, lb = "{bt_ws:Array(Int64)}", "{bt_at:Array(Int64)}", "{bt_lb:Array(Int64)}"
     n = len(windows)
-    # The windows whose read range holds any of the session's pieces.
-    touched = (
-        f"arrayFilter(i -> arrayExists(x -> x.1 >= {{bt_lb:Array(Int64)}}[i]"
-        f" AND x.1 < {{bt_at:Array(Int64)}}[i], _pieces), range(1, {n + 1}))"
+
+    def in_range(i: str) -> str:
+        """Per piece: whether window `i` reads it."""
+        return f"arrayMap(p -> p >= {lb}[{i}] AND p < {at}[{i}], _ps)"
+
+    def merged(p: Piece) -> str:
+        values = f"arrayFilter((x, k) -> k, _g{p.alias}, m)"
+        return p.merge(values)
+
+    # Per window of `_wl` (the windows that read any piece: those the session may have
+    # something due in, `_near`, first), each column's value; the columns holding events
+    # only for those first `_near` windows, the others' left empty (arrayResize).
+    # Most sessions lie in one piece, read whole by every window that reads it: merged once.
+    by_window = []
+    for p in pieces:
+        whole = p.merge(f"_g{p.alias}")
+        if p.events:
+            each = f"arrayMap(m -> {merged(p)}, arraySlice(_masks, 1, _near))"
+            every = f"if(_one, arrayWithConstant(_near, {whole}), {each})"
+            by_window.append(f"arrayResize({every}, length(_wl)) AS _b{p.alias}")
+        else:
+            each = f"arrayMap(m -> {merged(p)}, _masks)"
+            by_window.append(
+                f"if(_one, arrayWithConstant(length(_wl), {whole}), {each}) AS _b{p.alias}"
+            )
+    by_window += [
+        f"if(_one, arrayWithConstant(length(_wl), {whole}), arrayMap(m -> {each}, _masks))"
+        f" AS _bdq_{r}"
+        for r, (whole, each) in OWN.items()
+    ]
+    columns = ",\n      ".join(by_window)
+    joined = ", ".join(
+        ["_wl AS _w", *(f"_b{p.alias} AS {p.alias}" for p in pieces)]
+        + [f"_bdq_{r} AS dq_{r}" for r in OWN]
     )
-    # A session whose last event lies more than the scan's reach before a window's start
-    # has nothing due and nothing in that window: its figures get no role event there
-    # (`SessionScan`), only the lookback's totals count it.
-    pruned = ", ".join(
-        f"if(last_seen + {{bt_reach:Int64}} >= _ws, {alias}, []) AS {alias}"
-        for alias in ("_roles", *(a for a, i in scan.inputs.items() if _is_events(i)))
-    )
+    # Only the joined columns go on: the per-window arrays would be copied into every row.
+    kept = ", ".join([p.alias for p in pieces] + [f"dq_{r}" for r in OWN])
+    last = "arrayMax(arrayFilter((x, k) -> k, _glast_seen, " + in_range("i") + "))"
     per_session = f"""
-  SELECT * REPLACE ({pruned})
+  SELECT
+    session_id,
+    _w,
+    {ws}[_w] AS _ws,
+    {at}[_w] AS _at,
+    {lb}[_w] AS _lb,
+    {kept}
   FROM (
     SELECT
       session_id,
-      _w,
-      {{bt_ws:Array(Int64)}}[_w] AS _ws,
-      {{bt_at:Array(Int64)}}[_w] AS _at,
-      {{bt_lb:Array(Int64)}}[_w] AS _lb,
-      arrayFilter(x -> x.1 >= _lb AND x.1 < _at, _pieces) AS _in,
-      {columns},
-      _roles AS {LOOKBACK_ROLES}
+      _wl,
+      {columns}
     FROM (
-      SELECT session_id, groupArray(tuple({fields})) AS _pieces
+      SELECT
+        *,
+        arrayFilter(i -> arrayExists(p -> p >= {lb}[i] AND p < {at}[i], _ps),
+                    range(1, {n + 1})) AS _touched,
+        arrayFilter(i -> {last} + {{bt_reach:Int64}} >= {ws}[i], _touched) AS _near_list,
+        arrayConcat(_near_list, arrayFilter(i -> NOT has(_near_list, i), _touched)) AS _wl,
+        length(_near_list) AS _near,
+        length(_ps) = 1 AS _one,
+        if(_one, [], arrayMap(i -> {in_range("i")}, _wl)) AS _masks
       FROM (
         SELECT
           session_id,
-          roundDown(t, {{bt_bounds:Array(Int64)}}) AS _p,
-          {per_piece}
+          groupArray(_p) AS _ps,
+          {gathered},
+          groupArray(arrayDistinct(arrayMap(x -> x.3, _roles))) AS _pids,
+          arrayMap((r, ids) -> length(r) - length(ids), _g_roles, _pids) AS _dups,
+          if(length(_ps) = 1, [], arraySort(arrayFlatten(_pids))) AS _sorted,
+          -- Role event ids in more than one piece (rare: retries), with those pieces:
+          -- each piece's distinct ids, sorted together, equal neighbours.
+          if(length(_ps) = 1, [], arrayMap(
+            id -> (id, arrayFilter((p, ids) -> has(ids, id), _ps, _pids)),
+            arrayDistinct(arrayFilter((id, previous) -> id = previous, _sorted,
+                                      arrayPopBack(arrayPushFront(_sorted, '')))))) AS _cross
         FROM (
-          {scan.masked(source)}
+          SELECT
+            session_id,
+            roundDown(t, {{bt_bounds:Array(Int64)}}) AS _p,
+            {per_piece}
+          FROM (
+            {scan.masked(source)}
+          )
+          GROUP BY session_id, _p
         )
-        GROUP BY session_id, _p
+        GROUP BY session_id
       )
-      GROUP BY session_id
     )
-    ARRAY JOIN {touched} AS _w
-  )"""
+  )
+  ARRAY JOIN {joined}"""
     extra = {"bt_bounds": bounds(windows), "bt_reach": scan.reach_ms}
     return scan.around(per_session, windowed=True), extra
-
-
-def _is_events(item: Input) -> bool:
-    """Whether an input holds some of the session's events (pruned as the role events are)."""
-    return isinstance(item, SideTimes | SideEvents)
 
 
 def bounds(windows: Windows) -> list[int]:

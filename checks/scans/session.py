@@ -25,8 +25,6 @@ from checks.scans.binder import ONE_WINDOW, WS, Binder
 from checks.sources import CompiledSource
 
 EVIDENCE = 20  # evidence items per check, oldest first
-# Per session: every role event of the lookback, whatever the window (`SessionScan.seen`).
-LOOKBACK_ROLES = "_lookback_roles"
 
 # A condition over one element's time, as SQL (`lambda t: f"{t} >= ..."`).
 TimeCondition = Callable[[str], str]
@@ -178,7 +176,18 @@ class FirstDim:
         return f"sdim_{self.dim}"
 
 
-Input = SideTimes | SideEvents | Scope | FirstDim
+@dataclass(frozen=True)
+class Seen:
+    """Per session: (how many events of set `bit` it has within lookback, the newest's time)."""
+
+    bit: int
+
+    @property
+    def alias(self) -> str:
+        return f"_seen_{self.bit}"
+
+
+Input = SideTimes | SideEvents | Scope | FirstDim | Seen
 
 # Per session, always: `scoped` (an event in source.session_filter), `first_seen`,
 # `last_seen`, `n_events`, `_roles` (its role events: (t, mask, event id, has results),
@@ -228,8 +237,7 @@ class SessionScan:
     before the window's start gives it what it gives over no role event at
     all (nothing due, nothing in the window). Many windows in one pass
     (`checks.scans.per_window`) rely on it and give such a session none;
-    what needs every role event of the lookback reads `LOOKBACK_ROLES`
-    (`seen`).
+    what counts events of the whole lookback is an input (`seen`).
     """
 
     dims: tuple[str, ...] | None = None
@@ -272,18 +280,12 @@ class SessionScan:
         """A figure of this scan looks `ms` past a session's last event (a grace, idle_timeout)."""
         self.reach_ms = max(self.reach_ms, ms)
 
-    def _roles(
-        self,
-        k: int,
-        extra: TimeCondition | None = None,
-        positive: bool = False,
-        roles: str = "_roles",
-    ) -> str:
+    def _roles(self, k: int, extra: TimeCondition | None = None, positive: bool = False) -> str:
         """Per session: its role events in set `k` (with results; at a time meeting `extra`)."""
         condition = f"bitTest(x.2, {k})" + (" AND x.4" if positive else "")
         if extra is not None:
             condition += f" AND {extra('x.1')}"
-        return f"arrayFilter(x -> {condition}, {roles})"
+        return f"arrayFilter(x -> {condition}, _roles)"
 
     def times(self, names: Sequence[str], side: bool = False) -> str:
         """Per session: the times of its events named in `names` (none without a session)."""
@@ -354,11 +356,8 @@ class SessionScan:
 
     def seen(self, names: Sequence[str]) -> tuple[str, str]:
         """Per session: how many events of `names` exist within lookback, and the newest."""
-        k = self.sets.bit(names)
-        seen = self._roles(k, roles=LOOKBACK_ROLES)
-        count = self.per_session(f"seen_{k}", f"length({seen})")
-        newest = self.per_session(f"newest_{k}", f"arrayMax(arrayMap(x -> x.1, {seen}))")
-        return count, newest
+        seen = self._input(Seen(self.sets.bit(names)))
+        return f"{seen}.1", f"{seen}.2"
 
     def scoped(self, check_id: str, predicate: str | None) -> str:
         """Per session: whether it is in scope (a check's own session filter, else the source's)."""
@@ -421,7 +420,7 @@ class SessionScan:
         """
         outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
         final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
-        bounds = "" if windowed else f"\n      {ONE_WINDOW}, _roles AS {LOOKBACK_ROLES},"
+        bounds = "" if windowed else f"\n      {ONE_WINDOW},"
         key, group = ("_w,\n  ", "\nGROUP BY _w") if windowed else ("", "")
         return f"""
 SELECT
@@ -444,4 +443,7 @@ def raw_input(item: Input) -> str:
         return f"groupArrayIf((t, event_id), bitTest(_m, {item.bit}))"
     if isinstance(item, Scope):
         return f"max(scope_{item.check_id})"
+    if isinstance(item, Seen):
+        # The role-event array's members of the set (a set kept there: `seen` is no side set).
+        return f"(countIf(bitTest(_m, {item.bit})), maxIf(t, bitTest(_m, {item.bit})))"
     return f"argMin(dim_{item.dim}, t)"

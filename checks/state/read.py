@@ -23,6 +23,7 @@ from checks.scans.session import (
     Input,
     NameSets,
     Scope,
+    Seen,
     SessionScan,
     SideEvents,
     SideTimes,
@@ -66,6 +67,9 @@ def _input(item: Input) -> str:
         return f"arrayMap(x -> (x.1, x.3), arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
     if isinstance(item, Scope):
         return f"toUInt8(has(_scopes, {quoted(item.check_id)}))"
+    if isinstance(item, Seen):
+        seen = f"arrayFilter(x -> bitTest(x.2, {item.bit}), _all)"
+        return f"(toUInt64(length({seen})), arrayMax(arrayMap(x -> x.1, {seen})))"
     assert isinstance(item, FirstDim)
     raise ValueError("the session state keeps no triage dimension (triage reads the events)")
 

@@ -27,6 +27,7 @@ from watchdog.core.logs import configure_logging
 COMMANDS: dict[str, str] = {
     "check": "watchdog.cli.check:add_check",
     "backtest": "watchdog.cli.backtest:add_backtest",
+    "explain": "watchdog.cli.explain:add_explain",
     "demo": "watchdog.cli.demo:add_demo",
     "test-checks": "watchdog.cli.rules:add_test_checks",
     "silence": "watchdog.cli.silence:add_silence_commands",
