@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser docs docs-check
+.PHONY: demo test lint typecheck pytest bench clean browser prometheus rules node docs docs-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,36 @@ browser:
 	@(command -v chromium && command -v chromedriver) >/dev/null 2>&1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 
-test: lint typecheck pytest
+# Prometheus and Alertmanager, for the rules below and tests/alerts/test_alertmanager.py and
+# tests/alerts/test_prometheus.py: Debian packages, installed system-wide like the browser
+# (never by `make test`, whose tests skip and say how to get them when they are missing).
+prometheus:
+	@(command -v promtool && command -v amtool && \
+	  (command -v prometheus-alertmanager || command -v alertmanager)) >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     prometheus prometheus-alertmanager >/dev/null)
+
+# The shipped Prometheus rules, checked and unit-tested when promtool is installed.
+RULES := config/prometheus/memory-watchdog.rules.yml
+rules:
+	@if command -v promtool >/dev/null 2>&1; then \
+	  promtool check rules $(RULES) && promtool test rules $(RULES:.yml=.test.yml); \
+	else \
+	  echo "rules: skipped, promtool is not installed (apt-get install prometheus, or make prometheus)"; \
+	fi
+
+# The OpenTelemetry JS SDK's OTLP/HTTP exporters for tests/ingest/test_js_sdk.py: npm packages
+# (tests/ingest/node/package.json and its lock), installed into .cache/otel-js (ignored by git),
+# never by the tests themselves. `make test` skips those tests, saying how to get them, without it.
+OTEL_JS := .cache/otel-js
+node:
+	@command -v npm >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null)
+	mkdir -p $(OTEL_JS)
+	cp tests/ingest/node/package.json tests/ingest/node/package-lock.json $(OTEL_JS)/
+	cd $(OTEL_JS) && npm ci --no-audit --no-fund --loglevel=error
+
+test: lint typecheck rules pytest
 
 # The example outputs in README.md and docs/ are produced by the program (tests/docs_examples.py):
 # `docs` rewrites those that changed, `docs-check` fails naming them (tests/test_docs.py does too).

@@ -33,7 +33,7 @@ class AlertFacts:
 
     key: str  # the firing episode's id: source, check and start (PagerDuty's dedup_key)
     status: str  # "firing" or "resolved"
-    kind: str  # fire | repeat | resolve
+    kind: str  # fire | repeat | resolve | refresh
     source: str
     check_id: str
     severity: str
@@ -51,6 +51,7 @@ class AlertFacts:
     evidence_kind: str = ""  # "sessions", "events", or ""
     evidence: tuple[str, ...] = ()  # the first few ids
     evidence_more: int = 0
+    check_kind: str = ""  # the check's kind (coverage, quantile, ...); "watchdog" for its own
 
     @property
     def firing(self) -> bool:
@@ -144,6 +145,10 @@ class Timer:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
+    def lane(self) -> Timer:
+        """The timer of one receiver's lane (alerts.delivery): the same one, for real time."""
+        return self
+
 
 class Deadline:
     """The time left for one delivery run (`alerts.delivery_timeout`)."""
@@ -166,12 +171,19 @@ class Deadline:
         self.timer.sleep(max(0.0, min(seconds, self.remaining())))
 
 
+# Two periods of the default schedule (4h) and its delay (2m).
+DEFAULT_REFRESH_HORIZON = timedelta(hours=8, minutes=2)
+
+
 @dataclass(frozen=True)
 class ReceiverContext:
     """What building a receiver takes besides its own settings."""
 
     text_stream: TextIO | None = None  # the stdout receiver's stream (`check` hands in stderr)
     external_url: str = ""  # report.base_url: where the watchdog's pages are served
+    # How long a firing alert posted to a receiver that refreshes it stays valid
+    # (alerts.receivers.alertmanager.refresh_horizon of the schedule).
+    refresh_horizon: timedelta = DEFAULT_REFRESH_HORIZON
 
 
 class QuietWindow(Protocol):

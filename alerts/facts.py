@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from alerts.base import AlertFacts
-from alerts.lifecycle import Kind, Notification
+from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Kind, Notification
 from alerts.render import alert_context
 from watchdog.core.links import stamp
 from watchdog.core.times import rfc3339
@@ -33,8 +33,9 @@ def alert_key(source: str, check_id: str, firing_since: datetime | None) -> str:
     return f"{KEY_PREFIX}/{digest}/{check_id[:64]}/{episode}"
 
 
-def alert_facts(n: Notification, link: str = "") -> AlertFacts:
-    """One announcement's facts; `link` is the window's page (generator URL), '' when none."""
+def alert_facts(n: Notification, link: str = "", check_kind: str = "") -> AlertFacts:
+    """One announcement's facts; `link` is the window's page (generator URL), '' when none,
+    `check_kind` the name of the check's kind (checks.kinds.KINDS)."""
     context = alert_context(n)
     resolved = n.kind is Kind.RESOLVE
     started = n.firing_since or n.at
@@ -59,7 +60,12 @@ def alert_facts(n: Notification, link: str = "") -> AlertFacts:
         evidence_kind=str(context["evidence_kind"]),
         evidence=tuple(str(i) for i in context["evidence"]),
         evidence_more=int(context["evidence_more"]),
+        check_kind=check_kind or (WATCHDOG_KIND if n.check_id in (STORE_CHECK, RUN_CHECK) else ""),
     )
+
+
+# The kind of the watchdog's own alerts (`store`, `run`): about itself, not about a check.
+WATCHDOG_KIND = "watchdog"
 
 
 def notify_test_facts(source: str, receiver: str, now: datetime) -> tuple[AlertFacts, AlertFacts]:
@@ -82,6 +88,7 @@ def notify_test_facts(source: str, receiver: str, now: datetime) -> tuple[AlertF
         at=rfc3339(now),
         window_start=rfc3339(started),
         window_end=rfc3339(now),
+        check_kind=WATCHDOG_KIND,
     )
     resolved = replace(firing, status="resolved", kind=Kind.RESOLVE.value, ends_at=rfc3339(now))
     return firing, resolved

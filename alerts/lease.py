@@ -1,45 +1,6 @@
-"""The alert lease: at most one process runs the alert lifecycle and delivery of a source.
-
-A daemon and a cron `check --notify` run side by side by mistake, or two
-daemons as an HA pair, share one store: without coordination both judge the
-same window and both deliver the same outbox rows. The lease is a row in the
-store (`leases`, alerts.state) that a process must hold to advance alerts,
-enqueue, record runs and deliver; the other process evaluates and reports,
-and says it is standby and who holds the lease until when.
-
-ClickHouse has no transactions, so the lease is decided by data every reader
-sees alike. Every time in it is the store's own clock (`now64()`), so the
-hosts' clocks never matter:
-
-- the lease of a source is the earliest claim (`claimed_at`, then the holder's
-  name) of its highest `term`; it is live while `expires_at` is ahead of the
-  store's clock;
-- a process that finds it live and someone else's is standby; one that finds
-  it free, expired or released claims the next term, waits `CLAIM_SETTLE`
-  (so that a rival claim written at the same moment has landed), and reads
-  back who won: two claimants of one term always agree on the winner. A
-  claim the server refuses while a rival's claim of that term holds the lease
-  is a lost race (standby), not a store failure;
-- the holder renews it (a new version of its row, the same claim) whenever
-  less than half of `alerts.lease_ttl` is left at one of its checkpoints:
-  before the lifecycle of each window and before each message is sent
-  (`ensure`, the outbox's `guard`). A lease with less than a quarter left is
-  not renewed but claimed anew through the same protocol, so a renewal never
-  lands after a rival saw the lease expire;
-- the holder releases it at the end of its run (the row expires now), so the
-  next run of anyone may claim it at once; a holder that dies leaves it to
-  expire after `alerts.lease_ttl`.
-
-What it cannot do without transactions: fence a holder that stalls (a
-frozen VM, SIGSTOP) for longer than half the TTL between two checkpoints;
-such a holder may send one message after its lease passed to another.
-Delivery's own marks (alerts.outbox) still bound that to one duplicate.
-
-On the embedded store there is nothing to coordinate: one process at a time
-opens its directory (the engine's lock), so the lease is not used there.
-On a replicated cluster the lease's writes and reads need quorum settings,
-sent when `store.cluster` is set (docs/operations.md).
-"""
+"""The alert lease: at most one process at a time runs the alert lifecycle and delivery of a
+source on a server store; the others stand by (docs/operations.md#two-watchdogs-on-one-store-the-alert-lease;
+the protocol is `Lease`'s)."""
 
 from __future__ import annotations
 
@@ -163,6 +124,21 @@ class Lease:
     `ensure` is the checkpoint (renews, or raises LeaseLost), `release` ends it.
     On the embedded store every call succeeds at once: its lock already makes
     one process at a time.
+
+    ClickHouse has no transactions, so the lease is decided by data every reader
+    sees alike, every time in it the store's own clock (`now64()`): the lease of
+    a source is the earliest claim (`claimed_at`, then the holder's name) of its
+    highest `term`, live while `expires_at` is ahead of the store's clock. A
+    process that finds it free, expired or released claims the next term, waits
+    `CLAIM_SETTLE` (so that a rival claim written at the same moment has landed)
+    and reads back who won; a claim the server refuses while a rival's claim of
+    that term holds the lease is a lost race, not a store failure. The holder
+    renews it when less than half of `alerts.lease_ttl` is left at a checkpoint
+    (before each window's lifecycle and each message); with less than a quarter
+    left it claims anew, so a renewal never lands after a rival saw it expire. A
+    holder that stalls for longer than half the TTL between two checkpoints is
+    not fenced (the outbox's send marks still bound its message to two posts).
+    On a replicated cluster the writes and reads carry quorum settings.
     """
 
     def __init__(

@@ -1,35 +1,6 @@
-"""The alert state machine (docs/spec.md section 8): pure, judged at the evaluation time.
-
-An alert is one check on one source, in state `ok` or `firing`:
-
-- `breached` or `error` for `pending_runs` consecutive evaluations opens it
-  (`ok -> firing`) and announces it; an `error` alert is worded "the
-  watchdog could not evaluate X", never as a breach;
-- while firing it is announced again every `repeat_interval`;
-- `ok` resolves it (`firing -> ok`) and announces that once, with how long
-  it fired;
-- `insufficient_data`, `no_data` and `disabled` keep the state and neither
-  count towards nor reset `pending_runs` (a disabled check is not repeated).
-
-`no_data` follows the check's no-data policy (`[checks.<id>] no_data`, as
-Grafana's): `keep_state`, the default, is the rule above, and the alert
-remembers since when the windows had nothing to judge (`no_data_since`, the
-start of the first such window), so that a reminder says "no data since
-..." instead of quoting that as the breach; `alerting` makes `no_data` open
-the alert like `error` does, with cause `no_data` (worded "X has no data"),
-and it resolves when the check is `ok` again.
-
-Everything is judged at the evaluation time `at`, never the wall clock, so
-a replay (`check --at`) behaves like the live run at that time. An
-evaluation whose `at` is not after the last one applied to an alert is
-stale and changes nothing, so evaluating the same `at` twice, or restarting,
-never announces anything again.
-
-A silence holds the announcement but not the state change. What chat was
-last told is remembered (`notified_state`), so when the silence ends an
-alert whose state differs from what chat knows is announced then: nothing
-is swallowed.
-"""
+"""The alert state machine, pure and judged at the evaluation time: what opens, reminds,
+resolves and refreshes an alert, with each check's no-data policy and the silences in force
+(docs/alerts.md#the-alert-lifecycle, docs/spec.md section 8)."""
 
 from __future__ import annotations
 
@@ -52,12 +23,24 @@ class AlertState(enum.StrEnum):
     FIRING = "firing"
 
 
+class Cause(enum.StrEnum):
+    """What an alert fired for (the firing episode's cause)."""
+
+    NONE = ""  # it never fired
+    BREACHED = "breached"
+    ERROR = "error"  # the watchdog could not evaluate the check (or read the source)
+    NO_DATA = "no_data"  # nothing to judge, under the check's no-data policy `alerting`
+
+
 class Kind(enum.StrEnum):
     """What an announcement says."""
 
     FIRE = "fire"
     REPEAT = "repeat"
     RESOLVE = "resolve"
+    # Not news: a firing alert sent again at a run that announces nothing about it, for the
+    # receivers that keep it open only while it is re-sent (Alertmanager); see `refreshed`.
+    REFRESH = "refresh"
 
 
 @dataclass(frozen=True)
@@ -82,7 +65,7 @@ class Alert:
     source: str
     check_id: str
     state: AlertState = AlertState.OK
-    cause: str = ""  # what the latest firing episode fired for: "breached", "error", "no_data"
+    cause: Cause = Cause.NONE  # what the latest firing episode fired for
     streak: int = 0  # consecutive breached/error evaluations (for pending_runs)
     since: datetime | None = None  # when the current state began
     fired_at: datetime | None = None  # start of the latest firing episode
@@ -97,6 +80,9 @@ class Alert:
     silenced_until: datetime | None = None  # a silence in force at the latest evaluation
     no_data_since: datetime | None = None  # start of the first of the latest no_data windows
     version: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cause", Cause(self.cause))  # a string from older callers
 
     @property
     def firing(self) -> bool:
@@ -115,7 +101,7 @@ class Notification:
     kind: Kind
     source: str
     check_id: str
-    cause: str  # "breached", "error" or "no_data" (for a resolve: what it had fired for)
+    cause: str  # a Cause (a plain string is taken as one); for a resolve: what it had fired for
     result: CheckResult  # the evaluation that decided it
     window: Window
     firing_since: datetime | None
@@ -123,10 +109,13 @@ class Notification:
     after_silence: bool = False  # a silence held it until now
     no_data_since: datetime | None = None  # the windows since then had nothing to judge
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cause", Cause(self.cause))  # a string from older callers
+
     @property
     def no_data(self) -> bool:
         """Whether this fired because the check had nothing to judge (policy `alerting`)."""
-        return self.cause == Status.NO_DATA.value
+        return self.cause is Cause.NO_DATA
 
     @property
     def at(self) -> datetime:
@@ -138,7 +127,7 @@ class Notification:
 
     @property
     def is_error(self) -> bool:
-        return self.cause == Status.ERROR.value
+        return self.cause is Cause.ERROR
 
 
 @dataclass(frozen=True)
@@ -152,6 +141,29 @@ class Step:
 
 
 _OPENS = (Status.BREACHED, Status.ERROR)
+
+
+def refreshed(step: Step, result: CheckResult, window: Window) -> Notification | None:
+    """A firing alert that this evaluation judged and announced nothing about, as a refresh.
+
+    None when it announced something, was stale, is not firing, or a silence holds it
+    (a silenced alert sends nothing).
+    """
+    alert = step.alert
+    if step.notification is not None or step.stale or step.held or not alert.firing:
+        return None
+    if alert.silenced_until is not None:
+        return None
+    return Notification(
+        kind=Kind.REFRESH,
+        source=alert.source,
+        check_id=alert.check_id,
+        cause=alert.cause,
+        result=result,
+        window=window,
+        firing_since=alert.fired_at,
+        no_data_since=alert.no_data_since,
+    )
 
 
 def advance(
@@ -227,7 +239,7 @@ def _transition(previous: Alert, result: CheckResult, window: Window, rules: Rul
         if state is AlertState.OK and streak >= rules.pending_runs:
             state, since, fired_at = AlertState.FIRING, at, at
         if state is AlertState.FIRING:
-            cause = status.value
+            cause = Cause(status.value)
     elif status is Status.OK:
         streak = 0
         if state is AlertState.FIRING:

@@ -1,35 +1,30 @@
-"""The receivers the config turns on, built from the registry of receiver kinds.
-
-`NOTIFIERS` is the explicit registry (receiver kind, a key of `[alerts]` ->
-its class). The config model accepts exactly these tables, so an unknown
-kind fails when the config loads; `AlertSettings.receivers()` names each
-configured receiver (`slack`, `stdout`, `webhook.<name>`,
-`pagerduty.<name>`), and each has outbox rows of its own. The receivers
-live in `alerts.receivers`: Slack (slack-sdk), stdout, the Alertmanager
-webhook and PagerDuty (both over `alerts.receivers.http`).
-
-A receiver whose secret is referenced but not set is built as an
-`UnavailableNotifier`: its messages are enqueued and wait.
-"""
+"""The receivers the config turns on, built from `NOTIFIERS` (receiver kind -> its class), which
+must name the kinds of `watchdog.core.settings.receivers.RECEIVERS` (checked when it loads); a
+receiver whose secret is not set is built as an `UnavailableNotifier`, whose messages wait
+(docs/development.md#adding-a-receiver)."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, TextIO
 
 from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier, ReceiverContext
+from alerts.receivers.alertmanager import AlertmanagerNotifier, refresh_horizon
 from alerts.receivers.pagerduty import PagerDutyNotifier
 from alerts.receivers.secrets import mask_token, mask_webhook
 from alerts.receivers.slack import SlackNotifier
 from alerts.receivers.stdout import StdoutNotifier
+from alerts.receivers.telegram import TelegramNotifier
 from alerts.receivers.webhook import WebhookNotifier
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import Settings
+from watchdog.core.settings import RECEIVERS, Settings
 
 __all__ = [
     "NOTIFIERS",
+    "AlertmanagerNotifier",
     "PagerDutyNotifier",
     "SlackNotifier",
     "StdoutNotifier",
+    "TelegramNotifier",
     "UnavailableNotifier",
     "WebhookNotifier",
     "build_notifiers",
@@ -55,7 +50,14 @@ NOTIFIERS: dict[str, type[ReceiverKind]] = {
     "stdout": StdoutNotifier,
     "webhook": WebhookNotifier,
     "pagerduty": PagerDutyNotifier,
+    "alertmanager": AlertmanagerNotifier,
+    "telegram": TelegramNotifier,
 }
+
+if set(NOTIFIERS) != set(RECEIVERS):  # a kind with settings and no sender, or the reverse
+    raise RuntimeError(
+        f"receiver kinds out of step: notifiers {sorted(NOTIFIERS)}, settings {sorted(RECEIVERS)}"
+    )
 
 
 class UnavailableNotifier:
@@ -98,7 +100,11 @@ def build_notifiers(
     `text_stream` is where the stdout receiver writes (default stdout); `check`
     hands in stderr because its report owns stdout.
     """
-    context = ReceiverContext(text_stream=text_stream, external_url=settings.report.base_url or "")
+    context = ReceiverContext(
+        text_stream=text_stream,
+        external_url=settings.report.base_url or "",
+        refresh_horizon=refresh_horizon(settings.schedule),
+    )
     built: dict[str, Notifier] = {}
     for name, receiver in settings.alerts.receivers().items():
         kind = NOTIFIERS[receiver.kind]

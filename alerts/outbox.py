@@ -1,144 +1,46 @@
-"""The outbox: every notification is written down before it is sent, marked after.
-
-Guarantees (docs/spec.md section 8):
-
-- never lost: a message is a `pending` row before any request goes out, and
-  stays pending until the receiver accepted it; a run that cannot
-  deliver leaves it for the next run, which tries it again, oldest first;
-- at most one duplicate, however many crashes: before a request goes out the
-  row is marked as being sent (`sending_at`), and its outcome clears the
-  mark. A row found still marked at the next run had its send cut short by
-  a crash (the receiver may or may not have posted it): that is counted
-  (`unconfirmed`) and the message is sent once more; a second send cut
-  short the same way gives it up (status `unconfirmed`, said in one line
-  and counted), since both may have been posted. A receiver's timeout is a
-  failure, not a cut send: it is retried (a receiver that posts and then
-  times out may post twice, as with any HTTP client);
-- in order: after a failure, that receiver's later rows wait for the next
-  run too, so nothing overtakes an earlier message (a PagerDuty resolve
-  never overtakes its trigger);
-- bounded: within a run, retries (slack-sdk's handlers for Slack,
-  `alerts.receivers.http` for webhook and PagerDuty, both honouring
-  Retry-After) stop at `alerts.delivery_timeout`; a row undelivered for
-  longer than `alerts.max_delivery_age` is dropped with an error line and
-  counted; a permanent error (bad token, no channel) costs one request per
-  run, reported in one line, never a retry storm; a message the service
-  rejects as malformed is set aside (`rejected`) so it cannot block the rest;
-  a Retry-After holds a receiver's rows back for at most an hour
-  (`alerts.base.MAX_RETRY_AFTER`), whatever it asks;
-- one deliverer: each run delivers the rows of its own source, and under the
-  alert lease (`alerts.lease`) only one process does so at a time; `guard`
-  is the lease's check before each send.
-
-Each receiver (Slack, stdout, a webhook, PagerDuty) has rows of its own
-(the `notifier` column names it), and the guarantees hold per receiver: one
-receiver's outage never holds up another's messages. Routes
-(`alerts.routing`) decide which receivers get which announcements. Quiet
-hours hold a receiver's non-critical announcements in their own row
-(`hold_until`), which waits without blocking anything else.
-"""
+"""The outbox: every notification written down before it is sent, one row per message and
+receiver (per alert for PagerDuty), marked before each send and after it, so that none is lost
+and none is sent more than twice (docs/alerts.md#the-outbox-never-lost-at-most-one-duplicate);
+the sending itself is alerts.delivery's."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.base import (
-    MAX_RETRY_AFTER,
-    Deadline,
     DeliveryError,
     Failure,
     Message,
     Notifier,
     Timer,
 )
+from alerts.delivery import LaneWork, deliver_lanes
 from alerts.facts import alert_facts
 from alerts.lease import Guard, LeaseLost
-from alerts.lifecycle import Notification
+from alerts.lifecycle import Kind, Notification
 from alerts.render import Templates, ordered
 from alerts.routing import Router
-from alerts.state import OUTBOX, from_ms_or_none, select_list, table, utc
+from alerts.rows import OutboxRow, OutboxStatus
+from alerts.state import OUTBOX, table
 from checks.base import Severity
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms, rfc3339
+from watchdog.core.times import rfc3339
 
 log = logging.getLogger(__name__)
 
-PENDING, DELIVERED, DROPPED, REJECTED = "pending", "delivered", "dropped", "rejected"
-UNCONFIRMED = "unconfirmed"  # given up after two sends cut short by crashes (maybe posted)
 MAX_UNCONFIRMED = 2  # sends cut short before a message is given up: at most one duplicate
 
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    """One message for one notifier, and where its delivery stands."""
-
-    id: str
-    notifier: str
-    source: str
-    at: datetime
-    created_at: datetime
-    seq: int
-    checks: tuple[str, ...]
-    severity: str
-    payload: str
-    status: str = PENDING
-    attempts: int = 0
-    last_error: str = ""
-    hold_until: datetime | None = None
-    retry_at: datetime | None = None
-    last_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
-    version: int = 1
-    sending_at: datetime | None = None  # a send began and its outcome is not recorded yet
-    unconfirmed: int = 0  # sends a crash cut short
-
-    def message(self) -> Message:
-        return Message.from_payload(self.id, json.loads(self.payload), self.severity)
-
-    def values(self) -> list[Any]:
-        return [
-            self.id,
-            self.notifier,
-            self.source,
-            utc(self.at),
-            utc(self.created_at),
-            self.seq,
-            list(self.checks),
-            self.severity,
-            self.payload,
-            self.status,
-            self.attempts,
-            self.last_error,
-            utc(self.hold_until),
-            utc(self.retry_at),
-            utc(self.last_attempt_at),
-            utc(self.delivered_at),
-            self.version,
-            utc(self.sending_at),
-            self.unconfirmed,
-        ]
-
-    def waits_until(self) -> datetime | None:
-        """Until when a Retry-After holds this row back, bounded by MAX_RETRY_AFTER.
-
-        Rows written by older versions may carry any time (one said 5195): they wait
-        at most MAX_RETRY_AFTER after their last attempt too.
-        """
-        if self.retry_at is None:
-            return None
-        if self.last_attempt_at is None:
-            return self.retry_at
-        return min(self.retry_at, self.last_attempt_at + MAX_RETRY_AFTER)
 
 
 def message_id(source: str, at: datetime, notifier: str, part: str) -> str:
@@ -160,6 +62,8 @@ def compose(
     router: Router | None = None,
     link: str = "",
     key: str = "",
+    kinds: Mapping[str, str] | None = None,
+    refreshing: frozenset[str] = frozenset(),
 ) -> list[OutboxRow]:
     """The outbox rows of one evaluation's announcements, for each receiver they route to.
 
@@ -169,6 +73,8 @@ def compose(
     until its quiet hours end. `link` is the window's page (report.base_url),
     or '' for none. `key` sets apart the rows of announcements made at the same
     evaluation time by another path (the `run` alert's), so their ids differ.
+    `kinds` names each check's kind (check id -> `coverage`, ...); refreshes (firing
+    alerts re-sent, not news) go only to the receivers named in `refreshing`.
     """
     if not notifications:
         return []
@@ -185,14 +91,21 @@ def compose(
                 text=text.text,
                 blocks=text.blocks,
                 plain=text.plain,
-                alerts=tuple(alert_facts(n, link) for n in ordered(items)),
+                alerts=tuple(
+                    alert_facts(n, link, (kinds or {}).get(n.check_id, "")) for n in ordered(items)
+                ),
             )
             rendered[key] = json.dumps(message.payload(), ensure_ascii=False)
         return rendered[key]
 
     rows = []
     for name, notifier in notifiers.items():
-        mine = [n for n in notifications if route.takes(name, n.severity.value, n.check_id)]
+        mine = [
+            n
+            for n in notifications
+            if route.takes(name, n.severity.value, n.check_id)
+            and (n.kind is not Kind.REFRESH or name in refreshing)
+        ]
         quiet = notifier.quiet_hours
         parts: list[tuple[str, Sequence[Notification], datetime | None]]
         if quiet is not None and quiet.active(now):
@@ -229,12 +142,12 @@ def compose(
 
 def enqueue(store: Store, settings: Settings, rows: Sequence[OutboxRow]) -> None:
     """Write the rows as pending, before anything is sent."""
-    store.insert(table(settings, "outbox"), [r.values() for r in rows], list(OUTBOX))
+    store.insert(table(settings, "outbox"), [OUTBOX.row(r) for r in rows], list(OUTBOX.columns))
 
 
 def _update(store: Store, settings: Settings, row: OutboxRow, **changes: Any) -> OutboxRow:
     updated = replace(row, version=row.version + 1, **changes)
-    store.insert(table(settings, "outbox"), [updated.values()], list(OUTBOX))
+    store.insert(table(settings, "outbox"), [OUTBOX.row(updated)], list(OUTBOX.columns))
     return updated
 
 
@@ -243,34 +156,11 @@ def pending_rows(store: Store, settings: Settings, source: str | None = None) ->
     order within the run)."""
     of_source = "" if source is None else " AND source = {source:String}"
     rows = store.query(
-        f"SELECT {select_list(OUTBOX)} FROM {table(settings, 'outbox')} FINAL"
+        f"SELECT {OUTBOX.select()} FROM {table(settings, 'outbox')} FINAL"
         f" WHERE status = {{pending:String}}{of_source} ORDER BY created_at, at, seq, id",
-        {"pending": PENDING, "source": source or ""},
+        {"pending": OutboxStatus.PENDING.value, "source": source or ""},
     ).dicts()
-    return [
-        OutboxRow(
-            id=str(r["id"]),
-            notifier=str(r["notifier"]),
-            source=str(r["source"]),
-            at=from_ms(int(r["at"])),
-            created_at=from_ms(int(r["created_at"])),
-            seq=int(r["seq"]),
-            checks=tuple(str(c) for c in r["checks"]),
-            severity=str(r["severity"]),
-            payload=str(r["payload"]),
-            status=str(r["status"]),
-            attempts=int(r["attempts"]),
-            last_error=str(r["last_error"]),
-            hold_until=from_ms_or_none(r["hold_until"]),
-            retry_at=from_ms_or_none(r["retry_at"]),
-            last_attempt_at=from_ms_or_none(r["last_attempt_at"]),
-            delivered_at=from_ms_or_none(r["delivered_at"]),
-            version=int(r["version"]),
-            sending_at=from_ms_or_none(r["sending_at"]),
-            unconfirmed=int(r["unconfirmed"]),
-        )
-        for r in rows
-    ]
+    return [OUTBOX.decode(r) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -301,8 +191,12 @@ class _Tally:
     given_up: list[str] = field(default_factory=list)
 
 
+# How delivery reaches the store: a store held open, or a way to open it for each use.
+StoreAccess = Store | Callable[[], AbstractContextManager[Store]]
+
+
 def deliver_pending(
-    store: Store,
+    store: StoreAccess,
     settings: Settings,
     notifiers: Mapping[str, Notifier],
     *,
@@ -311,27 +205,85 @@ def deliver_pending(
     source: str | None = None,
     guard: Guard | None = None,
 ) -> DeliveryReport:
-    """Deliver every pending row (of `source`) that may go now, oldest first, within the
-    run's deadline; `guard` (the alert lease's check) runs before each send."""
-    deadline = Deadline(settings.alerts.delivery_timeout, timer)
+    """Deliver every pending row (of `source`) that may go now, each receiver's oldest
+    first, every receiver at once (alerts.delivery), within `alerts.delivery_timeout`;
+    `guard` (the alert lease's check) runs before each send.
+
+    Given a way to open the store rather than a store, delivery holds it only while
+    it reads or writes (the rows to send, each send's mark and outcome), never while
+    a receiver answers: a process that takes turns with others on an embedded store
+    (the daemon's OTLP loads) is not held up by a slow receiver.
+    """
+    with _opened(store) as held:
+        tally, work = _plan(held, settings, notifiers, now, source)
+
+    marked: dict[str, OutboxRow] = {}
+
+    def before(row: OutboxRow) -> bool:
+        try:
+            if guard is not None:
+                guard()
+        except LeaseLost as lost:
+            tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
+            return False
+        # Marked before the request goes out: a crash from here on leaves the mark behind.
+        with _opened(store) as held:
+            marked[row.id] = _update(
+                held, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
+            )
+        return True
+
+    def after(row: OutboxRow, error: DeliveryError | None) -> bool:
+        with _opened(store) as held:
+            notifier = notifiers[row.notifier]
+            return _record(held, settings, notifier, marked[row.id], error, now, tally)
+
+    lanes = deliver_lanes(
+        {name: LaneWork(notifiers[name], rows) for name, rows in work.items()},
+        settings.alerts.delivery_timeout,
+        timer=timer,
+        before=before,
+        after=after,
+    )
+    for rows in lanes.left.values():
+        for row in rows:
+            _wait(tally, row)
+    order = {row.id: index for index, (row, _) in enumerate(p for w in work.values() for p in w)}
+    tally.delivered.sort(key=lambda row_id: order.get(row_id, 0))
+    return _report(settings, notifiers, lanes.timed_out, tally)
+
+
+def _plan(
+    store: Store,
+    settings: Settings,
+    notifiers: Mapping[str, Notifier],
+    now: datetime,
+    source: str | None,
+) -> tuple[_Tally, dict[str, list[tuple[OutboxRow, Message]]]]:
+    """The rows that may go now, by receiver; those that cannot, settled or counted."""
     tally = _Tally()
-    rows = pending_rows(store, settings, source)
-    for index, found in enumerate(rows):
+    work: dict[str, list[tuple[OutboxRow, Message]]] = {}
+    for found in pending_rows(store, settings, source):
         row = _settle_cut_send(store, settings, found, tally)
         if row is None:
             continue
         if row.created_at <= now - settings.alerts.max_delivery_age:
-            _update(store, settings, row, status=DROPPED, last_error="older than max_delivery_age")
+            _update(
+                store,
+                settings,
+                row,
+                status=OutboxStatus.DROPPED,
+                last_error="older than max_delivery_age",
+            )
             tally.dropped.setdefault(row.notifier, []).append(row)
             continue
         if row.hold_until is not None and row.hold_until > now:
             tally.held += 1
             continue
-        notifier = notifiers.get(row.notifier)
         waits_until = row.waits_until()
         rate_limited = waits_until is not None and waits_until > now
-        if notifier is None or row.notifier in tally.failed or rate_limited or deadline.expired():
-            if notifier is not None and waits_until is not None and rate_limited:
+        if row.notifier not in notifiers or row.notifier in tally.failed or rate_limited:
+            if row.notifier in notifiers and waits_until is not None and rate_limited:
                 tally.failed.setdefault(
                     row.notifier,
                     DeliveryError(row.notifier, f"rate limited until {rfc3339(waits_until)}"),
@@ -339,15 +291,18 @@ def deliver_pending(
             _wait(tally, row)
             continue
         try:
-            if guard is not None:
-                guard()
-        except LeaseLost as lost:
-            for left in rows[index:]:
-                _wait(tally, left)
-            tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
-            break
-        _attempt(store, settings, notifier, row, deadline, now, tally)
-    return _report(settings, notifiers, deadline, tally)
+            message = row.message()
+        except ValueError as exc:  # not a payload this version can read: set it aside
+            _reject(store, settings, notifiers[row.notifier], row, f"unreadable: {exc}", tally)
+            continue
+        work.setdefault(row.notifier, []).append((row, message))
+
+    return tally, work
+
+
+def _opened(store: StoreAccess) -> AbstractContextManager[Store]:
+    """The store held open as it is, or opened for this use."""
+    return contextlib.nullcontext(store) if isinstance(store, Store) else store()
 
 
 def _wait(tally: _Tally, row: OutboxRow) -> None:
@@ -376,7 +331,7 @@ def _settle_cut_send(
         row,
         sending_at=None,
         unconfirmed=cut,
-        status=UNCONFIRMED,
+        status=OutboxStatus.UNCONFIRMED,
         last_error=f"{problem}, the second time: given up (it may have been posted)",
     )
     tally.unconfirmed.setdefault(row.notifier, []).append(row)
@@ -384,14 +339,17 @@ def _settle_cut_send(
 
 
 def _report(
-    settings: Settings, notifiers: Mapping[str, Notifier], deadline: Deadline, tally: _Tally
+    settings: Settings,
+    notifiers: Mapping[str, Notifier],
+    timed_out: frozenset[str],
+    tally: _Tally,
 ) -> DeliveryReport:
     """The run's report, and one line per problem."""
     max_age = settings.alerts.max_delivery_age
-    if deadline.expired() and tally.pending:
+    if timed_out and tally.pending:
         tally.errors.append(
-            f"alerts: delivery stopped after alerts.delivery_timeout"
-            f" ({format_duration(settings.alerts.delivery_timeout)});"
+            f"alerts: delivery to {', '.join(sorted(timed_out))} stopped after"
+            f" alerts.delivery_timeout ({format_duration(settings.alerts.delivery_timeout)});"
             f" {tally.pending} notification(s) wait for the next run"
         )
     for name, error in tally.failed.items():
@@ -434,41 +392,46 @@ def _report(
     )
 
 
-def _attempt(
+def _reject(
     store: Store,
     settings: Settings,
     notifier: Notifier,
     row: OutboxRow,
-    deadline: Deadline,
-    now: datetime,
+    problem: str,
     tally: _Tally,
 ) -> None:
-    # Marked before the request goes out: a crash from here on leaves the mark behind.
-    row = _update(
-        store, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
-    )
-    try:
-        try:
-            notifier.send(row.message(), deadline)
-        except DeliveryError:
-            raise
-        except Exception as exc:  # a notifier's bug must not end the run: retried later
-            raise DeliveryError(notifier.name, f"{type(exc).__name__}: {exc}") from exc
-    except DeliveryError as exc:
-        attempted = {"sending_at": None, "last_error": exc.problem}
-        if exc.failure is Failure.REJECTED:
-            _update(store, settings, row, status=REJECTED, **attempted)
-            tally.rejected += 1
-            tally.errors.append(
-                f"{notifier.describe()}: notification {row.id} set aside: {exc.problem}"
-            )
-            return
-        retry_at = now + timedelta(seconds=exc.retry_after) if exc.retry_after else None
-        _update(store, settings, row, retry_at=retry_at, **attempted)
-        tally.failed[row.notifier] = exc
-        _wait(tally, row)
-        return
-    _update(
-        store, settings, row, status=DELIVERED, sending_at=None, last_error="", delivered_at=now
-    )
-    tally.delivered.append(row.id)
+    _update(store, settings, row, status=OutboxStatus.REJECTED, sending_at=None, last_error=problem)
+    tally.rejected += 1
+    tally.errors.append(f"{notifier.describe()}: notification {row.id} set aside: {problem}")
+
+
+def _record(
+    store: Store,
+    settings: Settings,
+    notifier: Notifier,
+    row: OutboxRow,
+    error: DeliveryError | None,
+    now: datetime,
+    tally: _Tally,
+) -> bool:
+    """A send's outcome in the outbox (clearing its mark); whether the lane goes on."""
+    if error is None:
+        _update(
+            store,
+            settings,
+            row,
+            status=OutboxStatus.DELIVERED,
+            sending_at=None,
+            last_error="",
+            delivered_at=now,
+        )
+        tally.delivered.append(row.id)
+        return True
+    if error.failure is Failure.REJECTED:
+        _reject(store, settings, notifier, row, error.problem, tally)
+        return True
+    retry_at = now + timedelta(seconds=error.retry_after) if error.retry_after else None
+    _update(store, settings, row, retry_at=retry_at, sending_at=None, last_error=error.problem)
+    tally.failed[row.notifier] = error
+    _wait(tally, row)
+    return False

@@ -1,49 +1,16 @@
-"""From a Report to chat: the one entry point of alerting.
-
-`process(store, settings, report, now=...)` is what `check --notify` and the
-daemon call after an evaluation. In order, it:
-
-1. creates the watchdog's tables when they do not exist (`alerts.state`);
-2. advances every alert of the report's source through the state machine
-   (`alerts.lifecycle`), judged at the evaluation time `report.window.at`,
-   with the silences in force at that time;
-3. routes each announcement to its receivers (`alerts.routing`), renders
-   one message per receiver grouping the announcements routed to it (one
-   per announcement for PagerDuty, and linking to the window's page when
-   `report.base_url` is set) and writes them to the outbox
-   (`alerts.outbox`), before anything is sent;
-4. saves the alert states, and records the run in the run log;
-5. delivers every pending outbox row, oldest first, within
-   `alerts.delivery_timeout` (`now`, the wall clock, is what delivery
-   bookkeeping, quiet hours and `max_delivery_age` use).
-
-Chat failures never raise: they come back as one line each in
-`ProcessOutcome.errors` (secrets masked), for the caller to report; they
-are only logged at debug level here. A `StoreError` (the watchdog's own tables could not
-be written) and a `ConfigError` (a broken custom template) do raise.
-
-Besides the report's checks, every run judges the pseudo check `store`:
-`ok` when the source was read (so `process` resolves it), `error` when
-`process_store_error` reports that it could not be. The daemon has one more,
-`run`: `process_crash` fires it when a run's process died before finishing
-(killed, out of memory), judged at the wall clock, and `settle_run_alert`
-resolves it once a run finishes again. Neither writes a run-log row, and an
-error run never replaces a window that was judged: that window keeps its
-verdict.
-
-`guard` is the alert lease's checkpoint (alerts.lease): called before the
-lifecycle starts and before each message is sent, it raises LeaseLost when
-another process holds the lease; the lifecycle then does nothing, and
-delivery stops, leaving the rest to the holder.
-"""
+"""From a report to every receiver: the one entry point of alerting, `run(AlertContext,
+Evaluation)` behind `process`, `process_store_error`, `process_crash` and `settle_run_alert`
+(its steps: docs/architecture.md#one-evaluation-end-to-end, step 5; the pseudo checks `store`
+and `run`: docs/alerts.md#the-alert-lifecycle)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from alerts.base import Notifier, Timer
 from alerts.lease import Guard
@@ -56,11 +23,13 @@ from alerts.lifecycle import (
     Notification,
     Rules,
     advance,
+    refreshed,
 )
 from alerts.notifiers import build_notifiers
 from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
 from alerts.render import templates
 from alerts.routing import Router
+from alerts.rows import RunKind
 from alerts.silences import active_silences, silenced_until
 from alerts.state import (
     LIVE,
@@ -73,16 +42,13 @@ from alerts.state import (
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
 from checks.builtin import configured_checks
+from checks.kinds import KINDS
 from watchdog.core.links import page_link
-from watchdog.core.settings import Settings
+from watchdog.core.settings import RECEIVER_TABLES, Settings
 from watchdog.core.store import Store
 from watchdog.core.times import CLOCK_SKEW
 
 log = logging.getLogger(__name__)
-
-RECEIVER_TABLES = (
-    "[alerts.slack], [alerts.stdout], [alerts.webhook.<name>], [alerts.pagerduty.<name>]"
-)
 
 
 @dataclass(frozen=True)
@@ -179,18 +145,70 @@ def _heal(alert: Alert, now: datetime) -> Alert:
     return alert
 
 
+class DeliveryArgs(TypedDict, total=False):
+    """The keyword arguments every entry point takes: when it runs, and how it delivers."""
+
+    now: Required[datetime]  # the wall clock: delivery, quiet hours, ages
+    notifiers: Mapping[str, Notifier] | None  # default: the configured receivers
+    timer: Timer | None  # paces the delivery's retries (tests hand in a fake one)
+    guard: Guard | None  # the alert lease's checkpoint (alerts.lease)
+    deliver: bool  # False: enqueue only, for `deliver` to send with the store closed
+
+
+@dataclass(frozen=True)
+class AlertContext:
+    """Where and how one run of the pipeline works: the store, the settings, the clock,
+    the receivers, the pacing of retries and the alert lease's checkpoint."""
+
+    store: Store
+    settings: Settings
+    now: datetime
+    notifiers: Mapping[str, Notifier]
+    timer: Timer | None = None
+    guard: Guard | None = None
+    deliver: bool = True
+
+    @classmethod
+    def of(cls, store: Store, settings: Settings, **args: Unpack[DeliveryArgs]) -> AlertContext:
+        notifiers = args.get("notifiers")
+        return cls(
+            store,
+            settings,
+            args["now"],
+            build_notifiers(settings) if notifiers is None else notifiers,
+            args.get("timer"),
+            args.get("guard"),
+            args.get("deliver", True),
+        )
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one run applies: the results of one source at one window, and what to record."""
+
+    source: str
+    window: Window
+    results: Mapping[str, CheckResult]
+    checks_json: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    run_status: str = ""  # what the run log records
+    duration_s: float | None = None
+    problem: str = ""  # why the source could not be read
+    kind: RunKind = LIVE
+    link: str = ""  # the window's page, '' when none
+    record: bool = True  # write a run-log row...
+    keep_judged: bool = False  # ...unless a run already judged that window (it keeps its verdict)
+    key: str = ""  # sets apart the outbox ids of another path at the same time (`run/`)
+
+
 def process(
     store: Store,
     settings: Settings,
     report: Report,
     *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
     run_status: str | None = None,
     duration_s: float | None = None,
-    timer: Timer | None = None,
     kind: str = LIVE,
-    guard: Guard | None = None,
+    **args: Unpack[DeliveryArgs],
 ) -> ProcessOutcome:
     """Record the run, advance the alerts, enqueue and deliver; see the module docstring.
 
@@ -201,25 +219,17 @@ def process(
     delivery's retries (tests hand in a fake one).
     """
     store_result = source_read(report.source)
-    results: dict[str, CheckResult] = {**report.checks, STORE_CHECK: store_result}
-    checks_json = {**check_results_json(report), STORE_CHECK: store_result.to_json()}
-    return _run(
-        store,
-        settings,
+    evaluation = Evaluation(
         source=report.source,
         window=report.window,
-        results=results,
-        checks_json=checks_json,
-        now=now,
-        notifiers=notifiers,
+        results={**report.checks, STORE_CHECK: store_result},
+        checks_json={**check_results_json(report), STORE_CHECK: store_result.to_json()},
         run_status=run_status or report.status.value,
         duration_s=duration_s,
-        problem="",
-        timer=timer,
-        kind=kind,
+        kind=RunKind(kind),
         link=page_link(settings.report.base_url, report.window.end),
-        guard=guard,
     )
+    return run(AlertContext.of(store, settings, **args), evaluation)
 
 
 def process_store_error(
@@ -228,12 +238,9 @@ def process_store_error(
     window: Window,
     problem: str,
     *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
     duration_s: float | None = None,
-    timer: Timer | None = None,
     kind: str = LIVE,
-    guard: Guard | None = None,
+    **args: Unpack[DeliveryArgs],
 ) -> ProcessOutcome:
     """Record a run that could not read the source, and fire the `store` alert for it.
 
@@ -243,39 +250,25 @@ def process_store_error(
     was judged. `problem` is one line (a StoreError's, its URL masked). The
     run log gets a row with status `error` and this problem, unless a run
     already judged that window (a spooled error run flushed late): it keeps
-    its verdict.
+    its verdict. No page is written for such a window: no link.
     """
     result = source_unreadable(problem)
-    return _run(
-        store,
-        settings,
+    evaluation = Evaluation(
         source=settings.source.display_name,
         window=window,
         results={STORE_CHECK: result},
         checks_json={STORE_CHECK: result.to_json()},
-        now=now,
-        notifiers=notifiers,
         run_status=Status.ERROR.value,
         duration_s=duration_s,
         problem=problem,
-        timer=timer,
-        kind=kind,
-        link="",  # no page is written for a window whose source could not be read
-        guard=guard,
+        kind=RunKind(kind),
         keep_judged=True,
     )
+    return run(AlertContext.of(store, settings, **args), evaluation)
 
 
 def process_crash(
-    store: Store,
-    settings: Settings,
-    window: Window,
-    problem: str,
-    *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
-    timer: Timer | None = None,
-    guard: Guard | None = None,
+    store: Store, settings: Settings, window: Window, problem: str, **args: Unpack[DeliveryArgs]
 ) -> ProcessOutcome:
     """Fire the `run` alert: a run's process died before it finished (killed, out of memory).
 
@@ -284,37 +277,11 @@ def process_crash(
     run-log row is written: the windows that run was judging are judged again
     by the next one, and those it finished keep their verdicts.
     """
-    result = run_crashed(problem)
-    return _run(
-        store,
-        settings,
-        source=settings.source.display_name,
-        window=window,
-        results={RUN_CHECK: result},
-        checks_json={},
-        now=now,
-        notifiers=notifiers,
-        run_status="",
-        duration_s=None,
-        problem=problem,
-        timer=timer,
-        kind=LIVE,
-        link="",
-        guard=guard,
-        record=False,
-        key="run/",
-    )
+    return run(AlertContext.of(store, settings, **args), _run_alert(settings, window, problem))
 
 
 def settle_run_alert(
-    store: Store,
-    settings: Settings,
-    window: Window,
-    *,
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None = None,
-    timer: Timer | None = None,
-    guard: Guard | None = None,
+    store: Store, settings: Settings, window: Window, **args: Unpack[DeliveryArgs]
 ) -> ProcessOutcome | None:
     """After a run that finished: resolve the `run` alert (or reset its pending count).
 
@@ -326,79 +293,92 @@ def settle_run_alert(
         alert.firing or alert.pending or alert.notified_state is AlertState.FIRING
     ):
         return None
-    return _run(
-        store,
+    return run(AlertContext.of(store, settings, **args), _run_alert(settings, window, ""))
+
+
+def deliver(
+    open_store: Callable[[], AbstractContextManager[Store]],
+    settings: Settings,
+    **args: Unpack[DeliveryArgs],
+) -> DeliveryReport:
+    """Deliver what waits in the outbox of the configured source, opening the store only for
+    each read and write, never while a receiver answers (after runs made with `deliver=False`)."""
+    notifiers = args.get("notifiers")
+    return deliver_pending(
+        open_store,
         settings,
+        build_notifiers(settings) if notifiers is None else notifiers,
+        now=args["now"],
+        timer=args.get("timer"),
+        source=settings.source.display_name,
+        guard=args.get("guard"),
+    )
+
+
+def _run_alert(settings: Settings, window: Window, problem: str) -> Evaluation:
+    """The `run` pseudo check: fired with `problem`, resolved without; never in the run log."""
+    result = run_crashed(problem) if problem else run_finished()
+    return Evaluation(
         source=settings.source.display_name,
         window=window,
-        results={RUN_CHECK: run_finished()},
-        checks_json={},
-        now=now,
-        notifiers=notifiers,
-        run_status="",
-        duration_s=None,
-        problem="",
-        timer=timer,
-        kind=LIVE,
-        link="",
-        guard=guard,
+        results={RUN_CHECK: result},
+        problem=problem,
         record=False,
         key="run/",
     )
 
 
-def _run(
-    store: Store,
-    settings: Settings,
-    *,
-    source: str,
-    window: Window,
-    results: Mapping[str, CheckResult],
-    checks_json: Mapping[str, Mapping[str, Any]],
-    now: datetime,
-    notifiers: Mapping[str, Notifier] | None,
-    run_status: str,
-    duration_s: float | None,
-    problem: str,
-    timer: Timer | None,
-    kind: str,
-    link: str,
-    guard: Guard | None = None,
-    record: bool = True,
-    keep_judged: bool = False,
-    key: str = "",
-) -> ProcessOutcome:
-    chosen = build_notifiers(settings) if notifiers is None else notifiers
+def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
+    """One run of the pipeline, in order: create the tables when missing; advance every alert
+    the evaluation judged (at its time, with the silences in force then); route and render
+    one message per receiver (per alert for PagerDuty; refreshes for Alertmanager) and write
+    them to the outbox before anything is sent; save the states and record the run; deliver.
+
+    Delivery failures never raise: they come back as one line each in `errors` (secrets
+    masked). A StoreError (the watchdog's own tables) and a ConfigError (a broken custom
+    template) do; so does LeaseLost from `context.guard` before the lifecycle starts.
+    """
+    store, settings, now, e = context.store, context.settings, context.now, evaluation
     renderer = templates(settings.alerts.templates_dir)
     ensure_schema(store, settings)
-    if guard is not None:
-        guard()  # LeaseLost: another process runs the alerts of this source
-    if keep_judged and judged(store, settings, source, window.at):
-        record = False  # that window was judged: it keeps its verdict
+    if context.guard is not None:
+        context.guard()  # LeaseLost: another process runs the alerts of this source
+    record = e.record and not (e.keep_judged and judged(store, settings, e.source, e.window.at))
 
-    rules = Rules.of(settings.alerts, configured_checks(settings))
-    alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, source).items()}
-    silences = active_silences(store, settings, window.at)
+    checks = configured_checks(settings)
+    rules = Rules.of(settings.alerts, checks)
+    alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
+    silences = active_silences(store, settings, e.window.at)
     steps = [
         advance(
-            alerts.get(check_id) or Alert(source=source, check_id=check_id),
+            alerts.get(check_id) or Alert(source=e.source, check_id=check_id),
             result,
-            window,
+            e.window,
             rules,
-            silenced_until=silenced_until(silences, check_id, window.at),
+            silenced_until=silenced_until(silences, check_id, e.window.at),
         )
-        for check_id, result in results.items()
+        for check_id, result in e.results.items()
     ]
     notifications = [s.notification for s in steps if s.notification is not None]
+    # Firing alerts re-sent to the receivers that keep them open only so (Alertmanager).
+    refreshes = [
+        r
+        for s, result in zip(steps, e.results.values(), strict=True)
+        if (r := refreshed(s, result, e.window)) is not None
+    ]
 
     rows = compose(
-        notifications,
-        chosen,
+        [*notifications, *refreshes],
+        context.notifiers,
         renderer,
         now=now,
         router=Router.of(settings.alerts),
-        link=link,
-        key=key,
+        link=e.link,
+        key=e.key,
+        kinds={c.id: KINDS.of(c).name for c in checks},
+        refreshing=frozenset(
+            name for name, r in settings.alerts.receivers().items() if r.refreshes
+        ),
     )
     enqueue(store, settings, rows)  # before anything is sent, and before the state moves on
     save_alerts(store, settings, [s.alert for s in steps if not s.stale], now)
@@ -406,24 +386,32 @@ def _run(
         record_run(
             store,
             settings,
-            source=source,
-            window=window,
+            source=e.source,
+            window=e.window,
             now=now,
-            status=run_status,
-            checks=checks_json,
-            duration_s=duration_s,
-            problem=problem,
+            status=e.run_status,
+            checks=e.checks_json,
+            duration_s=e.duration_s,
+            problem=e.problem,
             notifications=len(notifications),
-            kind=kind,
+            kind=e.kind,
         )
-    delivery = deliver_pending(
-        store, settings, chosen, now=now, timer=timer, source=source, guard=guard
-    )
+    delivery = DeliveryReport()
+    if context.deliver:
+        delivery = deliver_pending(
+            store,
+            settings,
+            context.notifiers,
+            now=now,
+            timer=context.timer,
+            source=e.source,
+            guard=context.guard,
+        )
 
     current = {**alerts, **{s.alert.check_id: s.alert for s in steps}}
     return ProcessOutcome(
-        source=source,
-        at=window.at,
+        source=e.source,
+        at=e.window.at,
         notifications=tuple(notifications),
         held=tuple(s.alert.check_id for s in steps if s.held),
         firing=tuple(sorted(c for c, a in current.items() if a.firing)),
@@ -431,5 +419,5 @@ def _run(
         enqueued=tuple(r.id for r in rows),
         delivery=delivery,
         stale=bool(steps) and all(s.stale for s in steps),
-        notifiers=tuple(chosen),
+        notifiers=tuple(context.notifiers),
     )

@@ -1,55 +1,33 @@
-"""What `status`, `alerts`, the daemon and the page read back from the watchdog's tables.
-
-- `last_runs(store, settings, n)`: the newest evaluations of the configured
-  source, newest first (`RunRecord`).
-- `alert_states(store, settings)`: every alert of every source in the
-  database, with its pending outbox rows and any silence (`AlertRecord`).
-- `outbox_backlog(store, settings)`: per notifier, what is pending, held,
-  dropped and rejected (`Backlog`).
-- `check_history(store, settings, check_id, n)`: one check's status, value
-  and target over the last `n` evaluations, oldest first (`CheckPoint`).
-
-Each returns empty results while the tables do not exist yet, so a read-only
-user can run `status` against a fresh database: nothing here writes.
-"""
+"""What `status`, `alerts`, the daemon and the page read back from the watchdog's tables: the run
+log, alert states with their outbox and silences, the outbox per receiver, one check's history;
+empty while the tables do not exist, so a read-only user can run `status` on a fresh database
+(docs/alerts.md#where-the-state-lives)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
+from alerts.codec import utc
 from alerts.lifecycle import Alert
+from alerts.rows import OutboxStatus, RunRecord
 from alerts.silences import Silence, active_silences
-from alerts.state import (
-    alert_from_row,
-    readable_columns,
-    schema_exists,
-    select_list,
-    table,
-    utc,
-)
+from alerts.state import ALERT_STATE, RUNS, readable_columns, schema_exists, table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import from_ms
 
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One evaluation as the run log keeps it."""
-
-    source: str
-    at: datetime
-    window_start: datetime
-    window_end: datetime
-    recorded_at: datetime
-    status: str
-    duration_s: float | None
-    problem: str
-    checks: Mapping[str, Mapping[str, Any]]
-    notifications: int
+__all__ = [
+    "AlertRecord",
+    "Backlog",
+    "CheckPoint",
+    "RunRecord",
+    "alert_states",
+    "check_history",
+    "last_runs",
+    "outbox_backlog",
+]
 
 
 def last_runs(
@@ -60,25 +38,11 @@ def last_runs(
         return []
     columns = readable_columns(store, settings, "runs")  # read-only: never migrates
     rows = store.query(
-        f"SELECT {select_list(columns)} FROM {table(settings, 'runs')} FINAL"
+        f"SELECT {RUNS.select(columns)} FROM {table(settings, 'runs')} FINAL"
         " WHERE source = {source:String} ORDER BY at DESC LIMIT {n:UInt32}",
         {"source": source or settings.source.display_name, "n": max(0, n)},
     ).dicts()
-    return [
-        RunRecord(
-            source=str(r["source"]),
-            at=from_ms(int(r["at"])),
-            window_start=from_ms(int(r["window_start"])),
-            window_end=from_ms(int(r["window_end"])),
-            recorded_at=from_ms(int(r["recorded_at"])),
-            status=str(r["status"]),
-            duration_s=r["duration_s"],
-            problem=str(r["problem"]),
-            checks=json.loads(r["checks"] or "{}"),
-            notifications=int(r["notifications"]),
-        )
-        for r in rows
-    ]
+    return [RUNS.decode(r) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -144,7 +108,7 @@ def alert_states(
         return []
     columns = readable_columns(store, settings, "alert_state")  # read-only: never migrates
     rows = store.query(
-        f"SELECT {select_list(columns)} FROM {table(settings, 'alert_state')} FINAL"
+        f"SELECT {ALERT_STATE.select(columns)} FROM {table(settings, 'alert_state')} FINAL"
         " ORDER BY source, check_id"
     ).dicts()
     # Pending outbox rows per (source, check id).
@@ -153,13 +117,13 @@ def alert_states(
         f" (SELECT source, checks FROM {table(settings, 'outbox')} FINAL"
         "  WHERE status = {pending:String})"
         " ARRAY JOIN checks AS check_id GROUP BY source, check_id",
-        {"pending": "pending"},
+        {"pending": OutboxStatus.PENDING.value},
     ).rows
     waiting = {(str(s), str(c)): int(n) for s, c, n in pending}
     silences: Sequence[Silence] = active_silences(store, settings, now) if now is not None else ()
     records = []
     for row in rows:
-        alert = alert_from_row(row)
+        alert = ALERT_STATE.decode(row)
         until = alert.silenced_until
         if now is not None:
             ends = [s.ends_at for s in silences if s.covers(alert.check_id)]
@@ -198,15 +162,15 @@ def outbox_backlog(
     moment = utc(now) or datetime.now(UTC)
     rows = store.query(
         "SELECT notifier,"
-        " countIf(status = 'pending') AS pending,"
-        " countIf(status = 'pending' AND hold_until > {now:DateTime64(3, 'UTC')}) AS held,"
-        " toUnixTimestamp64Milli(minIf(created_at, status = 'pending')) AS oldest,"
-        " countIf(status = 'delivered') AS delivered,"
-        " countIf(status = 'dropped') AS dropped,"
-        " countIf(status = 'rejected') AS rejected,"
-        " countIf(status = 'unconfirmed') AS unconfirmed"
+        " countIf(status = {pending:String}) AS pending,"
+        " countIf(status = {pending:String} AND hold_until > {now:DateTime64(3, 'UTC')}) AS held,"
+        " toUnixTimestamp64Milli(minIf(created_at, status = {pending:String})) AS oldest,"
+        " countIf(status = {delivered:String}) AS delivered,"
+        " countIf(status = {dropped:String}) AS dropped,"
+        " countIf(status = {rejected:String}) AS rejected,"
+        " countIf(status = {unconfirmed:String}) AS unconfirmed"
         f" FROM {table(settings, 'outbox')} FINAL GROUP BY notifier ORDER BY notifier",
-        {"now": moment},
+        {"now": moment, **{status.name.lower(): status.value for status in OutboxStatus}},
     ).rows
     return [
         Backlog(

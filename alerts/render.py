@@ -1,20 +1,6 @@
-"""Chat messages from Jinja2 templates: Slack Block Kit, its text fallback, plain text.
-
-One message per evaluation groups every announcement of that run. The
-templates (`alerts/templates/*.j2`, or the same file names in
-`alerts.templates_dir`, which wins file by file) receive a context of
-preformatted strings built here from check results: statuses, values and
-targets, counts, summaries and opaque ids. Never an event payload value.
-
-Escaping is the environments' job, not the templates': every `{{ value }}`
-goes through the environment's `finalize`, which escapes Slack mrkdwn (`&`,
-`<`, `>`; so `<!channel>` cannot ping and `<https://x|y>` cannot forge a
-link) and, for Block Kit, JSON-escapes the result for a JSON string. A
-custom template therefore cannot forget to escape. The environments use
-`StrictUndefined` and are built once per templates directory; loading them
-renders every template against a sample, so a typo like `{{ a.valeu }}`
-fails at load time as a config error naming the file and line.
-"""
+"""Chat messages from Jinja2 templates (Slack Block Kit, its text fallback, plain text),
+escaped by the environments so that no template can forget, and checked against a sample
+when they load (docs/alerts.md#your-own-templates)."""
 
 from __future__ import annotations
 
@@ -37,7 +23,7 @@ from jinja2 import (
     TemplateSyntaxError,
 )
 
-from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Kind, Notification
+from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Cause, Kind, Notification
 from checks.base import CheckResult, Comparison, Severity, Status, Window
 from checks.evidence import Evidence, FailureRun
 from checks.verdict import format_target, format_value
@@ -167,7 +153,7 @@ def _label(n: Notification) -> tuple[str, str]:
     if n.kind is Kind.RESOLVE:
         return "Resolved", ":large_green_circle:"
     icon = ":warning:" if n.is_error else ":grey_question:" if n.no_data else ""
-    if n.kind is Kind.REPEAT:
+    if n.kind in (Kind.REPEAT, Kind.REFRESH):
         return "Still firing", icon or ":large_orange_circle:"
     label = "Error" if n.is_error else "No data" if n.no_data else "Firing"
     return label, icon or ":red_circle:"
@@ -196,7 +182,7 @@ def alert_context(n: Notification) -> dict[str, Any]:
     # The pseudo checks `store` and `run` compare nothing: no value, no "breach when".
     store = n.check_id in (STORE_CHECK, RUN_CHECK)
     summary = _clip(result.summary, MAX_SUMMARY).rstrip(".")
-    if n.kind is Kind.REPEAT and result.status is Status.NO_DATA and not n.no_data:
+    if n.kind in (Kind.REPEAT, Kind.REFRESH) and result.status is Status.NO_DATA and not n.no_data:
         summary = f"latest window: {summary}"  # what the window lacked, not the breach
     return {
         "kind": n.kind.value,
@@ -223,7 +209,7 @@ def alert_context(n: Notification) -> dict[str, Any]:
     }
 
 
-_KIND_RANK = {Kind.FIRE: 0, Kind.REPEAT: 1, Kind.RESOLVE: 2}
+_KIND_RANK = {Kind.FIRE: 0, Kind.REPEAT: 1, Kind.REFRESH: 1, Kind.RESOLVE: 2}
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
@@ -287,7 +273,16 @@ def _template_line(exc: BaseException, name: str) -> str:
 
 
 class Templates:
-    """The three StrictUndefined environments over one loader, checked when built."""
+    """The three StrictUndefined environments over one loader, checked when built.
+
+    Escaping is the environments' job, not the templates': every `{{ value }}`
+    goes through the environment's `finalize`, which makes it printable and
+    escapes Slack mrkdwn (`&`, `<`, `>`: `<!channel>` cannot ping, `<url|x>`
+    cannot forge a link) and, for Block Kit, JSON-escapes it for a JSON string.
+    The templates see preformatted strings (statuses, values, counts, summaries,
+    opaque ids), never an event payload value; rendering them once against a
+    sample using every field makes a typo a config error naming file and line.
+    """
 
     def __init__(self, templates_dir: str | None = None) -> None:
         self.templates_dir = templates_dir
@@ -426,13 +421,13 @@ def sample_notifications() -> list[Notification]:
     )
     fire = _sample_result("recall_coverage", Status.BREACHED)
     return [
-        Notification(Kind.FIRE, source, fire.id, "breached", fire, window, at),
-        Notification(Kind.FIRE, source, error.id, "error", error, window, at),
+        Notification(Kind.FIRE, source, fire.id, Cause.BREACHED, fire, window, at),
+        Notification(Kind.FIRE, source, error.id, Cause.ERROR, error, window, at),
         Notification(
             Kind.REPEAT,
             source,
             repeat.id,
-            "breached",
+            Cause.BREACHED,
             repeat,
             window,
             at - timedelta(days=1),
@@ -442,7 +437,7 @@ def sample_notifications() -> list[Notification]:
             Kind.RESOLVE,
             source,
             resolved.id,
-            "breached",
+            Cause.BREACHED,
             resolved,
             window,
             at - timedelta(hours=8),

@@ -9,56 +9,19 @@ Silences are judged at the evaluation time, like every other rule.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
-from alerts.state import (
-    SILENCES,
-    ensure_schema,
-    from_ms_or_none,
-    schema_exists,
-    select_list,
-    table,
-    utc,
-)
+from alerts.rows import ALL, Silence
+from alerts.state import SILENCES, ensure_schema, schema_exists, table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms
 
-ALL = "all"
-
-
-@dataclass(frozen=True)
-class Silence:
-    id: str
-    check_id: str  # a check id, `store`, or `all`
-    starts_at: datetime
-    ends_at: datetime
-    created_by: str
-    reason: str
-    created_at: datetime
-    removed_at: datetime | None = None
-    version: int = 1
-
-    def covers(self, check_id: str) -> bool:
-        return self.check_id in (ALL, check_id)
-
-    def active(self, at: datetime) -> bool:
-        return self.removed_at is None and self.starts_at <= at < self.ends_at
+__all__ = ["ALL", "Silence", "add_silence", "list_silences", "remove_silence"]
 
 
-def _row(s: Silence) -> list[object]:
-    return [
-        s.id,
-        s.check_id,
-        utc(s.starts_at),
-        utc(s.ends_at),
-        s.created_by,
-        s.reason,
-        utc(s.created_at),
-        utc(s.removed_at),
-        s.version,
-    ]
+def _insert(store: Store, settings: Settings, silence: Silence) -> None:
+    store.insert(table(settings, "silences"), [SILENCES.row(silence)], list(SILENCES.columns))
 
 
 def add_silence(
@@ -82,7 +45,7 @@ def add_silence(
         reason=reason,
         created_at=now,
     )
-    store.insert(table(settings, "silences"), [_row(silence)], list(SILENCES))
+    _insert(store, settings, silence)
     return silence
 
 
@@ -91,23 +54,10 @@ def list_silences(store: Store, settings: Settings) -> list[Silence]:
     if not schema_exists(store, settings):
         return []
     rows = store.query(
-        f"SELECT {select_list(SILENCES)} FROM {table(settings, 'silences')} FINAL"
+        f"SELECT {SILENCES.select()} FROM {table(settings, 'silences')} FINAL"
         " ORDER BY created_at DESC, id"
     ).dicts()
-    return [
-        Silence(
-            id=str(r["id"]),
-            check_id=str(r["check_id"]),
-            starts_at=from_ms(int(r["starts_at"])),
-            ends_at=from_ms(int(r["ends_at"])),
-            created_by=str(r["created_by"]),
-            reason=str(r["reason"]),
-            created_at=from_ms(int(r["created_at"])),
-            removed_at=from_ms_or_none(r["removed_at"]),
-            version=int(r["version"]),
-        )
-        for r in rows
-    ]
+    return [SILENCES.decode(r) for r in rows]
 
 
 def active_silences(store: Store, settings: Settings, at: datetime) -> list[Silence]:
@@ -124,7 +74,7 @@ def remove_silence(
         return None
     old = found[0]
     removed = replace(old, removed_at=now, version=old.version + 1)
-    store.insert(table(settings, "silences"), [_row(removed)], list(SILENCES))
+    _insert(store, settings, removed)
     return removed
 
 

@@ -30,6 +30,13 @@ class FakeTimer(Timer):
         self.slept.append(seconds)
         self.now += seconds
 
+    def lane(self) -> FakeTimer:
+        """A clock of its own for one receiver's lane, whose waits are recorded here too:
+        lanes run at once, so one lane's waits must not use up another's time."""
+        child = FakeTimer(now=self.now)
+        child.slept = self.slept
+        return child
+
 
 @dataclass
 class RecordingNotifier:

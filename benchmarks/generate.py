@@ -49,7 +49,10 @@ SESSIONLESS = "gateway.heartbeat"
 # every turn: most events are memory events). In the memory mix the slots 4-94 that the
 # plan does not name cycle through gate decision, recall started, its outcome, its
 # injection and one other event, so about four events in five are memory events.
-MIXES = ("today", "memory")
+# `lean` (joelclaw only): the memory mix with metadata that holds only what the checks read,
+# so the floor itself is cheap and the checks' own work shows.
+MIXES = ("today", "memory", "lean")
+MIXES_OF = {"joelclaw": MIXES, "otel_logs": ("today", "memory")}
 _MEMORY_TURN = """multiIf(
       j < 4 OR j > 94 OR j % 5 = 4, {other},
       j % 5 = 0, 'memory.gate.decision',
@@ -261,6 +264,27 @@ concat('{{',
            ',"cwd":"/home/agent/', proj, '"')),
   '}}')"""
 
+# The lean mix's metadata: the session id and what the checks read, nothing else.
+_JOELCLAW_LEAN_METADATA = f"""
+concat('{{',
+  multiIf(name = '{SESSIONLESS}', '',
+          startsWith(name, 'observe.store.'), concat('"sessionId":"', sid, '",'),
+          concat('"session_id":"', sid, '",')),
+  multiIf(
+    name = 'memory.recall.completed',
+      concat('"latency_ms":', toString(lat), ',"result_count":', toString(rc)),
+    name = 'memory.recall.failed', concat('"latency_ms":', toString(lat)),
+    name = 'memory.recall.injected', concat('"result_count":', toString(rc)),
+    name = 'memory.observe.requested', concat('"trigger":"', trig, '"'),
+    startsWith(name, 'observe.store.'),
+      concat('"trigger":"', trig, '","latency_ms":', toString(400 + he % 4000)),
+    name = 'memory.gate.decision', concat('"verdict":"', verdict, '"'),
+    name = 'anamnese.agent_deviation',
+      concat('"agente":"', agente, '","tipo":"', tipo, '","evidenceEventIds":',
+             toJSONString(evidence)),
+    '"v":1'),
+  '}}')"""
+
 _JOELCLAW_INSERT = f"""
 INSERT INTO __TABLE__
   (id, timestamp, sessionId, systemId, level, source, component, action, success,
@@ -433,7 +457,11 @@ def generate(
     duplicates = events // DUPLICATE_SHARE
     distinct = events - duplicates
     params = generation_params(distinct, seed=seed, at=at, span=span)
+    if mix not in MIXES_OF.get(preset, ()):
+        raise ValueError(f"no {mix} mix for {preset} (accepted: {', '.join(MIXES_OF[preset])})")
     insert = _INSERTS[preset].replace("__TABLE__", table).replace("__PLAN__", plan_sql(mix))
+    if mix == "lean":
+        insert = insert.replace(_JOELCLAW_METADATA, _JOELCLAW_LEAN_METADATA)
     store.command(insert + INSERT_SETTINGS, params)
     if duplicates:
         store.command(

@@ -48,12 +48,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from benchmarks.run import machine
+from benchmarks.report import machine
 from watchdog.demo.data import generate_demo
 from watchdog.demo.model import Event
 from watchdog.demo.otlp import session_of
 
-SIGNALS = {"logs": "logs", "spans": "traces"}  # phase -> the receiver's signal label
+# phase -> the receiver's signal label; logs_grpc: the logs again, over OTLP/gRPC
+SIGNALS = {"logs": "logs", "spans": "traces", "logs_grpc": "logs"}
+GRPC_LOGS = "grpc:/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 RESULTS = Path(__file__).with_name("results.json")
 GOAL_LOGS_PER_S = 20_000
 INTERVAL = 10  # seconds per rate sample
@@ -264,18 +266,22 @@ class Watcher:
             self.samples.append(sample)
 
 
-def start_daemon(directory: Path, every: str) -> tuple[subprocess.Popen[bytes], int, int, Path]:
-    """The daemon in a fresh data directory; (process, OTLP port, HTTP port, log file)."""
+def start_daemon(
+    directory: Path, every: str
+) -> tuple[subprocess.Popen[bytes], int, int, int, Path]:
+    """The daemon in a fresh data directory; (process, OTLP/HTTP port, OTLP/gRPC port, its own
+    HTTP port, log file)."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     config = directory / "watchdog.toml"
     config.write_text(CONFIG.format(every=every), encoding="utf-8")
-    otlp, web = _free_port(), _free_port()
+    otlp, grpc, web = _free_port(), _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_"))}
     env["XDG_DATA_HOME"] = str(directory / "xdg")
     log = directory / "daemon.log"
     command = [str(Path(sys.executable).with_name("memory-watchdog")), "daemon"]
     command += ["--config", str(config), "--otlp", f"127.0.0.1:{otlp}"]
+    command += ["--otlp-grpc", f"127.0.0.1:{grpc}"]
     command += ["--http", f"127.0.0.1:{web}"]
     with log.open("wb") as err:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env)
@@ -284,24 +290,32 @@ def start_daemon(directory: Path, every: str) -> tuple[subprocess.Popen[bytes], 
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit("the daemon did not start:\n" + log.read_text(errors="replace"))
         time.sleep(0.1)
-    return proc, otlp, web, log
+    return proc, otlp, grpc, web, log
 
 
 # -- phases -----------------------------------------------------------------------------------
 
 
 def run_phase(
-    signal: str, seconds: float, clients: int, records: int, otlp: int, watcher: Watcher
+    phase: str, seconds: float, clients: int, records: int, ports: tuple[int, int], watcher: Watcher
 ) -> dict[str, Any]:
-    """Send one signal for `seconds` from `clients` processes; its rates from the daemon's counters."""
-    path = "/v1/logs" if signal == "logs" else "/v1/traces"
+    """Send one phase for `seconds` from `clients` processes; its rates from the daemon's counters.
+
+    `ports`: OTLP/HTTP's and OTLP/gRPC's (the logs_grpc phase).
+    """
+    signal = SIGNALS[phase]
+    if phase == "logs_grpc":
+        path, port = GRPC_LOGS, ports[1]
+    else:
+        path, port = ("/v1/logs" if signal == "logs" else "/v1/traces"), ports[0]
     body, offsets = (logs_template if signal == "logs" else spans_template)(records)
-    template = watcher.directory / f"{signal}.pb"
+    template = watcher.directory / f"{phase}.pb"
     template.write_bytes(body)
     Path(f"{template}.offsets").write_text(json.dumps(offsets))
+    loaded_before = watcher.samples[-1].count(signal, "loaded") if watcher.samples else 0.0
     started = time.time() + 5  # every client has started and waits for it
     ended = started + seconds
-    command = [sys.executable, "-m", "benchmarks.ingest_client", str(otlp), path, str(template)]
+    command = [sys.executable, "-m", "benchmarks.ingest_client", str(port), path, str(template)]
     procs = [
         subprocess.Popen(
             [*command, str(n), str(started), str(ended)], stdout=subprocess.PIPE, text=True
@@ -310,15 +324,15 @@ def run_phase(
     ]
     told = [json.loads(proc.communicate(timeout=seconds + 300)[0]) for proc in procs]
     accepted = sum(t["requests"] for t in told) * records
-    drained = _drain(watcher, SIGNALS[signal], accepted, time.time())
-    phase = [s for s in watcher.samples if started <= s.t <= ended]
-    return _rates(SIGNALS[signal], phase, started, ended, records, told, drained)
+    drained = _drain(watcher, signal, loaded_before + accepted, time.time())
+    samples = [s for s in watcher.samples if started <= s.t <= ended]
+    return _rates(signal, samples, started, ended, records, told, drained)
 
 
-def _drain(watcher: Watcher, signal: str, accepted: int, since: float) -> float:
-    """Seconds until all that was accepted is loaded (at most 300)."""
+def _drain(watcher: Watcher, signal: str, loaded: float, since: float) -> float:
+    """Seconds until `loaded` records of `signal` are in the store (at most 300)."""
     while time.time() < since + 300:
-        if watcher.samples and watcher.samples[-1].count(signal, "loaded") >= accepted:
+        if watcher.samples and watcher.samples[-1].count(signal, "loaded") >= loaded:
             break
         time.sleep(0.5)
     return time.time() - since
@@ -387,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--logs-seconds", type=float, default=120)
     parser.add_argument("--spans-seconds", type=float, default=45)
+    parser.add_argument("--grpc-seconds", type=float, default=60, help="logs over OTLP/gRPC")
     parser.add_argument("--clients", type=int, default=2, help="client processes (default 2)")
     parser.add_argument("--records", type=int, default=1000, help="records per request")
     parser.add_argument("--every", default="30s", help="the daemon's schedule (default 30s)")
@@ -394,15 +409,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(RESULTS), help="results file (its `ingest` key)")
     args = parser.parse_args(argv)
     load_at_start = round(os.getloadavg()[0], 2)
-    proc, otlp, web, log = start_daemon(Path(args.dir), args.every)
+    proc, otlp, grpc, web, log = start_daemon(Path(args.dir), args.every)
     watcher = Watcher(proc.pid, web, Path(args.dir))
     thread = threading.Thread(target=watcher.run, daemon=True)
     thread.start()
     try:
         time.sleep(2)
+        durations = {
+            "logs": args.logs_seconds,
+            "spans": args.spans_seconds,
+            "logs_grpc": args.grpc_seconds,
+        }
         phases = {
-            signal: run_phase(signal, seconds, args.clients, args.records, otlp, watcher)
-            for signal, seconds in (("logs", args.logs_seconds), ("spans", args.spans_seconds))
+            phase: run_phase(phase, seconds, args.clients, args.records, (otlp, grpc), watcher)
+            for phase, seconds in durations.items()
             if seconds > 0
         }
     finally:

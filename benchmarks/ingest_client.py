@@ -1,4 +1,4 @@
-"""One ingest client of `benchmarks.ingest`, as a process of its own (standard library only).
+"""One ingest client of `benchmarks.ingest`, as a process of its own.
 
     python -m benchmarks.ingest_client PORT PATH TEMPLATE NUMBER START_AT STOP_AT
 
@@ -6,7 +6,9 @@ Reads the serialised request TEMPLATE and the offsets of its fixed64
 timestamps (TEMPLATE.offsets, JSON), waits for START_AT (epoch seconds),
 then sends over one keep-alive connection until STOP_AT: each request new
 (its timestamps rewritten in place), a refused one (429/503) sent again
-after its Retry-After. Prints {"requests": answered 200, "refused": N}.
+after its Retry-After. PATH `grpc:/<service>/<method>` sends the same bytes
+as OTLP/gRPC calls on one channel instead (a refusal with RetryInfo sent
+again after it). Prints {"requests": answered 200 (OK), "refused": N}.
 """
 
 from __future__ import annotations
@@ -50,12 +52,42 @@ def send(
     return {"requests": sent, "refused": refused}
 
 
+def send_grpc(
+    port: int, method: str, body: bytes, offsets: list[int], number: int, stop_at: float
+) -> dict[str, int]:
+    import grpc  # only this mode needs it
+
+    buffer = bytearray(body)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    export = channel.unary_unary(method)  # the request as bytes, the response as bytes
+    base = time.time_ns() + number * 10**15
+    sent = refused = 0
+    while time.time() < stop_at:
+        base += len(offsets)
+        for k, offset in enumerate(offsets):
+            struct.pack_into("<Q", buffer, offset, base + k)
+        request = bytes(buffer)
+        while time.time() < stop_at:
+            try:
+                export(request, timeout=120)
+            except grpc.RpcError:
+                refused += 1
+                time.sleep(1)
+                continue
+            sent += 1
+            break
+    channel.close()
+    return {"requests": sent, "refused": refused}
+
+
 def main(argv: list[str]) -> int:
     port, path, template, number, start_at, stop_at = argv
     body = Path(template).read_bytes()
     offsets = json.loads(Path(template + ".offsets").read_text())
     time.sleep(max(0.0, float(start_at) - time.time()))
-    print(json.dumps(send(int(port), path, body, offsets, int(number), float(stop_at))))
+    how = send_grpc if path.startswith("grpc:") else send
+    told = how(int(port), path.removeprefix("grpc:"), body, offsets, int(number), float(stop_at))
+    print(json.dumps(told))
     return 0
 
 

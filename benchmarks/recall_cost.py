@@ -21,7 +21,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.run import Bench, Samples, _ratio, _timed, _verdicts, settings_for
+from benchmarks.run import Bench, _verdicts, settings_for
+from benchmarks.samples import Samples, _ratio, _timed
 from checks.builtin import configured_checks
 from checks.kinds import KINDS
 from checks.scans.plans import Plans

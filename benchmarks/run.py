@@ -22,10 +22,6 @@ and at 1M events the naive pandas script.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,10 +36,18 @@ from typing import Any
 from benchmarks import naive
 from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
+from benchmarks.samples import (
+    Samples,
+    _over_floor,
+    _ratio,
+    _round,
+    _timed,
+)
 from checks.base import Window
-from checks.state.layout import BUILT_FOR, STATE_TABLE
+from checks.state.layout import STATE_TABLE
 from checks.state.read import table_comment
 from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.sql import literal
 from watchdog.core.store import Store, open_store
 from watchdog.core.times import rfc3339
 from watchdog.report.text import render_json
@@ -52,62 +56,11 @@ from watchdog.runner.once import run_once, window_at
 Log = Callable[[str], None]
 
 
-@dataclass
-class Samples:
-    """Wall-clock seconds of repeated runs, and the CPU seconds of this process (engine included)."""
-
-    seconds: list[float] = field(default_factory=list)
-    cpu: list[float] = field(default_factory=list)
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.seconds) if self.seconds else None
-
-    @property
-    def cpu_median(self) -> float | None:
-        return statistics.median(self.cpu) if self.cpu else None
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "median_s": _round(self.median),
-            "samples_s": [_round(s) for s in self.seconds],
-        }
-        if self.cpu:
-            document["cpu_median_s"] = _round(self.cpu_median)
-            document["cpu_samples_s"] = [_round(s) for s in self.cpu]
-        return document
-
-
-def _round(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def settings_for(url: str, preset: str, table: str) -> Settings:
     """Default settings reading `table` with `preset` (no config file needed)."""
     return settings_from_mapping(
         {"store": {"url": url}, "source": {"preset": preset, "table": table}}, env={}
     )
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _timed(action: Callable[[], Any], samples: Samples | None = None) -> tuple[float, Any]:
-    """Run `action`; its wall seconds (and CPU seconds, into `samples`)."""
-    cpu, started = _cpu(), time.perf_counter()
-    result = action()
-    seconds = time.perf_counter() - started
-    if samples is not None:
-        samples.seconds.append(seconds)
-        samples.cpu.append(_cpu() - cpu)
-    return seconds, result
-
-
-def _peak_rss_mib() -> float:
-    """The high-water RSS of this process so far (engine and Python together), MiB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 _MEASURE_CHILD = """
@@ -141,14 +94,17 @@ USER_PATHS = PATHS[1:]
 
 
 def _config(workdir: Path, settings: Settings, database: str | None = None) -> Path:
-    """A config file reading the case's table; the tick's own state database, when given."""
+    """A config file reading the case's table (and its session state when it has one); the
+    tick's own state database, when given."""
     source = settings.source
-    lines = [f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n']
+    state = f'state = "{source.state}"\n' if source.state else ""
+    lines = [f'[source]\npreset = "{source.preset}"\ntable = "{source.table}"\n{state}']
     lines.append(f'[report]\ndir = "{workdir / "reports"}"\n')
     lines.append('[schedule]\ndelay = "0s"\n')  # the tick at `at` judges the window ending at `at`
     if database:
         lines.append(f'[store]\ndatabase = "{database}"\n')
-    path = workdir / (f"{database}.toml" if database else "watchdog.toml")
+    stem = database or ("state" if source.state else "watchdog")
+    path = workdir / f"{stem}.toml"
     path.write_text("\n".join(lines))
     return path
 
@@ -282,16 +238,20 @@ class Bench:
         )
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         measured = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-        crashed = any(line.startswith("Traceback") for line in lines)  # exit 1 too
+        # exit 1 too: a breach, or an internal error (a traceback only with --debug)
+        crashed = any(line.startswith("Traceback") or "internal error" in line for line in lines)
         if measured is None or measured["exit"] not in (0, 1) or crashed:
             raise RuntimeError(f"{command[:4]} failed: {' '.join(lines[-3:])}")
         return dict(measured)
 
     def commands(
-        self, settings: Settings, window: Window, workdir: Path
+        self, settings: Settings, window: Window, workdir: Path, floor: Settings | None = None
     ) -> dict[str, Callable[[int], list[str]]]:
-        """Each path's command line, by repetition (a tick gets a fresh state database)."""
+        """Each path's command line, by repetition (a tick gets a fresh state database).
+
+        The floor reads `floor` when given (the raw table beside a session state)."""
         config = _config(workdir, settings)
+        floor_config = _config(workdir, floor) if floor is not None else config
         at = rfc3339(window.at)
         cli, store = _cli_command(), ["--store", self.url]
         check = [*cli, "check", "--config", str(config), *store, "--at", at]
@@ -300,23 +260,28 @@ class Bench:
             own = _config(workdir, settings, database=_tick_database(settings, rep))
             return [*cli, "daemon", "--once", "--config", str(own), *store, "--at", at]
 
-        floor = [sys.executable, "-m", "benchmarks.floor", self.url, str(config), at]
+        floor_command = [sys.executable, "-m", "benchmarks.floor", self.url, str(floor_config), at]
         return {
-            "floor": lambda _: floor,
+            "floor": lambda _: floor_command,
             "text": lambda _: [*check, "--format", "text", "--output", str(workdir / "r.txt")],
             "json": lambda _: [*check, "--format", "json", "--output", str(workdir / "r.json")],
             "tick": tick,
         }
 
     def measure_paths(
-        self, settings: Settings, window: Window, workdir: Path, paths: Sequence[str] = PATHS
+        self,
+        settings: Settings,
+        window: Window,
+        workdir: Path,
+        paths: Sequence[str] = PATHS,
+        floor: Settings | None = None,
     ) -> dict[str, Any]:
         """With the engine closed here: each path as a fresh process, `reps` times, alternating.
 
         Returns per path its Samples, peak RSS and exit codes, and the JSON
         report's statuses (the paths must agree on the verdict: their exit codes).
         """
-        commands = self.commands(settings, window, workdir)
+        commands = self.commands(settings, window, workdir, floor)
         samples = {path: Samples() for path in paths}
         rss: dict[str, float] = {}
         exits: dict[str, set[int]] = {path: set() for path in paths}
@@ -369,7 +334,9 @@ class Bench:
         self.cases.append(case)
         return case
 
-    def narrow_table(self, preset: str, events: int, raw_table: str) -> tuple[Any, float | None]:
+    def narrow_table(
+        self, preset: str, events: int, raw_table: str, mix: str = "today"
+    ) -> tuple[Any, float | None]:
         """The narrow normalized table of `raw_table` and the session state (built unless there).
 
         Made by `schema apply --materialize`'s own statements (tables, views,
@@ -381,17 +348,9 @@ class Bench:
 
         store = self.open()
         raw_settings = settings_for(self.url, preset, raw_table)
-        database = f"bench_narrow_{preset}_{events}_s{self.seed}"
+        infix = "" if mix == "today" else f"_{mix}"
+        database = f"bench_narrow_{preset}{infix}_{events}_s{self.seed}"
         plan = plan_for(raw_settings, ttl=None, database=database)
-        if (
-            not self.fresh
-            and row_count(store, plan.table) == events
-            and (table_comment(store, f"{database}.{STATE_TABLE}") or "").startswith(BUILT_FOR)
-        ):
-            return plan, None
-        self.log(f"  building {plan.table} from {raw_table} ...")
-        started = time.perf_counter()
-        store.command(f"DROP DATABASE IF EXISTS {database}")
         present = store.table_columns(raw_table)
         statements = materialize_statements(
             raw_settings,
@@ -401,6 +360,15 @@ class Bench:
             since=self.at - timedelta(days=2),
             until=self.at + timedelta(days=1),
         )
+        # Kept when built by these very statements: the state's COMMENT records its layout.
+        comment = table_comment(store, f"{database}.{STATE_TABLE}") or ""
+        wanted = next(s.sql for s in statements if f"{STATE_TABLE}\n(" in s.sql)
+        kept = bool(comment) and f"COMMENT {literal(comment)}" in wanted
+        if not self.fresh and row_count(store, plan.table) == events and kept:
+            return plan, None
+        self.log(f"  building {plan.table} from {raw_table} ...")
+        started = time.perf_counter()
+        store.command(f"DROP DATABASE IF EXISTS {database}")
         for statement in statements:
             store.command(statement.sql, statement.params)
             if statement.sql.startswith(f"CREATE TABLE IF NOT EXISTS {plan.table}\n"):
@@ -413,6 +381,52 @@ class Bench:
         built = time.perf_counter() - started
         self.log(f"  built in {built:.1f}s")
         return plan, built
+
+    def run_state_case(self, preset: str, events: int, mix: str = "today") -> dict[str, Any]:
+        """What users run with `source.state` (the large-deployment setup), as processes,
+        against the floor of the raw table: the narrow table and the state built first."""
+        self.log(f"{preset} ({mix} mix) at {events:,} events, on the session state")
+        table, _ = self.table(preset, events, mix)
+        plan, built = self.narrow_table(preset, events, table, mix)
+        raw = settings_for(self.url, preset, table)
+        state = settings_from_mapping(
+            {
+                "store": {"url": self.url},
+                "source": {
+                    "preset": preset,
+                    "table": table,
+                    "state": f"{plan.database}.{STATE_TABLE}",
+                },
+            },
+            env={},
+        )
+        window = window_at(raw, self.at)
+        with tempfile.TemporaryDirectory(prefix="bench-state-") as workdir:
+            found = self.measure_paths(state, window, Path(workdir), floor=raw)
+        case: dict[str, Any] = {
+            "preset": preset,
+            "mix": mix,
+            "events": events,
+            "table": table,
+            "state": f"{plan.database}.{STATE_TABLE}",
+            "generated": {"seconds": _round(built, 1), "reused": built is None},
+            "repetitions": self.reps,
+            **found,
+        }
+        raw_case = next(
+            (
+                c
+                for c in self.cases
+                if (c["preset"], c["events"], c["mix"]) == (preset, events, mix)
+                and "state" not in c
+            ),
+            None,
+        )
+        if raw_case is not None:
+            case["agrees_with_raw"] = found["statuses"] == raw_case["statuses"]
+        self.log("  " + summary_line(case))
+        self.cases.append(case)
+        return case
 
     def run_narrow(self, preset: str, events: int) -> dict[str, Any]:
         """The floor and `check --format json` on the narrow normalized table built from the raw one."""
@@ -443,185 +457,9 @@ class Bench:
         return case
 
 
-def _close(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if not a or not b else round(a / b, 2)
-
-
-def _over_floor(case: dict[str, Any], path: str) -> float | None:
-    return _ratio(case[path].median, case["floor"].median) if path in case else None
-
-
 def summary_line(case: dict[str, Any]) -> str:
     parts = [f"floor {case['floor'].median:.2f}s"]
     for path in USER_PATHS:
         if path in case:
             parts.append(f"{path} {case[path].median:.2f}s ({_over_floor(case, path)}x)")
     return "  ".join(parts)
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem_kib = next(
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
-    except (OSError, StopIteration, ValueError):
-        mem_kib = 0
-    try:
-        from importlib.metadata import version
-
-        chdb_version = version("chdb-core")
-    except Exception:
-        chdb_version = "unknown"
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "memory_gib": round(mem_kib / 1024 / 1024, 1),
-        "python": platform.python_version(),
-        "engine": f"chdb-core {chdb_version} (embedded ClickHouse)",
-        "system": platform.platform(),
-    }
-
-
-COLUMNS = (
-    ("preset", 17),
-    ("mix", 6),
-    ("events", 11),
-    ("floor s", 8),
-    ("text s", 7),
-    ("text/floor", 10),
-    ("json s", 7),
-    ("json/floor", 10),
-    ("tick s", 7),
-    ("tick/floor", 10),
-    ("json/text", 9),
-    ("RSS MiB", 7),
-)
-
-
-def _cell(value: float | None, fmt: str = ".2f") -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-def _name(case: dict[str, Any]) -> str:
-    if case["preset"] == "normalized":
-        return f"narrow({case['from_preset']})"
-    return str(case["preset"])
-
-
-def _median(case: dict[str, Any], path: str) -> float | None:
-    return case[path].median if path in case else None
-
-
-def table_rows(cases: Sequence[dict[str, Any]]) -> list[list[str]]:
-    """One row of cells per case, in COLUMNS order (medians; ratios to the floor's median)."""
-    rows = []
-    for case in cases:
-        rss = [v for v in case.get("peak_rss_mib", {}).values() if v is not None]
-        rows.append(
-            [
-                _name(case),
-                str(case["mix"]),
-                f"{case['events']:,}",
-                _cell(case["floor"].median),
-                _cell(_median(case, "text")),
-                _cell(_over_floor(case, "text")),
-                _cell(_median(case, "json")),
-                _cell(_over_floor(case, "json")),
-                _cell(_median(case, "tick")),
-                _cell(_over_floor(case, "tick")),
-                _cell(_ratio(_median(case, "json"), _median(case, "text"))),
-                _cell(max(rss) if rss else None, ".0f"),
-            ]
-        )
-    return rows
-
-
-def render_table(cases: Sequence[dict[str, Any]]) -> str:
-    """The results as a fixed-width text table."""
-    header = [name for name, _ in COLUMNS]
-    widths = [max(w, len(n)) for n, w in COLUMNS]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    for row in table_rows(cases):
-        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-    return "\n".join(lines)
-
-
-def render_markdown(cases: Sequence[dict[str, Any]]) -> str:
-    """The results as a Markdown table, for docs/performance.md."""
-    header = [name for name, _ in COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(cases)]
-    return "\n".join(lines)
-
-
-def growth(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per preset and mix: each path's time at the largest size over the smallest, against events."""
-    found: dict[str, Any] = {}
-    kinds = sorted({(c["preset"], c["mix"]) for c in cases if c["preset"] != "normalized"})
-    for preset, mix in kinds:
-        mine = sorted(
-            (c for c in cases if (c["preset"], c["mix"]) == (preset, mix)),
-            key=lambda c: c["events"],
-        )
-        if len(mine) < 2:
-            continue
-        small, large = mine[0], mine[-1]
-        found[f"{preset}/{mix}"] = {
-            "events": _round(large["events"] / small["events"], 1),
-            **{p: _ratio(_median(large, p), _median(small, p)) for p in PATHS},
-        }
-    return found
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Samples):
-        return value.to_json()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
-
-
-def to_json(bench: Bench, command: str, started: float) -> dict[str, Any]:
-    """The results document (`benchmarks/results.json`): every sample, medians, ratios."""
-    cases = []
-    for case in bench.cases:
-        out = _jsonable(case)
-        out["over_floor"] = {p: _over_floor(case, p) for p in USER_PATHS if p in case}
-        out["json_over_text"] = _ratio(_median(case, "json"), _median(case, "text"))
-        cases.append(out)
-    return {
-        "command": command,
-        "machine": machine(),
-        "repetitions": bench.reps,
-        "evaluated_at": rfc3339(bench.at),
-        "lookback": "24h",
-        "total_seconds": round(time.perf_counter() - started, 1),
-        "growth": growth(bench.cases),
-        "notes": {
-            "paths": "each a fresh process (interpreter start, store open included), medians of"
-            " `repetitions`, alternating floor, text, json, tick",
-            "floor": "python -m benchmarks.floor: SELECT uniqExact(session_id) over the lookback"
-            " on the compiled source",
-            "text": "memory-watchdog check --format text",
-            "json": "memory-watchdog check --format json (adds the triage of breached checks)",
-            "tick": "memory-watchdog daemon --once (evaluation, alert lifecycle, run log,"
-            " triage, history, page), on a fresh state database each repetition",
-            "peak_rss_mib": "per path, the highest of its repetitions",
-            "in_process": "--in-process: run_once + render_json in the bench process",
-        },
-        "cases": cases,
-    }

@@ -8,9 +8,8 @@ opening the store and timing its own work:
 
 - the floor: `SELECT uniqExact(session_id)` over the lookback of the raw table;
 - a run on the raw table: `run_once` (every built-in check) and the JSON report;
-- the same run with `source.state` set;
-- the large-deployment setup: the narrow table (`preset = "normalized"`, the raw
-  table's `name`) with `source.state`.
+- the same run with `source.state` set (the narrow table beside it read for
+  everything but the session scans).
 
 Each reports its wall seconds (store open excluded), the seconds of the
 session query alone, and the bytes it selected from tables (ClickHouse's
@@ -114,14 +113,6 @@ def run_state(bench: Bench, preset: str, events: int) -> dict[str, Any]:
         "floor": raw_source,
         "raw": raw_source,
         "state": {**raw_source, "state": state_table},
-        # The large-deployment setup (docs/performance.md): the narrow table, read as the
-        # raw table's source (`name`), with the state.
-        "narrow_state": {
-            "preset": "normalized",
-            "table": narrow.table,
-            "name": table,
-            "state": state_table,
-        },
     }
     found: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     with bench.closed():
@@ -146,12 +137,12 @@ def run_state(bench: Bench, preset: str, events: int) -> dict[str, Any]:
     raw_v = found["raw"][-1]["verdicts"]
     differing = {
         mode: sorted(k for k in raw_v if raw_v[k] != found[mode][-1]["verdicts"].get(k))
-        for mode in ("state", "narrow_state")
+        for mode in ("state",)
     }
-    case["same_verdicts"] = not differing["state"] and not differing["narrow_state"]
+    case["same_verdicts"] = not differing["state"]
     case["differing_checks"] = differing
     floor = case["floor"]["median_s"]
-    for mode in ("raw", "state", "narrow_state"):
+    for mode in ("raw", "state"):
         case[f"{mode}_over_floor"] = round(case[mode]["median_s"] / floor, 3) if floor else None
     bench.log("  " + state_line(case))
     return case
@@ -163,14 +154,11 @@ def state_line(case: dict[str, Any]) -> str:
     return (
         f"floor {case['floor']['median_s']:.2f}s  raw {case['raw']['median_s']:.2f}s"
         f"  state {case['state']['median_s']:.2f}s ({case['state_over_floor']}x)"
-        f"  narrow+state {case['narrow_state']['median_s']:.2f}s"
-        f" ({case['narrow_state_over_floor']}x)"
         f"  sessions: raw {case['raw']['session_query_median_s']:.2f}s"
         f" state {case['state']['session_query_median_s']:.2f}s"
         f"  read: floor {case['floor']['selected_bytes'] / mib:.0f} MiB"
         f" raw {case['raw']['selected_bytes'] / mib:.0f} MiB"
         f" state {case['state']['selected_bytes'] / mib:.0f} MiB"
-        f" narrow+state {case['narrow_state']['selected_bytes'] / mib:.0f} MiB"
         f"  same verdicts: {case['same_verdicts']}"
     )
 
@@ -179,9 +167,9 @@ def render_state_table(cases: list[dict[str, Any]]) -> str:
     """The state cases as a fixed-width text table (medians; MiB selected per run)."""
     header = (
         f"{'preset':>10} {'events':>11} {'floor s':>8} {'raw s':>7} {'state s':>8}"
-        f" {'state/floor':>11} {'narrow+state s':>14} {'n+s/floor':>9}"
+        f" {'state/floor':>11}"
         f" {'sess raw s':>10} {'sess state s':>12}"
-        f" {'floor MiB':>9} {'raw MiB':>8} {'state MiB':>9} {'n+s MiB':>8} {'same':>5}"
+        f" {'floor MiB':>9} {'raw MiB':>8} {'state MiB':>9} {'same':>5}"
     )
     lines = [header]
     mib = 1024 * 1024
@@ -189,12 +177,10 @@ def render_state_table(cases: list[dict[str, Any]]) -> str:
         lines.append(
             f"{c['preset']:>10} {c['events']:>11,} {c['floor']['median_s']:>8.2f}"
             f" {c['raw']['median_s']:>7.2f} {c['state']['median_s']:>8.2f}"
-            f" {c['state_over_floor']:>11} {c['narrow_state']['median_s']:>14.2f}"
-            f" {c['narrow_state_over_floor']:>9}"
+            f" {c['state_over_floor']:>11}"
             f" {c['raw']['session_query_median_s']:>10.2f}"
             f" {c['state']['session_query_median_s']:>12.2f}"
             f" {c['floor']['selected_bytes'] / mib:>9.0f} {c['raw']['selected_bytes'] / mib:>8.0f}"
-            f" {c['state']['selected_bytes'] / mib:>9.0f}"
-            f" {c['narrow_state']['selected_bytes'] / mib:>8.0f} {c['same_verdicts']!s:>5}"
+            f" {c['state']['selected_bytes'] / mib:>9.0f} {c['same_verdicts']!s:>5}"
         )
     return "\n".join(lines)

@@ -1,10 +1,6 @@
-"""The triage breakdown of one breached check, as a value (computed by `checks.triage`).
-
-Its failing items (events or sessions) counted, the top groups of each
-dimension the source offers with their counts and shares, and for a
-coverage check its failing sessions with what they missed; or, when the
-breakdown could not run, one line saying why. `to_json` gives the report's
-`triage` entry (docs/spec.md section 6); the page renders the value itself.
+"""The triage breakdown of one breached check, as a value: its failing items counted and grouped
+by the source's dimensions, a coverage check's failing sessions, or why it could not run;
+`to_json` is the report's `triage` entry (docs/spec.md section 6).
 """
 
 from __future__ import annotations

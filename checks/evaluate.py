@@ -1,10 +1,6 @@
-"""One evaluation: every configured check over one window, as a Report.
-
-Each check's kind plans it into the shared scans (`checks.scans.plans`);
-each scan runs once. With `triage`, the scans carry the breakdown of the
-checks that breach where they can, and the kinds query the rest. A store
-error in one scan makes its checks `error`; in one triage, that breakdown
-says so; neither stops the others.
+"""One evaluation: each check planned by its kind into the shared scans, each scan run once, a
+store error confined to its checks, and with triage every breach broken down
+(docs/architecture.md#one-evaluation-end-to-end).
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""What a check's verdict rests on: opaque ids, named counts, breach kinds, times.
-
-Every check builds one `Evidence` value. `to_json` gives the report's
-`evidence` object (docs/spec.md section 6, the keys a check of that kind has always
-had); `shown` gives the display facts that the text report, the page and
-chat render, so no output decodes evidence on its own. Evidence holds ids,
-counts and times only: never an event payload value.
-
-One rule for every fact, the newest event time included: a fact is shown
-wherever the evidence is shown (the text report and the page for breached
-and errored checks, chat for firing alerts), whatever the latest status.
-A still-firing freshness alert whose latest evaluation had too few samples
-still says when the newest event was; hiding it there told less, not less
-wrongly.
+"""What a check's verdict rests on (ids, named counts, breach kinds, times; never a payload
+value), as one value: `to_json` is the report's `evidence` (docs/spec.md section 6) and
+`shown` the display facts every output renders, shown wherever the evidence is.
 """
 
 from __future__ import annotations

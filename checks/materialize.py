@@ -1,30 +1,7 @@
-"""`memory-watchdog schema apply`: the watchdog's own tables, and the optional narrow table.
-
-Without `--materialize` it applies the watchdog's state tables (alert states,
-outbox, run log, silences) in `store.database`. With `--materialize` it also
-builds, for large deployments, a narrow table `<store.database>.memory_events`
-holding just the normalized event (docs/spec.md section 2), fed by a materialized
-view on the source table and filled once by a backfill `INSERT ... SELECT`.
-A config with `source.preset = "normalized"` then reads that table directly:
-one small row per event instead of a wide, JSON-laden one.
-
-It prints the statements; `--yes` executes them, in order. With
-`store.cluster` set, every statement runs `ON CLUSTER`, the table is a
-`ReplicatedMergeTree` on each shard behind a `Distributed` table sharded by
-session id, and the view (attached to the local source table that receives
-inserts, `--source-local`) writes through the `Distributed` table, so each
-session's events live on one shard.
-
-The view keeps the event's columns as the source preset computes them, with
-the session id before the ignore list (the normalized preset applies it at
-read time, so changing `ignore_sessions` needs no rebuild). The payload is
-kept for the events whose checks read it (write-gate decisions, deviations,
-human messages, custom checks on `payload.<key>`); any other event stores `{}` in its place,
-or its payload as written when that is not a JSON object, so the data-quality
-count of non-object payloads is unchanged. Re-apply after changing those
-event names. A view's definition is stored by the server, so the event names
-in it are escaped SQL literals; the backfill binds its time range as
-parameters.
+"""`schema apply --materialize`: the narrow table (one small normalized row per event, fed by a
+view on the source and a backfill) and the session state's statements, on one node or `ON
+CLUSTER`; how and when to use them is in docs/performance.md#a-narrow-table-for-large-deployments
+and docs/sources.md#the-session-state-sourcestate.
 """
 
 from __future__ import annotations
@@ -38,20 +15,22 @@ from typing import Any
 from checks.base import CheckSpec
 from checks.kinds import KINDS
 from checks.scans.plans import Plans
-from checks.sources import compile_source
+from checks.sources import NARROW_TABLE, compile_source, unbounded_sql
 from checks.state.layout import Needs, StatePlan, state_statements
+from checks.triage import plain
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings
-from watchdog.core.sql import is_identifier, is_table_name, literal, tuple_of
+from watchdog.core.sql import is_identifier, is_table_name, literal, quoted, tuple_of
 from watchdog.core.times import rfc3339, to_ms
 
-NARROW_TABLE = "memory_events"
-# Copied as the source preset converts them; the payload is narrowed on the way.
-NARROW_COLUMNS = ("event_id", "ts", "session_id", "name", "latency_ms", "trigger", "result_count")
 VIEW = "memory_events_mv"
 LOCAL_SUFFIX = "_local"
 
-# The narrow table's columns: the normalized event of docs/spec.md section 2.
+# The narrow table's columns: the normalized event of docs/spec.md section 2 (the session id
+# before the ignore list, the latency before the finite-and-not-negative rule: both applied
+# at read), then what the raw source derives from the raw columns, stored as it was derived:
+# the data-quality flags, whether the event is in the source's scope and in which checks'
+# own, the triage dimensions.
 COLUMNS: dict[str, str] = {
     "event_id": "String",
     "ts": "DateTime64(3, 'UTC')",
@@ -61,7 +40,19 @@ COLUMNS: dict[str, str] = {
     "trigger": "LowCardinality(String)",
     "result_count": "Nullable(Int64)",
     "payload": "String CODEC(ZSTD(1))",
+    "latency_invalid": "UInt8",
+    "payload_is_object": "UInt8",
+    "payload_is_utf8": "UInt8",
+    "in_scope": "UInt8",
+    "scopes": "Array(LowCardinality(String))",
+    "dims": "Map(LowCardinality(String), String)",
 }
+# Not written: computed from event_id, for the evidence lookups by hash.
+HASHED = "event_hash UInt64 MATERIALIZED cityHash64(event_id)"
+INDEXES = (
+    "INDEX event_ids event_id TYPE bloom_filter GRANULARITY 4",
+    "INDEX event_hashes event_hash TYPE bloom_filter GRANULARITY 4",
+)
 
 _TTL_INTERVAL = re.compile(
     r"\bTTL\b.*?toInterval(Second|Minute|Hour|Day|Week|Month|Quarter|Year)\((\d+)\)"
@@ -95,13 +86,17 @@ def _table_name(value: str, what: str) -> str:
     return value
 
 
-def session_needs(settings: Settings, specs: Sequence[CheckSpec]) -> Needs:
-    """What the session state must keep for the enabled checks' session scans."""
-    plans = Plans(compile_source(settings.source, scopes=KINDS.scopes(specs)))
+def session_needs(
+    settings: Settings, present: Mapping[str, str] | None, specs: Sequence[CheckSpec]
+) -> Needs:
+    """What the session state must keep for the enabled checks' session scans and their triage
+    (the dimensions of a session's first event)."""
+    source = compile_source(settings.source, present, KINDS.scopes(specs))
+    plans = Plans(source)
     for spec in specs:
         if spec.enabled:
             KINDS.of(spec).plan(plans, spec)
-    return Needs.of(plans.sessions.values())
+    return Needs.of(plans.sessions.values(), plain(source.dims))
 
 
 def source_ttl(engine_full: str) -> str | None:
@@ -147,9 +142,9 @@ def narrow_select(
 ) -> str:
     """The SELECT mapping rows of `source_table` to narrow-table rows.
 
-    The expressions are the source preset's (with any `[source.columns]`
-    override), converted exactly as the compiled source converts them, so the
-    normalized preset reading the result sees the same values.
+    The expressions are the compiled source's (with any `[source.columns]`
+    override), so the normalized preset, and the state path, reading the result
+    see the values the raw preset computes.
     """
     if settings.source.preset == "normalized":
         raise UsageError(
@@ -157,38 +152,38 @@ def narrow_select(
             " the raw preset (joelclaw, otel_logs, otel_traces), then switch to"
             ' source.preset = "normalized"'
         )
-    compiled = compile_source(settings.source, present)
-    typed = compiled.typed
+    scopes = KINDS.scopes(specs)
+    compiled = compile_source(settings.source, present, scopes)
     keep = KINDS.payload_names(specs)
-    is_object = "isValidJSON(_payload) AND JSONType(_payload) = 'Object'"
     # Events whose payload no check reads keep only whether it was an object.
     payload = (
-        f"if(name IN {tuple_of(keep)} OR NOT ({is_object}), _payload, '{{}}')"
+        f"if(name IN {tuple_of(keep)} OR NOT payload_is_object, payload, '{{}}')"
         if keep
-        else f"if({is_object}, '{{}}', _payload)"
+        else "if(payload_is_object, '{}', payload)"
     )
-    tail = f"\n    WHERE {where}" if where else ""
+    checks = [f"if(scope_{c} != 0, {quoted(c)}, '')" for c in scopes]
+    scoped = f"arrayFilter(x -> x != '', [{', '.join(checks)}])" if checks else "[]"
+    dims = ", ".join(f"{quoted(d)}, dim_{d}" for d in compiled.dims)
+    events = unbounded_sql(settings.source, present, scopes, source_table, where)
     return (
-        f"SELECT event_id, ts, session_id, name, latency_ms, trigger, result_count,\n"
-        f"       {payload} AS payload\n"
-        "FROM (\n"
-        "    SELECT\n"
-        + "".join(f"        {typed[name]} AS {name},\n" for name in NARROW_COLUMNS)
-        + f"        {typed['payload']} AS _payload\n"
-        f"    FROM {source_table} {compiled.array_join}".rstrip()
-        + f"{tail}\n)"
+        "SELECT event_id, ts, _session_raw AS session_id, name, _lat AS latency_ms, trigger,"
+        f" result_count,\n       {payload} AS payload, latency_invalid, payload_is_object,"
+        f" payload_is_utf8, in_scope,\n       CAST({scoped} AS Array(String)) AS scopes,"
+        f" CAST(map({dims}) AS Map(String, String)) AS dims\nFROM ({events}\n)"
     )
 
 
 def _columns_sql() -> str:
-    return ",\n".join(f"    {name} {typ}" for name, typ in COLUMNS.items())
+    columns = [f"{name} {typ}" for name, typ in COLUMNS.items()]
+    return ",\n".join(f"    {item}" for item in (*columns, HASHED, *INDEXES))
 
 
 def table_statements(settings: Settings, plan: NarrowPlan) -> list[Statement]:
     """CREATE DATABASE and the narrow table (replicated and distributed on a cluster)."""
     on = _on_cluster(settings)
     ttl = f"\nTTL toDateTime(ts) + {plan.ttl}" if plan.ttl else ""
-    layout = f"PARTITION BY toDate(ts)\nORDER BY (session_id, ts){ttl}"
+    # By time: a run reads its window, its lookback's two cut hours and evidence ids from it.
+    layout = f"PARTITION BY toDate(ts)\nORDER BY (ts, session_id){ttl}"
     statements = [
         Statement("The watchdog's database.", f"CREATE DATABASE IF NOT EXISTS {plan.database}{on}")
     ]
@@ -270,18 +265,21 @@ def materialize_statements(
     since: datetime,
     until: datetime,
 ) -> list[Statement]:
-    """Table, view, then the backfill of what came before the view; the same for the state."""
-    state = StatePlan(plan.database, plan.source_table, plan.source_local, plan.ttl, plan.cluster)
+    """The narrow table and the state with their views, then the backfill of what came before.
+
+    The state's view reads the narrow table, so the narrow table's backfill,
+    run last, fills the state too.
+    """
+    state = StatePlan(plan.database, plan.storage, plan.ttl, plan.cluster)
+    needs = session_needs(settings, present, specs)
     return [
         *table_statements(settings, plan),
-        view_statement(settings, plan, present, specs),
-        backfill_statement(settings, plan, present, specs, since, until),
         *(
             Statement(purpose, sql, params)
-            for purpose, sql, params in state_statements(
-                settings, state, present, session_needs(settings, specs), since=since, until=until
-            )
+            for purpose, sql, params in state_statements(settings, state, needs)
         ),
+        view_statement(settings, plan, present, specs),
+        backfill_statement(settings, plan, present, specs, since, until),
     ]
 
 

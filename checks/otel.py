@@ -1,23 +1,6 @@
-"""The OpenTelemetry Collector ClickHouse exporter's tables, in every layout it creates.
-
-The exporter writes logs and spans in one of two layouts, told apart by the
-attribute columns' types in `system.columns`:
-
-- the Map layout: `LogAttributes` / `SpanAttributes` / `ResourceAttributes`
-  of type `Map(LowCardinality(String), String)`, every value as text
-  (numbers in decimal, arrays and maps as JSON); over its versions the logs
-  table gained `TimestampTime` (leading its sort key), then `EventName`,
-  then lost `TimestampTime` again;
-- the JSON layout: the same columns of type `JSON`, values keeping their
-  JSON types, dotted keys (`session.id`) stored as nested paths, with
-  `*AttributesKeys` columns listing the flattened keys in newer versions
-  (and `EventName` in the newest).
-
-Both read to the same normalized event: an attribute is its value as the
-Map layout's text, and the payload is a JSON object whose keys are the
-attribute keys as written (`event.id`, not `{"event": {"id": ...}}`) and
-whose values are that text. So the checks, the deviation contract
-included, give the same verdicts on either layout.
+"""The OpenTelemetry Collector ClickHouse exporter's tables, logs and spans, in each layout it
+creates (attributes as a Map or as the JSON type, told apart by their column types), read to
+the same normalized event and so the same verdicts (docs/sources.md#the-exporters-layouts).
 """
 
 from __future__ import annotations
@@ -27,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from checks.presets import AT, INTEGER, LB, STRING, TIME, ColumnType, Expr, Preset
+from watchdog.core.sql import quoted
 
 ATTRIBUTES = ColumnType(
     r"Map\((LowCardinality\(String\)|String), ?String\)|JSON(\(.*\))?",
@@ -38,19 +22,11 @@ ATTRIBUTES = ColumnType(
 ROW_COLUMNS = ("Timestamp", "ServiceName", "Body", "TraceId", "SpanId")
 
 
-class Kind(StrEnum):
+class Layout(StrEnum):
+    """How an attribute column is stored: a Map, or the JSON type."""
+
     MAP = "map"
     JSON = "json"
-
-
-def sql_string(value: str) -> str:
-    """A string as a ClickHouse literal, quotes and backslashes escaped.
-
-    Attribute keys are names in the table's layout, like column names; the
-    preset writes them into its expressions (a materialized view's stored
-    definition cannot carry bound parameters).
-    """
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True)
@@ -58,18 +34,18 @@ class Attributes:
     """One attribute column of the exporter's table, and how its values are read."""
 
     column: str
-    kind: Kind
+    layout: Layout
 
     def value(self, key: str) -> str:
         """SQL: the attribute `key` as the Map layout's text; '' when absent."""
-        if self.kind is Kind.JSON:
+        if self.layout is Layout.JSON:
             # A dotted key is a nested path in the JSON type: getSubcolumn follows it.
-            return f"toString(getSubcolumn({self.column}, {sql_string(key)}))"
-        return f"{self.column}[{sql_string(key)}]"
+            return f"toString(getSubcolumn({self.column}, {quoted(key)}))"
+        return f"{self.column}[{quoted(key)}]"
 
     def payload(self) -> str:
         """SQL: the attributes as a JSON object of flat keys and text values."""
-        if self.kind is Kind.MAP:
+        if self.layout is Layout.MAP:
             return f"toJSONString({self.column})"
         # JSONAllValues gives each path's value as ClickHouse text, in path order; an
         # array's text becomes JSON again (an array of objects: its objects' JSON).
@@ -92,7 +68,7 @@ class Attributes:
         parse): for the Map layout, both payload checks are this one test,
         without serialising the map.
         """
-        if self.kind is Kind.JSON:
+        if self.layout is Layout.JSON:
             keys, values = f"JSONAllPaths({self.column})", f"JSONAllValues({self.column})"
         else:
             keys, values = f"mapKeys({self.column})", f"mapValues({self.column})"
@@ -103,15 +79,24 @@ class Attributes:
     def text(self) -> str:
         """SQL: the whole column as text (for a row hash)."""
         return (
-            f"toJSONString({self.column})" if self.kind is Kind.JSON else f"toString({self.column})"
+            f"toJSONString({self.column})"
+            if self.layout is Layout.JSON
+            else f"toString({self.column})"
         )
+
+
+def _unparsable(text: str) -> str:
+    """SQL: 1 when an attribute holds a latency (not '' nor 'null') that is no number."""
+    return (
+        f"(({text}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({text}, '\"', '')) IS NULL)"
+    )
 
 
 def attributes(column: str, types: Mapping[str, str] | None) -> Attributes:
     """The attribute column as the table has it (a type it cannot read is found later)."""
     type_name = (types or {}).get(column, "")
-    kind = Kind.JSON if type_name.startswith("JSON") else Kind.MAP
-    return Attributes(column, kind)
+    layout = Layout.JSON if type_name.startswith("JSON") else Layout.MAP
+    return Attributes(column, layout)
 
 
 def _first_non_empty(values: Sequence[str]) -> str:
@@ -180,7 +165,7 @@ def logs_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) ->
             "payload": Expr(log.payload(), ("LogAttributes",)),
         },
         ts_filter=ts_filter,
-        latency_raw=Expr(log.value("latency_ms"), ("LogAttributes",)),
+        latency_unparsable=Expr(_unparsable(log.value("latency_ms")), ("LogAttributes",)),
         dimensions={
             "ServiceName": Expr("ServiceName", ("ServiceName",)),
             "SeverityText": Expr("SeverityText", ("SeverityText",)),
@@ -188,7 +173,7 @@ def logs_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) ->
         event_id_hint=Expr(event_id, ("LogAttributes",)),
         # The JSON layout's payload is built as an object; the Map layout's serialises to
         # one unless a key or value is not UTF-8 (see Attributes.utf8).
-        payload_object=Expr(log.utf8() if log.kind is Kind.MAP else "1", ("LogAttributes",)),
+        payload_object=Expr(log.utf8() if log.layout is Layout.MAP else "1", ("LogAttributes",)),
         payload_utf8=Expr(log.utf8(), ("LogAttributes",)),
         types=_types(
             "LogAttributes",
@@ -235,7 +220,7 @@ def traces_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) 
             "ServiceName": Expr("ServiceName", ("ServiceName",)),
             "StatusMessage": Expr("StatusMessage", ("StatusMessage",)),
         },
-        payload_object=Expr(span.utf8() if span.kind is Kind.MAP else "1", ("SpanAttributes",)),
+        payload_object=Expr(span.utf8() if span.layout is Layout.MAP else "1", ("SpanAttributes",)),
         payload_utf8=Expr(span.utf8(), ("SpanAttributes",)),
         types=_types(
             "SpanAttributes",

@@ -1,16 +1,12 @@
-"""Presets: how a table layout maps to the normalized event (SPEC section 2).
-
-A preset is a column expression per normalized column, the read-range filter,
-and the facts the data-quality counts and the triage need. The joelclaw and
-normalized presets are fixed; the OpenTelemetry exporter's presets are built
-for the layout a table has (`checks.otel`). `{lb_ms:Int64}` and `{at_ms:Int64}`
-(the read range) are bound by the caller.
+"""Presets: how a table layout maps to the normalized event (docs/spec.md section 2): a column
+expression per normalized column, the read-range filter, and what data quality and triage
+need; the joelclaw and normalized presets here, the exporter's in `checks.otel`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from watchdog.core.settings import NORMALIZED_COLUMNS
@@ -62,8 +58,9 @@ class Preset:
     columns: Mapping[str, Expr]  # normalized column -> expression (session_id before ignore)
     ts_filter: Expr  # the WHERE clause restricting the read range; may use {lb}/{at}
     array_join: str = ""  # e.g. traces: one span yields a start and an end event
-    # The latency as written, to tell "not a number" apart from "absent" (data quality).
-    latency_raw: Expr | None = None
+    # 1 when the event carries a latency that is not a number (present, not null), as
+    # written: data quality tells it apart from an absent one.
+    latency_unparsable: Expr | None = None
     # Triage: what a failing event can be grouped by (name -> raw-column expression).
     dimensions: Mapping[str, Expr] = field(default_factory=dict)
     # Data quality, counted on every event: whether the payload is a JSON object and
@@ -81,25 +78,52 @@ class Preset:
     types: Mapping[str, ColumnType] = field(default_factory=dict)
 
 
-def _readable(extract: str) -> str:
-    """`extract` (a SQL template on `{m}`) of joelclaw's metadata, read as ClickHouse can read it.
+def _readable(extract: Callable[[str], str]) -> str:
+    """`extract` of joelclaw's metadata, read as ClickHouse can read it.
 
     The JSON functions refuse a whole document with one invalid UTF-8 byte in
     it (a query cut mid-character): such metadata is read again with the bad
     bytes replaced by U+FFFD. The `if` evaluates its branches lazily, so valid
-    metadata (nearly all of it) is parsed once, as before.
+    metadata (nearly all of it) is parsed once.
     """
     return (
-        f"if(isValidUTF8(metadata_json), {extract.format(m='metadata_json')},"
-        f" {extract.format(m='toValidUTF8(metadata_json)')})"
+        f"if(isValidUTF8(metadata_json), {extract('metadata_json')},"
+        f" {extract('toValidUTF8(metadata_json)')})"
     )
 
 
-# joelclaw's session id keys in metadata. The session id and the payload test share
-# these very expressions, so ClickHouse parses the metadata once for both.
-_META_SESSION_ID = _readable("JSONExtractString({m}, 'session_id')")
-_META_SESSION_ID_WORKERS = _readable("JSONExtractString({m}, 'sessionId')")
-_META_LATENCY = _readable("JSONExtract({m}, 'latency_ms', 'Nullable(Float64)')")
+# Every field of joelclaw's metadata the scans read, with one parse per event: a named
+# tuple, each element read as JSONExtract reads that field on its own (the latency as its
+# text: a number's digits, a string's content). The tuple is read from objects only (an
+# array would fill it by position). Each column below writes the same expression, which
+# ClickHouse computes once per row.
+_META_TYPE = (
+    "Tuple(session_id String, sessionId String, latency_ms Nullable(String),"
+    " result_count Nullable(Int64), trigger String)"
+)
+_META = (
+    # `{` written as char(123) and \\x7B: no brace in a view's stored definition reads as a
+    # query parameter.
+    "if(startsWith(metadata_json, char(123)) OR match(metadata_json, '^[ \\t\\n\\r]+\\\\x7B'), "
+    + _readable(lambda m: f"JSONExtract({m}, '{_META_TYPE}')")
+    + f", CAST(('', '', NULL, NULL, ''), '{_META_TYPE}'))"
+)
+
+
+def _meta(field: str) -> str:
+    return f"tupleElement({_META}, '{field}')"
+
+
+_META_SESSION_ID = _meta("session_id")
+_META_SESSION_ID_WORKERS = _meta("sessionId")
+_META_LATENCY_TEXT = _meta("latency_ms")
+# The latency as JSONExtract(..., 'Nullable(Float64)') reads it. From its text but for
+# `true` and `false` (1 and 0 as booleans, nothing as strings), read again as written.
+_META_LATENCY = (
+    f"if({_META_LATENCY_TEXT} IN ('true', 'false'),"
+    + _readable(lambda m: f"JSONExtract(JSONExtractRaw({m}, 'latency_ms'), 'Nullable(Float64)')")
+    + f", toFloat64OrNull({_META_LATENCY_TEXT}))"
+)
 
 JOELCLAW = Preset(
     name="joelclaw",
@@ -117,24 +141,29 @@ JOELCLAW = Preset(
         "latency_ms": Expr(
             f"coalesce({_META_LATENCY}, toFloat64(duration_ms))", ("metadata_json", "duration_ms")
         ),
-        "trigger": Expr(_readable("JSONExtractString({m}, 'trigger')"), ("metadata_json",)),
-        "result_count": Expr(
-            _readable("JSONExtract({m}, 'result_count', 'Nullable(Int64)')"), ("metadata_json",)
-        ),
+        "trigger": Expr(_meta("trigger"), ("metadata_json",)),
+        "result_count": Expr(_meta("result_count"), ("metadata_json",)),
         # Read as the session id is: invalid bytes replaced (only where a check reads it).
-        "payload": Expr(_readable("{m}"), ("metadata_json",)),
+        "payload": Expr(_readable(lambda m: m), ("metadata_json",)),
     },
     ts_filter=Expr(f"timestamp >= {LB} AND timestamp < {AT}", ("timestamp",)),
-    latency_raw=Expr(_readable("JSONExtractRaw({m}, 'latency_ms')"), ("metadata_json",)),
+    # Present and not null, but no number (`"fast"`, `true`, `[1]`, `""`).
+    latency_unparsable=Expr(
+        f"({_META_LATENCY_TEXT} IS NOT NULL AND toFloat64OrNull({_META_LATENCY_TEXT}) IS NULL)",
+        ("metadata_json",),
+    ),
     # Metadata a session id was read from parsed as an object: the session id's own
     # parse answers for most rows, and only the others are parsed again.
     payload_object=Expr(
         f"({_META_SESSION_ID} != '' OR {_META_SESSION_ID_WORKERS} != ''"
-        f" OR {_readable('JSONType({m})')} = 'Object')",
+        f" OR {_readable(lambda m: f'JSONType({m})')} = 'Object')",
         ("metadata_json",),
     ),
     # The bytes as written (the payload column above is already repaired).
     payload_utf8=Expr("isValidUTF8(metadata_json)", ("metadata_json",)),
+    # The event id is the table's first sorting key: the evidence lookup by id reads only
+    # the granules that may hold a cited id.
+    event_id_hint=Expr(SOURCE_ALIAS + ".id", ("id",)),
     session_in_payload=True,
     dimensions={
         "source": Expr("source", ("source",)),

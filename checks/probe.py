@@ -1,14 +1,6 @@
-"""Probing the configured source on the live store, key by key (`memory-watchdog config check`).
-
-Each piece the watchdog will run is compiled by ClickHouse against the real
-table with `LIMIT 0` (analysed and typed, no row read): every normalized
-column expression (the preset's, or the `[source.columns]` override), the
-`source.session_filter`, every custom check's `session_filter`, and the
-whole compiled source with its bound parameters. A failure names the key at
-fault and the first words of the server's message. A problem of a key the
-user wrote (`source.columns.ts`, `source.session_filter`, ...) is a config
-problem (exit 2); the table missing, or lacking or mistyping a column the
-preset reads, is a store problem (exit 3), as `check` says it.
+"""`config check`'s probe of the configured source on the live store: every piece the watchdog
+runs compiled against the real table with `LIMIT 0`, each failure named by its config key
+(exit 2 for what the user wrote, 3 for what the table lacks; docs/configuration.md#validation).
 """
 
 from __future__ import annotations

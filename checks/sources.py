@@ -1,18 +1,13 @@
-"""Sources: each preset compiles to one SQL subquery yielding the normalized event.
-
-The normalized event (docs/spec.md section 2) has the columns `event_id, ts,
-session_id, name, latency_ms, trigger, result_count, payload`; the compiled
-subquery adds `t` (ts in epoch milliseconds, what the checks compare) and
-`in_scope` (whether the event may define a session, from `session_filter`).
-It reads only `[at - lookback, at)`: `{lb_ms:Int64}` and `{at_ms:Int64}` are
-bound by the caller. Column expressions are SQL by design (config is
-trusted, like a datasource query in Grafana); data values never are.
+"""Sources: each preset (`BUILDERS`, keyed by `watchdog.core.settings.presets.PRESETS`) compiles
+to one SQL subquery yielding the normalized event of docs/spec.md section 2, plus `t` (epoch
+ms) and `in_scope`, over the bound read range `[lb_ms, at_ms)`; column expressions are SQL by
+design (docs/sources.md#mapping-your-own-table), data values never are.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,21 +26,33 @@ from checks.presets import (
 )
 from watchdog.core.errors import ConfigError, StoreError
 from watchdog.core.settings import SourceSettings
+from watchdog.core.settings.presets import PRESETS
+from watchdog.core.sql import quoted
 from watchdog.core.store import Store
 
 # service.name of the watchdog's own OpenTelemetry (watchdog.daemon.telemetry uses it).
 OWN_SERVICE_NAME = "memory-watchdog"
-OWN_TELEMETRY_PRESETS = ("otel_logs", "otel_traces")
-PRESET_NAMES = ("joelclaw", "otel_logs", "otel_traces", "normalized")
+
+# Each preset of the registry (`watchdog.core.settings.presets.PRESETS`) built for a table's
+# column types (None: its usual layout) and the configured session keys.
+BUILDERS: dict[str, Callable[[Mapping[str, str] | None, Sequence[str]], Preset]] = {
+    "joelclaw": lambda types, keys: JOELCLAW,
+    "otel_logs": logs_preset,
+    "otel_traces": traces_preset,
+    "normalized": lambda types, keys: NORMALIZED,
+}
+assert BUILDERS.keys() == PRESETS.keys(), "every preset of the registry is built here"
 
 
 def preset_for(settings: SourceSettings, types: Mapping[str, str] | None) -> Preset:
     """The configured preset for a table with these column types (None: its usual layout)."""
-    if settings.preset == "otel_logs":
-        return logs_preset(types, settings.session_keys)
-    if settings.preset == "otel_traces":
-        return traces_preset(types, settings.session_keys)
-    return JOELCLAW if settings.preset == "joelclaw" else NORMALIZED
+    return BUILDERS[settings.preset](types, settings.session_keys)
+
+
+def _own_telemetry(preset: Preset, columns: Mapping[str, str] | None) -> bool:
+    """Whether the watchdog's own telemetry may be among the table's rows (to be left out)."""
+    exporter = preset.name in PRESETS and PRESETS[preset.name].exporter
+    return exporter and columns is not None and "ServiceName" in columns
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,14 @@ class CompiledSource:
     array_join: str = ""  # the preset's: one raw row may yield more than one event
     state: str = ""  # `source.state`: the per-session state table (checks.state), if read
     session_filter: str = ""  # `source.session_filter`, as configured (the state's guard)
+    # With `state`: the narrow table beside it, as a source (`compile_narrow`): every read of
+    # events but the session scans' (windows, deviations, evidence ids, triage) reads it.
+    narrow: CompiledSource | None = None
+
+    @property
+    def events_source(self) -> CompiledSource:
+        """Where this source's events are read: the narrow table beside the state, else itself."""
+        return self.narrow or self
 
     def with_dims(self) -> CompiledSource:
         """The same source, its events carrying a `dim_<name>` column per dimension."""
@@ -196,7 +211,7 @@ def compile_source(
     # tables: it is never agent telemetry, so it never counts (nor keeps a
     # silent source looking fresh).
     own = ""
-    if preset.name in OWN_TELEMETRY_PRESETS and present is not None and "ServiceName" in present:
+    if _own_telemetry(preset, types):
         own = " AND ServiceName != {own_service:String}"
 
     def assemble(items: str) -> str:
@@ -245,21 +260,69 @@ def unbounded_sql(
 ) -> str:
     """The normalized events of every row of `table` (or those matching the raw `where`).
 
-    What a materialized view reads (checks.state): no read range and no bound
-    parameter (a view's definition cannot hold one); the ignore list is left
-    to the reader, which sees `_session_raw`.
+    What a materialized view reads (the narrow table's): no read range and no
+    bound parameter (a view's definition cannot hold one); the ignore list is
+    left to the reader, which sees `_session_raw`; with the triage dimensions.
     """
-    compile_source(settings, types, scopes)  # the same schema errors as the compiled source
+    compiled = compile_source(settings, types, scopes)  # the same schema errors
     preset = preset_for(settings, types)
     items = _select_items(
         preset, settings, _resolve(preset, settings), scopes, "CAST([] AS Array(String))"
     )
+    items += "".join(f",\n    toString({e}) AS dim_{name}" for name, e in compiled.dims.items())
     own = ""
-    if preset.name in OWN_TELEMETRY_PRESETS and types is not None and "ServiceName" in types:
-        own = f"ServiceName != '{OWN_SERVICE_NAME}'"
+    if _own_telemetry(preset, types):
+        own = f"ServiceName != {quoted(OWN_SERVICE_NAME)}"
     conditions = " AND ".join(c for c in (own, where) if c)
     tail = f"\nWHERE {conditions}" if conditions else ""
     return f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}{tail}"
+
+
+def compile_narrow(
+    settings: SourceSettings, table: str, dims: Sequence[str], scopes: Mapping[str, str]
+) -> CompiledSource:
+    """The narrow table beside the session state (`schema apply --materialize`), as a source.
+
+    Its rows hold the normalized event as the raw source computed it when the
+    row was written, with what the raw source derives from the raw columns
+    (data-quality flags, scopes, triage dimensions) stored beside it; read
+    here with the same names, so every scan runs on it unchanged.
+    """
+    at = SOURCE_ALIAS
+    items = [
+        f"{at}.event_id AS event_id",
+        f"{at}.ts AS ts",
+        "toUnixTimestamp64Milli(ts) AS t",
+        f"{at}.session_id AS _session_raw",
+        "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
+        f"toString({at}.name) AS name",
+        f"{at}.latency_ms AS _lat",
+        "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
+        f"toString({at}.trigger) AS trigger",
+        f"{at}.result_count AS result_count",
+        f"{at}.payload AS payload",
+        f"{at}.in_scope AS in_scope",
+        f"{at}.latency_invalid AS latency_invalid",
+        f"{at}.event_id AS event_id_hint",
+        f"{at}.payload_is_object AS payload_is_object",
+        f"{at}.payload_is_utf8 AS payload_is_utf8",
+        *(f"toUInt8(has({at}.scopes, {quoted(check)})) AS scope_{check}" for check in scopes),
+    ]
+    where = f"\nWHERE {at}.ts >= {LB} AND {at}.ts < {AT}"
+    joined = ",\n    ".join
+
+    sql = f"SELECT\n    {joined(items)}\nFROM {table} AS {at}{where}"
+    dimensioned = [*items, *(f"{at}.dims[{quoted(d)}] AS dim_{d}" for d in dims)]
+    return CompiledSource(
+        name=settings.name or settings.table_name,
+        preset="normalized",
+        table=table,
+        sql=sql,
+        params={"ignore_sessions": list(settings.ignore_sessions)},
+        columns={},
+        dims={d: f"dims[{quoted(d)}]" for d in dims},
+        dims_sql=f"SELECT\n    {joined(dimensioned)}\nFROM {table} AS {at}{where}",
+    )
 
 
 def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: set[str]) -> None:
@@ -283,13 +346,9 @@ def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: 
 def _latency_invalid(preset: Preset, settings: SourceSettings) -> str:
     """1 when the event carries a latency that is not a finite, non-negative number."""
     bad_number = "(_lat IS NOT NULL AND NOT (isFinite(assumeNotNull(_lat)) AND _lat >= 0))"
-    if preset.latency_raw is None or "latency_ms" in settings.columns:
+    if preset.latency_unparsable is None or "latency_ms" in settings.columns:
         return f"toUInt8{bad_number}"
-    raw = preset.latency_raw.sql
-    unparsable = (
-        f"(({raw}) NOT IN ('', 'null') AND toFloat64OrNull(replaceAll({raw}, '\"', '')) IS NULL)"
-    )
-    return f"toUInt8({bad_number} OR {unparsable})"
+    return f"toUInt8({bad_number} OR {preset.latency_unparsable.sql})"
 
 
 class SourceSchemaError(Exception):
@@ -389,4 +448,19 @@ def open_source(
     except SourceSchemaError as exc:
         raise StoreError(store.url.masked, str(exc)) from None
     _compiles(store, source, settings, scopes)
+    if settings.state:
+        narrow = compile_narrow(
+            settings, narrow_beside(settings.state), list(source.dims), scopes or {}
+        )
+        source = replace(source, narrow=narrow)
     return source
+
+
+# The narrow table `schema apply --materialize` makes, in the database of the session state.
+NARROW_TABLE = "memory_events"
+
+
+def narrow_beside(state: str) -> str:
+    """The narrow table in the database of the session state table `state`."""
+    database, _, _ = state.rpartition(".")
+    return f"{database}.{NARROW_TABLE}" if database else NARROW_TABLE

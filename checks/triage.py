@@ -1,18 +1,6 @@
-"""The triage breakdown's shared parts: dimensions, error classes, grouping failing events.
-
-For each breached check, its failing items (failed and lost operations,
-slow recalls, discarded gate decisions, broken deviation events, the
-sessions that missed an obligation) are grouped by the dimensions the
-source offers (joelclaw: `source`, `component`, `error`; otel_logs:
-`ServiceName`, `SeverityText`; otel_traces: `ServiceName`, `StatusMessage`),
-top 10 per dimension with counts and shares. Each kind says which items
-fail (`checks.kinds`): most carry their breakdown out of the scan that
-judges them, the others query it with `events_in_window` and `group`.
-
-Free text (`error`, `StatusMessage`) appears only as normalised classes:
-ids, numbers, quoted values, URLs and e-mail addresses are stripped and the
-class is cut to 120 characters, and only when `report.error_classes` is on,
-since error strings can carry user data. Payload values never leave the store.
+"""The triage's shared parts: the source's dimensions, free text as normalised error classes
+(only with `report.error_classes`), and grouping failing events; which items fail is each
+kind's (`checks.kinds`). What the on-call person reads: docs/operations.md and docs/checks.md.
 """
 
 from __future__ import annotations

@@ -185,3 +185,10 @@ def parse(page: str) -> Element:
     builder.feed(page)
     builder.close()
     return builder.root
+
+
+def page_of(history: History | None = None, settings: Settings | None = None) -> str:
+    """The page of the known report, with `history`."""
+    from watchdog.report.page import render_page
+
+    return render_page(known_report(settings), history, settings=settings)

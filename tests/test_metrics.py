@@ -27,9 +27,11 @@ from watchdog.core.errors import StoreLockedError
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import Daemon
+from watchdog.daemon.service import Daemon, Running, Serving
 from watchdog.daemon.spool import Spool
+from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
 
 DELAY = 2 * M
@@ -109,14 +111,15 @@ def rig(store: Store, source: str, tmp_path: Path) -> Iterator[Rig]:
     daemon = Daemon(
         settings,
         schedule=Schedule.from_settings(settings.schedule),
-        telemetry=Telemetry(source=settings.source.display_name),
         spool=Spool.for_settings(settings),
-        clock=clock,
+        outputs=Outputs(
+            Telemetry(source=settings.source.display_name),
+            Metrics(CollectorRegistry(), source=source, version="9.9.9", receivers=["slack"]),
+            Notify(),
+        ),
         notifiers={"slack": chat},
-        open_store_fn=opener,
-        pages=False,
-        http="127.0.0.1:0",
-        metrics=Metrics(CollectorRegistry(), source=source, version="9.9.9", receivers=["slack"]),
+        running=Running(clock=clock, open_store_fn=opener, pages=False),
+        serving=Serving(http="127.0.0.1:0"),
     )
     server = daemon.serve_http()
     assert server is not None

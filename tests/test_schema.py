@@ -47,7 +47,7 @@ def test_single_node_ddl() -> None:
     database, table, view, backfill = _statements({"source": {"preset": "joelclaw"}})
     assert database.sql == "CREATE DATABASE IF NOT EXISTS watchdog"
     assert table.sql.startswith("CREATE TABLE IF NOT EXISTS watchdog.memory_events\n(")
-    assert "ENGINE = MergeTree\nPARTITION BY toDate(ts)\nORDER BY (session_id, ts)" in table.sql
+    assert "ENGINE = MergeTree\nPARTITION BY toDate(ts)\nORDER BY (ts, session_id)" in table.sql
     assert table.sql.endswith("TTL toDateTime(ts) + INTERVAL 180 DAY")
     assert view.sql.startswith(
         "CREATE MATERIALIZED VIEW IF NOT EXISTS watchdog.memory_events_mv"
@@ -75,7 +75,7 @@ def test_cluster_ddl() -> None:
     assert local.sql.startswith("CREATE TABLE IF NOT EXISTS wd.memory_events_local ON CLUSTER prod")
     assert (
         "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/wd/memory_events_local',"
-        " '{replica}')\nPARTITION BY toDate(ts)\nORDER BY (session_id, ts)" in local.sql
+        " '{replica}')\nPARTITION BY toDate(ts)\nORDER BY (ts, session_id)" in local.sql
     )
     assert distributed.sql == (
         "CREATE TABLE IF NOT EXISTS wd.memory_events ON CLUSTER prod AS wd.memory_events_local\n"
@@ -89,7 +89,7 @@ def test_cluster_ddl() -> None:
     assert "FROM otel.otel_logs_local" in view.sql
     # The one-off backfill reads every shard of the source and writes through Distributed too.
     assert backfill.sql.startswith("INSERT INTO wd.memory_events (")
-    assert "FROM otel.otel_logs\n" in backfill.sql
+    assert "FROM otel.otel_logs AS " in backfill.sql
 
 
 def test_no_ttl_when_the_source_has_none() -> None:

@@ -6,10 +6,8 @@
   envelope keys), give the verdicts of a clean run once renamed back: on the
   embedded engine and over HTTP, where bound parameters travel as
   `param_*` fields.
-- A canary password, Slack token and webhook secret never appear in any
-  output: CLI stdout and stderr (with `--debug` too), JSON and HTML
-  reports, alert messages, `alerts`, `status`, the daemon's log and the
-  OpenTelemetry it exports.
+- Canary secrets never appear in any output: tests/test_secret_canaries.py,
+  with the helpers and fixtures here.
 - Slack mention and link syntax and HTML in session ids reach neither chat
   nor the page unescaped.
 - The statements the watchdog sends to a server need no more than the
@@ -25,11 +23,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,10 +33,9 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
+from tests.alerts.slack_standin import SlackStandIn
 from tests.builder import T0, H, M, S, Scenario, unique_table
 from tests.faults.chserver import ClickHouseHTTPServer
-from tests.otlp_standin import OTLPCollector
 from watchdog.core.settings import EventSettings, Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
 from watchdog.runner.once import run_once, window_at
@@ -58,7 +52,9 @@ HOSTILE = "'\"`;--{x:String}{}$1$HOME\\ /*"
 PASSWORD = "PwCanary-5b1e"
 TOKEN_CANARY = "TokCanary-8d2f"
 HOOK_CANARY = "HookCanary-c07a"
-CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY)
+AM_CANARY = "AmPwCanary-7c1d"  # an Alertmanager's basic auth password
+TG_CANARY = "TgCanary_3e9a"  # the secret part of a Telegram bot token (it sits in the URL path)
+CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY, AM_CANARY, TG_CANARY)
 
 
 # ---- hostile data and config values --------------------------------------------------
@@ -283,189 +279,6 @@ def run_cli(
     assert not re.match(r"\w+(Error|Exception)\b", last), result.stderr
     assert "--debug" in args or "Traceback" not in result.stderr, result.stderr
     return result
-
-
-def secret_config(tmp_path: Path, table: str, database: str, slack: str) -> Path:
-    cfg = tmp_path / f"{database}.toml"
-    if slack == "webhook":
-        alerts = 'webhook_url = "${SLACK_WEBHOOK_URL}"'
-    else:
-        alerts = 'token = "${SLACK_TOKEN}"\nchannel = "#memory"\nbase_url = "${SLACK_API}"'
-    cfg.write_text(
-        f'[store]\ndatabase = "{database}"\nquery_timeout = "10s"\n'
-        f'[source]\ntable = "{table}"\n'
-        f'[alerts]\ndelivery_timeout = "3s"\n[alerts.slack]\n{alerts}\ntimeout = "2s"\n',
-        encoding="utf-8",
-    )
-    return cfg
-
-
-@pytest.mark.slow
-def test_canary_secrets_appear_in_no_output(
-    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn, tmp_path: Path
-) -> None:
-    """Store password, Slack token and webhook secret: in no stdout, stderr, report, message or log."""
-    table = unique_table()
-    world(lambda s: s).write(store, table)
-    database = f"wd_{uuid.uuid4().hex[:10]}"
-    env = clean_env(
-        tmp_path,
-        SLACK_WEBHOOK_URL=f"{slack.base}/services/T0CANARY/B0CANARY/{HOOK_CANARY}",
-        SLACK_TOKEN=f"xoxb-1111-{TOKEN_CANARY}",  # not the stand-in's token: invalid_auth
-        SLACK_API=slack.api_url,
-    )
-    webhook = str(secret_config(tmp_path, table, database, "webhook"))
-    # Fresh state for each failing case, so that each has a message to (fail to) send.
-    failing = str(secret_config(tmp_path, table, database + "_500", "webhook"))
-    token = str(secret_config(tmp_path, table, database + "_token", "token"))
-    url = server.url()
-    assert PASSWORD in url
-    out = Outputs()
-    html = tmp_path / "report.html"
-    at = [f"2026-11-28T{h:02d}:00:00Z" for h in (4, 8, 12, 16, 20)]
-
-    # --debug prints everything the plain run prints, and the third-party logs besides.
-    run_cli(out, env, "check", "--store", url, "--config", webhook, "--at", at[0], "--debug")
-    run_cli(
-        out, env, "check", "--store", url, "--config", webhook, "--at", at[0], "--format", "json"
-    )
-    run_cli(
-        out,
-        env,
-        "check",
-        "--store",
-        url,
-        "--config",
-        webhook,
-        "--at",
-        at[0],
-        "--format",
-        "html",
-        "--output",
-        str(html),
-    )
-    out.add("html report", html.read_text(encoding="utf-8"))
-    # Alerts: delivered, then Slack failing (500), then a rejected token, each with --debug.
-    sent = run_cli(
-        out, env, "check", "--store", url, "--config", webhook, "--at", at[1], "--notify", "--debug"
-    )
-    assert sent.returncode == 1 and slack.delivered(), sent.stderr
-    slack.default = SERVER_ERROR
-    run_cli(
-        out, env, "check", "--store", url, "--config", failing, "--at", at[2], "--notify", "--debug"
-    )
-    slack.default = OK
-    bad_token = run_cli(
-        out, env, "check", "--store", url, "--config", token, "--at", at[3], "--notify", "--debug"
-    )
-    assert "invalid_auth" in bad_token.stderr
-    # The store unreachable and the password rejected, with --notify and --debug.
-    for store_url in (
-        f"http://default:{PASSWORD}@127.0.0.1:9/default",
-        server.url(password=PASSWORD + "-wrong"),
-    ):
-        failed = run_cli(
-            out,
-            env,
-            "check",
-            "--store",
-            store_url,
-            "--config",
-            webhook,
-            "--at",
-            at[4],
-            "--notify",
-            "--debug",
-        )
-        assert failed.returncode == 3
-    # Every command that shows state or describes a notifier (`silence` shows neither).
-    for args in (["alerts", "--format", "json"], ["status", "--debug"], ["notify-test", "--debug"]):
-        run_cli(out, env, args[0], "--store", url, "--config", webhook, *args[1:])
-    run_cli(out, env, "notify-test", "--store", url, "--config", token, "--debug")
-    for request in slack.requests:
-        out.add(f"slack message {request.path[:20]}", request.raw)
-    state = store.query(
-        f"SELECT toJSONString(tuple(*)) FROM {database}.outbox"
-        f" UNION ALL SELECT toJSONString(tuple(*)) FROM {database}.runs"
-        f" UNION ALL SELECT toJSONString(tuple(*)) FROM {database}.alert_state"
-    ).rows
-    out.add("state tables", "\n".join(str(row[0]) for row in state))
-    assert len(out.texts) > 30
-    assert out.leaks() == []
-
-
-def run_daemon(env: dict[str, str], cfg: Path, store_url: str, runs: int) -> str:
-    """`memory-watchdog daemon` until `runs` runs are logged (bounded), then SIGTERM; its log."""
-    proc = subprocess.Popen(
-        [str(BIN), "daemon", "--config", str(cfg), "--store", store_url],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline and proc.poll() is None:
-        if sum(1 for line in list(lines) if re.search(r"judged|caught up|store", line)) >= runs:
-            break
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(timeout=5)
-    return "".join(lines)
-
-
-@pytest.mark.slow
-def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
-    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn, tmp_path: Path
-) -> None:
-    """The daemon's log, its spool, the status it leaves and its OTLP export hold no secret."""
-    table = unique_table()
-    world(lambda s: s).write(store, table)
-    cfg = tmp_path / "daemon.toml"
-    cfg.write_text(
-        f'[store]\ndatabase = "wd_{uuid.uuid4().hex[:10]}"\nquery_timeout = "5s"\n'
-        f'[source]\ntable = "{table}"\n'
-        '[schedule]\nevery = "2s"\ndelay = "0s"\nmax_catchup = 2\n'
-        "[checks.telemetry_freshness]\ntarget = 1\n"
-        '[alerts.slack]\nwebhook_url = "${SLACK_WEBHOOK_URL}"\ntimeout = "2s"\n',
-        encoding="utf-8",
-    )
-    collector = OTLPCollector()
-    out = Outputs()
-    try:
-        env = clean_env(
-            tmp_path,
-            SLACK_WEBHOOK_URL=f"{slack.base}/services/T0CANARY/B0CANARY/{HOOK_CANARY}",
-            OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint,
-        )
-        out.add("daemon log", run_daemon(env, cfg, server.url(), runs=2))
-        # The store unreachable: the spool and the direct Slack alert path.
-        down = f"http://default:{PASSWORD}@127.0.0.1:9/default"
-        out.add("daemon log, store down", run_daemon(env, cfg, down, runs=2))
-        run_cli(
-            out, env, "status", "--store", server.url(), "--config", str(cfg), "--format", "json"
-        )
-    finally:
-        collector.close()
-    assert collector.bodies, "the daemon exported no telemetry"
-    for body in collector.bodies:
-        out.add("otlp export", body.decode("latin-1"))
-    for path in (tmp_path / "xdg").rglob("*"):
-        if path.is_file():
-            out.add(f"data dir {path.name}", path.read_bytes().decode("latin-1"))
-    for request in slack.requests:
-        out.add("slack message", request.raw)
-    assert slack.requests, "the daemon sent nothing to Slack"
-    assert out.leaks() == []
 
 
 # ---- text from data is escaped in chat and on the page ---------------------------------

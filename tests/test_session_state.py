@@ -144,21 +144,19 @@ def test_state_gives_the_raw_report_in_consecutive_windows(
 
 
 def test_the_whole_buckets_and_the_cut_ones_tile_the_lookback() -> None:
-    """Whole buckets lie inside [lb, at); the cut ones (read by time) are the rest, at most two."""
+    """Whole buckets lie inside [lb, at); the two cut ranges (read from the narrow table by
+    time) are the rest, each shorter than a bucket."""
     for lookback in ("7h", "24h"):
         settings = settings_for("t.x", {"window": {"lookback": lookback, "length": "1h"}})
         for offset_ms in (0, 1, BUCKET_MS - 1, BUCKET_MS, 7 * BUCKET_MS + 123):
             window = window_at(settings, AT + timedelta(milliseconds=offset_ms))
             b, p = bounds(window), window.params()
-            assert b["edge_from"] <= p["lb_ms"] < b["edge_from"] + BUCKET_MS
-            assert p["lb_ms"] <= b["state_from"] <= b["state_until"] <= p["at_ms"]
-            cut = [
-                start
-                for start in range(b["edge_from"], p["at_ms"], BUCKET_MS)
-                if not b["state_from"] <= start < b["state_until"]
-            ]
-            assert len(cut) <= 2
-            assert all(s < p["lb_ms"] or s + BUCKET_MS > p["at_ms"] for s in cut)
+            lb, at = p["lb_ms"], p["at_ms"]
+            assert lb <= b["state_from"] <= b["state_until"] <= at
+            assert b["state_from"] % BUCKET_MS == 0 or b["state_from"] == b["state_until"] == at
+            assert b["state_until"] % BUCKET_MS == 0 or b["state_until"] == at
+            assert b["state_from"] - lb < BUCKET_MS or b["state_from"] == at
+            assert at - b["state_until"] < BUCKET_MS or b["state_from"] == b["state_until"]
 
 
 # --- rows written twice, rows arriving late, rows written before the apply -----------------
@@ -296,12 +294,25 @@ def _state_statements(config: dict[str, Any], **plan: Any) -> list[str]:
     statements = materialize_statements(
         settings, narrow, None, configured_checks(settings), since=T0, until=AT
     )
-    return [s.sql for s in statements if "session_state" in s.sql]
+    return [s.sql for s in statements if "session_state" in s.sql.split("\n")[0]]
 
 
 def test_state_ddl_on_one_node() -> None:
-    """An AggregatingMergeTree by (source, bucket, session), its view on the source, a backfill."""
-    table, view, backfill = _state_statements({"source": {"preset": "joelclaw"}})
+    """An AggregatingMergeTree by (source, bucket, session), fed by a view on the narrow table
+    (whose backfill, after both views, fills the state too)."""
+    settings = settings_from_mapping({"source": {"preset": "joelclaw"}}, env={})
+    statements = [
+        s.sql
+        for s in materialize_statements(
+            settings,
+            plan_for(settings, ttl="INTERVAL 180 DAY"),
+            None,
+            configured_checks(settings),
+            since=T0,
+            until=AT,
+        )
+    ]
+    table, view = (s for s in statements if "session_state" in s)
     assert table.startswith("CREATE TABLE IF NOT EXISTS watchdog.session_state\n(")
     assert "ENGINE = AggregatingMergeTree\n" in table
     assert "ORDER BY (source, bucket, session_id)" in table
@@ -312,14 +323,17 @@ def test_state_ddl_on_one_node() -> None:
         "CREATE MATERIALIZED VIEW IF NOT EXISTS watchdog.session_state_mv"
         " TO watchdog.session_state\nAS SELECT 'joelclaw.otel_events' AS source"
     )
+    assert "FROM watchdog.memory_events" in view
     assert "{" not in view.replace("{}", "")  # no bound parameter in a view's definition
-    assert backfill.startswith("INSERT INTO watchdog.session_state (source, bucket, session_id,")
+    backfill = statements[-1]
+    assert backfill.startswith("INSERT INTO watchdog.memory_events (")
+    assert statements.index(view) < statements.index(backfill)
 
 
 def test_state_ddl_on_a_cluster() -> None:
-    """Replicated shards behind a Distributed table sharded by session; the view on the local
-    source writes through it."""
-    local, distributed, view, _ = _state_statements(
+    """Replicated shards behind a Distributed table sharded by session; each shard's narrow
+    rows feed its own state (both sharded by session)."""
+    local, distributed, view = _state_statements(
         {"store": {"cluster": "prod", "database": "wd"}, "source": {"preset": "otel_logs"}},
         source_local="otel.otel_logs_local",
     )
@@ -331,8 +345,8 @@ def test_state_ddl_on_a_cluster() -> None:
         "Distributed('prod', 'wd', 'session_state_local', cityHash64(session_id))\nCOMMENT"
         in distributed
     )
-    assert " ON CLUSTER prod TO wd.session_state\n" in view
-    assert "FROM otel.otel_logs_local" in view
+    assert " ON CLUSTER prod TO wd.session_state_local\n" in view
+    assert "FROM wd.memory_events_local" in view
 
 
 # --- a check's own session filter, triaged wherever the report is made ----------------------

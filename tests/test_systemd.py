@@ -28,8 +28,9 @@ import pytest
 from tests.builder import T0, H, M
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import Daemon
+from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Keepalive, Notify
 from watchdog.daemon.telemetry import Telemetry
@@ -194,12 +195,10 @@ def test_a_tick_going_longer_than_its_timeout_is_not_healthy(store: Store, tmp_p
     daemon = Daemon(
         settings,
         schedule=Schedule.from_settings(settings.schedule),
-        telemetry=Telemetry(),
         spool=Spool.for_settings(settings),
-        clock=lambda: T0 + H + 2 * M,
+        outputs=Outputs.quiet(Telemetry()),
         notifiers={},
-        open_store_fn=opener,
-        pages=False,
+        running=Running(clock=lambda: T0 + H + 2 * M, open_store_fn=opener, pages=False),
     )
     assert daemon.healthy() is False  # no scheduler running yet
     worker = threading.Thread(target=daemon.tick)

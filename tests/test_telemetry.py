@@ -26,8 +26,9 @@ from tests.fakes import LOCKED, MovableClock, StoreOpener
 from tests.otlp_standin import OTLPCollector
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import Daemon
+from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.telemetry import Telemetry
 
@@ -49,6 +50,19 @@ class Rig:
 
     def finished(self, name: str) -> list[ReadableSpan]:
         return [s for s in self.spans.get_finished_spans() if s.name == name]
+
+    def with_telemetry(self, telemetry: Telemetry) -> Daemon:
+        """A daemon on this rig's store, clock, notifier and spool, saying what it does to `telemetry`."""
+        return Daemon(
+            self.settings,
+            schedule=Schedule.from_settings(self.settings.schedule),
+            spool=self.spool,
+            outputs=Outputs.quiet(telemetry),
+            notifiers={"recording": self.notifier},
+            running=Running(
+                clock=self.clock, timer=FakeTimer(), open_store_fn=self.opener, pages=False
+            ),
+        )
 
     def points(self, metric: str) -> dict[frozenset[tuple[str, Any]], Any]:
         """The data points of one metric by their attributes (value, or the histogram point)."""
@@ -96,18 +110,9 @@ def make_rig(store: Store, tmp_path: Path, **config: Any) -> Rig:
     notifier = RecordingNotifier()
     opener = StoreOpener(store)
     spool = Spool(tmp_path / "spool.json")
-    daemon = Daemon(
-        settings,
-        schedule=Schedule.from_settings(settings.schedule),
-        telemetry=telemetry,
-        spool=spool,
-        clock=clock,
-        notifiers={"recording": notifier},
-        timer=FakeTimer(),
-        open_store_fn=opener,
-        pages=False,
-    )
-    return Rig(daemon, spans, metrics, clock, opener, notifier, spool, settings)
+    rig = Rig(None, spans, metrics, clock, opener, notifier, spool, settings)  # type: ignore[arg-type]
+    rig.daemon = rig.with_telemetry(telemetry)
+    return rig
 
 
 @pytest.fixture
@@ -238,8 +243,7 @@ def test_otlp_endpoint_exports_spans_and_metrics_over_http(rig: Rig) -> None:
             {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}, source="t"
         )
         assert telemetry.exporting
-        rig.daemon.telemetry = telemetry
-        rig.daemon.tick()
+        rig.with_telemetry(telemetry).tick()
         telemetry.shutdown(timeout_s=10)
     finally:
         collector.close()

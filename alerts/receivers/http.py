@@ -1,27 +1,16 @@
-"""One JSON POST with retries, for the receivers without a client of their own (webhook, PagerDuty).
-
-The standard library's urllib, paced like slack-sdk's retry handlers are for
-Slack, and sharing their rules (`retry_after`, `backoff_limit`):
-
-- 429: wait exactly Retry-After (1s when absent) when the run's deadline
-  leaves room, else give up and let the outbox row wait until then;
-- 5xx, 408, refused, reset or timed-out connections: exponential backoff
-  with jitter (`backoff_base * 2^attempt`, plus up to half again) while the
-  deadline allows, at most `max_retries` times;
-- any other answer is not retried: `classify` says whether it was
-  delivered (2xx), rejected (this message can never go: set aside) or a
-  permanent error of the receiver (bad URL or credentials: kept, one
-  request per run).
-
-Redirects are not followed (a POST would lose its body): a 3xx is a
-permanent error naming the key to fix. Secrets never reach an error line:
-every line goes through the receiver's `mask`.
-"""
+"""One JSON POST with retries for the receivers without a client of their own: slack-sdk's
+rules over the standard library (429 and Retry-After, backoff, what each status means, no
+redirect followed), each request cut at the run's deadline however slowly it is answered, and
+every line masked (docs/alerts.md#delivery)."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import random
+import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -89,11 +78,18 @@ class Answer:
 Classify = Callable[[Answer], DeliveryError | None]
 
 
-def classify_status(name: str, answer: Answer, *, service: str, key: str) -> DeliveryError | None:
-    """The usual meaning of an HTTP status for a receiver; `key` is the config key to fix."""
+def classify_status(
+    name: str, answer: Answer, *, service: str, key: str, url_key: str | None = None
+) -> DeliveryError | None:
+    """The usual meaning of an HTTP status for a receiver.
+
+    `key` is the config key to fix when the service refuses the credentials (401, 403),
+    `url_key` (default `key`) when the address is wrong (a redirect, 404, 405, 410).
+    """
     status = answer.status
     if 200 <= status < 300:
         return None
+    url_key = url_key or key
     shown = f"HTTP {status}" + (f": {answer.line()}" if answer.line() else "")
     if status == 429:
         wait = retry_after(answer.headers)
@@ -108,11 +104,13 @@ def classify_status(name: str, answer: Answer, *, service: str, key: str) -> Del
     if 300 <= status < 400:
         return DeliveryError(
             name,
-            f"{shown}: redirected, not followed; set {key} to the final address",
+            f"{shown}: redirected, not followed; set {url_key} to the final address",
             failure=Failure.PERMANENT,
         )
-    if status in (401, 403, 404, 405, 410):
+    if status in (401, 403):
         return DeliveryError(name, f"{shown}: check {key}", failure=Failure.PERMANENT)
+    if status in (404, 405, 410):
+        return DeliveryError(name, f"{shown}: check {url_key}", failure=Failure.PERMANENT)
     return DeliveryError(name, f"{service} rejected the message: {shown}", failure=Failure.REJECTED)
 
 
@@ -121,7 +119,54 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises the 3xx as an HTTPError
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect())
+class _Cut:
+    """The sockets of one request, shut when its deadline passes (`cut`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.done = False
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.done:
+                _shut(sock)
+
+    def cut(self) -> None:
+        with self._lock:
+            self.done = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)  # unblocks a read in another thread, unlike close()
+
+
+def _opener(cut: _Cut) -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies from the environment included), its sockets handed to `cut`."""
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            cut.add(self.sock)
+
+    class SecureConnection(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            cut.add(self.sock)
+
+    class Handler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Connection, req)
+
+    class SecureHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(SecureConnection, req)
+
+    return urllib.request.build_opener(_NoRedirect(), Handler(), SecureHandler())
 
 
 @dataclass(frozen=True)
@@ -135,6 +180,8 @@ class JsonPost:
     max_retries: int = 3
     backoff_base: float = 0.5
     mask: Callable[[str], str] = str
+    # How long a 429 asks to wait (Retry-After; Telegram says it in the body instead).
+    wait_of: Callable[[Answer], float | None] = lambda answer: retry_after(answer.headers)
 
     def send(self, body: Any, deadline: Deadline, classify: Classify) -> Answer:
         """POST `body` as JSON until `classify` accepts an answer; DeliveryError otherwise."""
@@ -145,7 +192,11 @@ class JsonPost:
                 raise DeliveryError(self.name, "no time left in alerts.delivery_timeout")
             timeout = max(0.05, min(self.timeout_s, deadline.remaining()))
             try:
-                answer = self._post(data, timeout)
+                answer = self._post(data, timeout, deadline)
+            except _TooLate:
+                raise DeliveryError(
+                    self.name, "no complete answer within alerts.delivery_timeout"
+                ) from None
             except ValueError as exc:  # not a URL urllib can use
                 raise DeliveryError(
                     self.name, self.mask(f"invalid URL: {exc}"), failure=Failure.PERMANENT
@@ -166,7 +217,7 @@ class JsonPost:
                 if error.failure is not Failure.TRANSIENT:
                     raise error
                 if answer.status == 429:
-                    asked = retry_after(answer.headers)
+                    asked = self.wait_of(answer)
                     wait = limit = 1.0 if asked is None else asked
                 else:
                     wait, limit = backoff_wait(self.backoff_base, attempt), None
@@ -176,15 +227,31 @@ class JsonPost:
             deadline.sleep(wait)
             attempt += 1
 
-    def _post(self, data: bytes, timeout: float) -> Answer:
+    def _post(self, data: bytes, timeout: float, deadline: Deadline) -> Answer:
+        """One request, cut at the deadline (then _TooLate) however slowly the server answers."""
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **self.headers}
         request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        cut = _Cut()
+        timer = threading.Timer(deadline.remaining(), cut.cut)
+        timer.daemon = True
+        timer.start()
         try:
-            with _OPENER.open(request, timeout=timeout) as response:
-                return Answer(response.status, dict(response.headers), _read(response))
+            with _opener(cut).open(request, timeout=timeout) as response:
+                # Accepted: the body says nothing more, and a slow one must not hold us.
+                return Answer(response.status, dict(response.headers), "")
         except urllib.error.HTTPError as exc:
             with exc:
                 return Answer(exc.code, dict(exc.headers or {}), _read(exc))
+        except (OSError, HTTPException):
+            if cut.done:
+                raise _TooLate from None
+            raise
+        finally:
+            timer.cancel()
+
+
+class _TooLate(Exception):
+    """The deadline cut a request short."""
 
 
 def _read(response: Any) -> str:

@@ -1,26 +1,6 @@
-"""PagerDuty through its Events API v2: one event per alert, a resolve closing the incident.
-
-`POST https://events.pagerduty.com/v2/enqueue` (`url` in config, for a proxy
-or a test) with
-
-    {"routing_key": <integration key>, "event_action": "trigger" | "resolve",
-     "dedup_key": <the alert's key>,
-     "payload": {"summary", "source", "severity", "timestamp", "component",
-                 "group", "class", "custom_details"},
-     "links": [{"href": <the window's page>, "text": ...}],
-     "client": "memory-watchdog", "client_url": <the page>}
-
-The dedup key names the firing episode (`alerts.facts.alert_key`: source,
-check, episode start): a reminder is a trigger PagerDuty folds into the
-open incident, the resolve closes that incident, and the next episode opens
-a new one. The receiver is `per_alert`: the outbox gives it one row per
-alert, so each event is retried, ordered and marked on its own (a resolve
-never overtakes its trigger).
-
-Answers: 202 accepted; 400 an invalid event (this one is set aside), or an
-invalid routing key (a permanent error of the receiver: kept, one request
-per run); 401/403/404 permanent; 429 and 5xx retried (`alerts.receivers.http`).
-"""
+"""PagerDuty through its Events API v2: one event per alert (a `per_alert` receiver), the
+firing episode as its dedup key, so reminders fold into the incident and the resolve closes it
+(docs/alerts.md#what-pagerduty-receives)."""
 
 from __future__ import annotations
 
@@ -147,4 +127,6 @@ class PagerDutyNotifier:
                 f"HTTP 400: {answer.line()}: check {key}",
                 failure=Failure.PERMANENT,
             )
-        return classify_status(self.name, answer, service="PagerDuty", key=key)
+        return classify_status(
+            self.name, answer, service="PagerDuty", key=key, url_key=f"alerts.{self.name}.url"
+        )

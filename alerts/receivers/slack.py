@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from http.client import HTTPException, RemoteDisconnected
 from typing import Any, ClassVar, cast
 from urllib.error import URLError
-from urllib.parse import urlsplit
 
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
@@ -30,7 +29,13 @@ from slack_sdk.http_retry.jitter import Jitter
 
 from alerts.base import Deadline, DeliveryError, Failure, Message, ReceiverContext
 from alerts.receivers.http import backoff_limit, describe_exception, retry_after
-from alerts.receivers.secrets import mask_secrets, mask_token, mask_webhook, secret_filter
+from alerts.receivers.secrets import (
+    mask_secrets,
+    mask_token,
+    mask_webhook,
+    secret_filter,
+    url_secrets,
+)
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import SlackSettings
 from watchdog.core.settings.values import secret_value
@@ -245,8 +250,7 @@ class SlackNotifier:
         self.backoff_base = backoff_base
         self._secrets: list[tuple[str, str]] = []
         if webhook_url:
-            self._secrets.append((webhook_url, mask_webhook(webhook_url)))
-            self._secrets.append((urlsplit(webhook_url).path, "/***"))
+            self._secrets += url_secrets(webhook_url)
         if token:
             self._secrets.append((token, mask_token(token)))
         # slack-sdk logs request URLs at debug level: mask them on the logger it is given.

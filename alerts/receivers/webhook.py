@@ -1,25 +1,6 @@
-"""A generic webhook receiver speaking Alertmanager's webhook format (version 4).
-
-One POST per message (one evaluation of one source, the announcements
-routed to this receiver), with the JSON body Alertmanager sends its webhook
-receivers, so tooling written for it can consume ours:
-
-    {"version": "4", "groupKey": "{}:{source=\"...\"}", "truncatedAlerts": 0,
-     "status": "firing" | "resolved", "receiver": "webhook.<name>",
-     "groupLabels": {"source": ...}, "commonLabels": {...},
-     "commonAnnotations": {...}, "externalURL": <report.base_url or "">,
-     "alerts": [{"status", "labels": {"alertname": <check id>, "severity",
-                 "source"}, "annotations": {"summary", "description", ...},
-                 "startsAt", "endsAt", "generatorURL", "fingerprint"}]}
-
-`startsAt` is when the firing episode began, `endsAt` when it resolved
-(`0001-01-01T00:00:00Z` while firing), `generatorURL` the window's page
-under `report.base_url` ("" when unset). Labels and annotations carry check
-ids, counts and the watchdog's own summaries, never an event payload value.
-Delivery: `alerts.receivers.http` (2xx delivered; 429 and 5xx retried;
-401/403/404/410 a permanent error of the receiver; other 4xx reject this one
-message).
-"""
+"""A generic webhook speaking Alertmanager's webhook format (version 4), one POST per
+message, so tooling written for Alertmanager's receivers consumes it as it is
+(docs/alerts.md#what-the-webhook-receives)."""
 
 from __future__ import annotations
 
@@ -178,5 +159,6 @@ class WebhookNotifier:
         self.post.send(document, deadline, self._classify)
 
     def _classify(self, answer: Answer) -> DeliveryError | None:
-        key = f"alerts.{self.name}.url"
-        return classify_status(self.name, answer, service="the webhook", key=key)
+        url = f"alerts.{self.name}.url"
+        key = f"alerts.{self.name}.bearer_token" if self._bearer else url
+        return classify_status(self.name, answer, service="the webhook", key=key, url_key=url)

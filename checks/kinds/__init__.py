@@ -1,10 +1,6 @@
-"""The check kinds, one module each, and `KINDS`: the registry every other module iterates over.
-
-Evaluation, triage, the page, the narrow table, the session state and
-`config check` ask a check's kind (`KINDS.of(spec)`) instead of testing its
-class. Registering a kind that `[[checks.custom]]` can declare also
-registers the model of its table with the settings loader, so importing
-this package is what lets a config declare them.
+"""The check kinds, one module each, and `KINDS`, the registry every other module asks instead of
+testing a check's class; registering a declarable kind also registers its table's model with
+the settings loader (docs/architecture.md#a-check-kind-one-module).
 """
 
 from __future__ import annotations

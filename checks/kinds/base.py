@@ -1,18 +1,12 @@
-"""What a check kind is: the one module that owns everything about its checks.
-
-A kind (`Kind`) has its parameters (a `KindParams` dataclass), the model of
-its `[[checks.custom]]` table (when it can be declared in config), its part
-of the shared scans and the reading of its result back (`plan`), its triage,
-the parameters that define it for a reader (`describe`), and what the
-narrow table, the session state and `config check` need to know of it.
-docs/development.md ("Adding a check kind") walks through one.
+"""What a check kind is: the one module owning its parameters, its config model, its part of a
+scan and the reading back, its triage and its description (docs/development.md#adding-a-check-kind).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -83,9 +77,9 @@ class Kind(ABC, Generic[P]):
         """The breakdown of a breached check whose scan did not carry it.
 
         By default, the check planned alone with the dimensions that are no
-        free text, read from the events (the session state holds none).
+        free text, on the same source (its scan then carries the breakdown).
         """
-        plans = Plans(replace(ctx.source, state=""), dims=tuple(plain(dims)))
+        plans = Plans(ctx.source, dims=tuple(plain(dims)))
         read = self.plan(plans, spec)
         ((_, scanned, row),) = tuple(plans.run(ctx.store, ctx.window))
         if isinstance(row, BaseException):

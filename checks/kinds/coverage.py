@@ -108,7 +108,7 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
             missed = ", ".join(j.misses or "[]" for j in judged)
             sample = scan.total(f"{tag}_sample", f"sumIf({dues}, {real})")
             value = scan.total(f"{tag}_value", f"sumIf({unmets}, {real})")
-            evidence = scan.total(
+            evidence = scan.evidence_total(
                 f"{tag}_evidence",
                 f"groupArraySortedArray({EVIDENCE})(if({real}, arrayConcat({missed}), []))",
             )
@@ -129,8 +129,8 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
         def read(row: Row, ctx: Context) -> Judged:
             n, broken = int(row[sample]), int(row[value])
             never_seen = seen is not None and int(row[seen]) == 0
-            # Sessions by first_seen, or trigger events by ts: (time, id) either way.
-            ids = tuple(str(item_id) for _, item_id in row[evidence])
+            # Sessions by first_seen, or trigger events by ts (then the id's hash); the id last.
+            ids = tuple(str(item[-1]) for item in row[evidence])
             if never_seen:
                 reason = f"no {', '.join(p.requires_seen)} event within lookback:"
                 reason += " the source cannot be judged"

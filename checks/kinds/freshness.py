@@ -44,7 +44,8 @@ def _newest_ever(ctx: Context, p: Freshness) -> int | None:
     """The newest event before `at` in the whole table, when the lookback holds none."""
     names = " AND name IN {fresh_names:Array(String)}" if p.events else ""
     row = ctx.store.aggregate(
-        f"SELECT count() AS n, max(t) AS newest FROM {ctx.source.events()} WHERE 1{names}",
+        f"SELECT count() AS n, max(t) AS newest FROM {ctx.source.events_source.events()}"
+        f" WHERE 1{names}",
         {
             **ctx.source.params,
             **ctx.window.params(),

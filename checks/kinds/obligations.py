@@ -88,7 +88,7 @@ class Judging:
 
     due: str  # how many are due in W
     unmet: str  # how many of those are unmet
-    misses: str | None  # Anchor.EVENT: (time, event id) of each unmet trigger
+    misses: str | None  # Anchor.EVENT: (time, id hash, event id) of each unmet trigger
     has_end: str | None  # Anchor.END: whether the session had an end event
 
 
@@ -116,7 +116,7 @@ class _Rule:
         deadline = f"first_seen + {self.grace}"
         return deadline, f"first_seen - {self.lead}", deadline
 
-    def end(self, has_end: str, end: str, silent: bool) -> tuple[str, str, str]:
+    def end(self, end: str, silent: bool) -> tuple[str, str, str]:
         """(deadline, met from, met until) of the end obligation, with an end event or silent.
 
         An end event sets the deadline at end + grace; without one the session
@@ -127,23 +127,23 @@ class _Rule:
         return f"{end} + {self.grace}", f"{end} - {self.lead}", f"{end} + {self.grace}"
 
     def deadlined(self, scan: SessionScan, tag: str, ob: Obligation, triggers: str) -> str:
-        """Per session: (time, event id, deadline) of each trigger in `triggers`.
+        """Per session: (time, id hash, event id, deadline) of each trigger in `triggers`.
 
         The deadline is trigger + grace, or with `until` the first `until`
         event after it (ts > the trigger's) when that comes sooner.
         """
         if not ob.until:
-            return f"arrayMap(c -> (c.1, c.2, c.1 + {self.grace}), {triggers})"
+            return f"arrayMap(c -> (c.1, c.2, c.3, c.1 + {self.grace}), {triggers})"
         closers = scan.times(ob.until, side=True)
         return scan.per_session(
             f"{tag}_deadlined",
-            f"arrayMap(c -> (c.1, c.2, arrayMin(arrayConcat([c.1 + {self.grace}],"
+            f"arrayMap(c -> (c.1, c.2, c.3, arrayMin(arrayConcat([c.1 + {self.grace}],"
             f" arrayFilter(x -> x > c.1, {closers})))), {triggers})",
         )
 
 
 def _triggers(scan: SessionScan, tag: str, ob: Obligation, may_be_due: Callable[[str], str]) -> str:
-    """Per session: (time, event id) of the obligation's triggers that may be due."""
+    """Per session: (time, id hash, event id) of the obligation's triggers that may be due."""
     # An obligation closed by `until` (a response to each human message) reads
     # conversation events: they are kept aside from the memory events.
     return scan.triggers(
@@ -168,6 +168,8 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
         return f"arrayExists(x -> x >= {low} AND x <= {high}, {met_by})"
 
     due, unmet = f"{tag}_due", f"{tag}_unmet"
+    # An obligation due in W looks back at events from its grace and lead before W at most.
+    scan.near(ob.grace_ms + ob.lead_ms)
     if ob.anchor is Anchor.START:
         deadline, low, high = rule.start()
         scan.per_session(due, f"toUInt32({in_window(deadline)})")
@@ -175,12 +177,17 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
         return Judging(due, unmet, None, None)
     if ob.anchor is Anchor.END:
         has_end, end = scan.first_of(ob.ends)
-        ended, silent = rule.end(has_end, end, silent=False), rule.end(has_end, end, silent=True)
+        ended, silent = rule.end(end, silent=False), rule.end(end, silent=True)
         deadline = scan.per_session(f"{tag}_deadline", f"if({has_end}, {ended[0]}, {silent[0]})")
         scan.per_session(due, f"toUInt32({in_window(deadline)})")
+        # A silent end is met by an event in [last_seen - lead, last_seen]: the last one of
+        # `required` is at most last_seen, so it is met when that one is late enough.
+        met_any, _ = scan.first_of(ob.required)
+        last_met = scan.last_of(ob.required)
         scan.per_session(
             unmet,
-            f"toUInt32({due} AND NOT if({has_end}, {met(*ended[1:])}, {met(*silent[1:])}))",
+            f"toUInt32({due} AND NOT if({has_end}, {met(*ended[1:])},"
+            f" {met_any} AND {last_met} >= {silent[1]}))",
         )
         return Judging(due, unmet, None, has_end)
 
@@ -193,26 +200,28 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
     triggers = _triggers(scan, tag, ob, may_be_due)
     if ob.until:
         triggers = rule.deadlined(scan, tag, ob, triggers)
-        deadline = "c.3"
+        deadline = "c.4"
     else:
         deadline = f"c.1 + {rule.grace}"
     dues = scan.per_session(f"{tag}_dues", f"arrayFilter(c -> {in_window(deadline)}, {triggers})")
     scan.per_session(due, f"length({dues})")
     missed = f"arrayFilter(c -> NOT {met(f'c.1 - {rule.lead}', deadline)}, {dues})"
-    # Misses are (time, event id), whatever the triggers carried.
+    # Misses are (time, id hash, event id), whatever the triggers carried.
     misses = scan.per_session(
-        f"{tag}_misses", f"arrayMap(c -> (c.1, c.2), {missed})" if ob.until else missed
+        f"{tag}_misses", f"arrayMap(c -> (c.1, c.2, c.3), {missed})" if ob.until else missed
     )
     scan.per_session(unmet, f"length({misses})")
     return Judging(due, unmet, misses, None)
 
 
 def listed(scan: SessionScan, tag: str, ob: Obligation) -> str:
-    """Add `ob` to `scan` as a list: per session, every obligation it had within lookback.
+    """Add `ob` to `scan` as a list: per session, every obligation it had.
 
     Each is (trigger time, trigger event id, deadline, the event id that met
     it or ''), by the rule `judge` counts with; the trigger of a start is the
-    session's first event (no id), of a silent end its last event.
+    session's first event (no id), of a silent end its last event. The scan
+    must read role events from the lookback's start (its window as long as
+    its lookback: `checks.explain`).
     """
     met_by = scan.events_of(ob.required)
     rule = _Rule.of(scan, ob)
@@ -228,7 +237,7 @@ def listed(scan: SessionScan, tag: str, ob: Obligation) -> str:
     if ob.anchor is Anchor.END:
         has_end, end = scan.first_of(ob.ends)
         end_id = scan.first_id_of(ob.ends)
-        ended, silent = rule.end(has_end, end, silent=False), rule.end(has_end, end, silent=True)
+        ended, silent = rule.end(end, silent=False), rule.end(end, silent=True)
         return scan.per_session(
             f"{tag}_listed",
             f"if({has_end}, [({end}, {end_id}, {ended[0]}, {met(*ended[1:])})],"
@@ -237,5 +246,5 @@ def listed(scan: SessionScan, tag: str, ob: Obligation) -> str:
     triggers = rule.deadlined(scan, tag, ob, _triggers(scan, tag, ob, lambda t: "1"))
     return scan.per_session(
         f"{tag}_listed",
-        f"arrayMap(c -> (c.1, c.2, c.3, {met(f'c.1 - {rule.lead}', 'c.3')}), {triggers})",
+        f"arrayMap(c -> (c.1, c.3, c.4, {met(f'c.1 - {rule.lead}', 'c.4')}), {triggers})",
     )

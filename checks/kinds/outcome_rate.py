@@ -23,7 +23,7 @@ from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag, duration
 from checks.kinds.obligations import Anchor, Obligation, judge
 from checks.scans.binder import Binder
-from checks.scans.plans import Context, Judged, Plans, Reader, Row
+from checks.scans.plans import Context, Judged, Plans, Reader, Row, session_sql
 from checks.scans.session import EVIDENCE, SessionScan
 from checks.triage import FREE_TEXT, events_in_window, group
 from checks.verdict import judge as verdict
@@ -95,8 +95,10 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         completed = scan.total(f"{tag}_completed", f"sum({scan.count_in_window(p.completed)})")
         failed = scan.total(f"{tag}_failed", f"sum({scan.count_in_window(p.failed)})")
         lost_n = scan.total(f"{tag}_lost", f"sum(length({lost}))")
-        lost_ids = scan.total(f"{tag}_lost_ids", f"groupArraySortedArray({EVIDENCE})({lost})")
-        failed_ids = scan.total(
+        lost_ids = scan.evidence_total(
+            f"{tag}_lost_ids", f"groupArraySortedArray({EVIDENCE})({lost})"
+        )
+        failed_ids = scan.evidence_total(
             f"{tag}_failed_ids",
             f"groupArraySortedArray({EVIDENCE})({scan.oldest_in_window(p.failed)})",
         )
@@ -105,12 +107,13 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
             n_completed, n_failed, n_lost = (int(row[a]) for a in (completed, failed, lost_n))
             denominator = n_completed + n_failed + n_lost
             value = (n_failed + n_lost) / denominator if denominator else None
+            # (time, id hash, id): by time, then the id's hash, as the scan chose them.
             ids = sorted(list(row[lost_ids]) + list(row[failed_ids]))[:EVIDENCE]
             evidence = Evidence(
                 completed=n_completed,
                 failed=n_failed,
                 lost=n_lost,
-                events=tuple(event_id for _, event_id in ids),
+                events=tuple(str(event_id) for _, _, event_id in ids),
             )
             summary = (
                 f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
@@ -142,10 +145,11 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         p = self.of(spec)
         scan = SessionScan()
         lost = _lost(scan, p)
-        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.2, {lost}))")
-        failed_bind = {"tr_failed": list(p.failed), "tr_started": list(p.started)}
+        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.2, {lost}))")  # id hashes
+        lost_sql, lost_params = session_sql(ctx, scan)
+        events = ctx.source.events_source  # beside a session state: the narrow table
         failed = events_in_window(
-            ctx.source, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
+            events, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
         )
         columns = "".join(
             f", '{LOST_CLASS}' AS dim_{d}" if d in FREE_TEXT else f", any(dim_{d}) AS dim_{d}"
@@ -153,12 +157,12 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         )
         lost_items = (
             f"SELECT event_id AS item, any(t) AS t{columns}, 'lost' AS dim_outcome"
-            f" FROM {ctx.source.events_with_dims()}"
+            f" FROM {events.events_with_dims()}"
             " WHERE name IN {tr_started:Array(String)}"
-            f" AND event_id IN (SELECT arrayJoin(lost) FROM ({scan.render_raw(ctx.source)}))"
+            f" AND cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))"
             " GROUP BY event_id"
         )
-        params = {**scan.params(), **failed_bind}
+        params = {**lost_params, "tr_failed": list(p.failed), "tr_started": list(p.started)}
         return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], params)
 
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:

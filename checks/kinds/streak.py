@@ -108,7 +108,8 @@ class StreakKind(Declared[Streak, StreakConfig]):
         p = self.of(spec)
         params = {"tr_bad": list(p.bad), "tr_from": to_ms(run.start), "tr_to": to_ms(run.end)}
         condition = "name IN {tr_bad:Array(String)} AND t >= {tr_from:Int64} AND t <= {tr_to:Int64}"
-        return group(ctx, events_in_window(ctx.source, dims, condition), dims, params)
+        events = ctx.source.events_source
+        return group(ctx, events_in_window(events, dims, condition), dims, params)
 
     def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
         return Flag(self.of(spec).bad, "1", "'a failure: runs of consecutive ones count'")

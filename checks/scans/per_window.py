@@ -33,8 +33,8 @@ from checks.scans.session import (
     FirstDim,
     Input,
     Scope,
-    Seen,
     SessionScan,
+    SetSummary,
     SideEvents,
     SideTimes,
     raw_input,
@@ -63,6 +63,8 @@ OWN: dict[str, tuple[str, str]] = {
 assert set(SUMMED) | set(OWN) == set(DATA_QUALITY), "every data-quality count has its rule"
 
 Merge = Callable[[str], str]  # SQL over the window's pieces' values (`values`)
+# Pieces keep every role event: each window keeps those from `near_ms` before it on.
+LOWEST = "toInt64(-9223372036854775807)"
 
 
 @dataclass(frozen=True)
@@ -72,24 +74,44 @@ class Piece:
     alias: str
     aggregate: str  # over the piece's events
     merge: Merge
-    events: bool = False  # it holds events: only the windows the session may matter to get them
+    # It holds events (the element's time: `time` of `x`): only the windows the session may
+    # have something due in get them, those from `near_ms` before the window on.
+    time: Callable[[str], str] | None = None
 
 
 def _of(function: str) -> Merge:
     return lambda values: f"{function}({values})"
 
 
-def _seen(values: str) -> str:
-    return f"(arraySum(arrayMap(x -> x.1, {values})), arrayMax(arrayMap(x -> x.2, {values})))"
+def _itself(x: str) -> str:
+    return x
+
+
+def _first(x: str) -> str:
+    return f"{x}.1"
+
+
+def _summary(item: SetSummary) -> tuple[str, Merge]:
+    """A set's first or last time over the pieces that hold one (0: none), or their count."""
+    if item.what == "count":
+        return raw_input(item), _of("arraySum")
+    best = "arrayMin" if item.what == "first" else "arrayMax"
+    counted = f"(countIf(bitTest(_m, {item.bit})), {raw_input(item)})"
+    return (
+        counted,
+        lambda values: f"{best}(arrayMap(x -> x.2, arrayFilter(x -> x.1 > 0, {values})))",
+    )
 
 
 def _input_piece(alias: str, item: Input) -> Piece:
-    if isinstance(item, SideTimes | SideEvents):
-        return Piece(alias, raw_input(item), _of("arrayFlatten"), events=True)
+    if isinstance(item, SideTimes):
+        return Piece(alias, raw_input(item), _of("arrayFlatten"), time=_itself)
+    if isinstance(item, SideEvents):
+        return Piece(alias, raw_input(item), _of("arrayFlatten"), time=_first)
     if isinstance(item, Scope):
         return Piece(alias, raw_input(item), _of("arrayMax"))
-    if isinstance(item, Seen):
-        return Piece(alias, raw_input(item), _seen)
+    if isinstance(item, SetSummary):
+        return Piece(alias, *_summary(item))
     assert isinstance(item, FirstDim)
     # The dimension of the window's first event: that of its earliest piece.
     first = f"(min(t), {raw_input(item)})"
@@ -103,7 +125,7 @@ def _pieces(scan: SessionScan) -> list[Piece]:
         Piece("first_seen", "min(t)", _of("arrayMin")),
         Piece("last_seen", "max(t)", _of("arrayMax")),
         Piece("n_events", "count()", _of("arraySum")),
-        Piece("_roles", ROLES, _of("arrayFlatten"), events=True),
+        Piece("_roles", ROLES, _of("arrayFlatten"), time=_first),
     ]
     pieces += [Piece(f"dq_{r}", DATA_QUALITY[r], _of("arraySum")) for r in SUMMED]
     pieces += [_input_piece(alias, item) for alias, item in scan.inputs.items()]
@@ -133,15 +155,24 @@ def render(
         return p.merge(values)
 
     # Per window of `_wl` (the windows that read any piece: those the session may have
-    # something due in, `_near`, first), each column's value; the columns holding events
-    # only for those first `_near` windows, the others' left empty (arrayResize).
-    # Most sessions lie in one piece, read whole by every window that reads it: merged once.
+    # something due in, `_n_near`, first), each column's value; the columns holding events
+    # only for those first windows, from `near_ms` before each on (as `render_raw` reads
+    # them), the others' left empty (arrayResize). Most sessions lie in one piece, read
+    # whole by every window that reads it: merged once.
+    near = f"{ws}[i] - {{near_ms:Int64}}"
     by_window = []
     for p in pieces:
         whole = p.merge(f"_g{p.alias}")
-        if p.events:
-            each = f"arrayMap(m -> {merged(p)}, arraySlice(_masks, 1, _near))"
-            every = f"if(_one, arrayWithConstant(_near, {whole}), {each})"
+        time = p.time
+        if time is not None:
+
+            def kept(values: str, time: Callable[[str], str] = time) -> str:
+                return f"arrayFilter(x -> {time('x')} >= {near}, {values})"
+
+            each = (
+                f"arrayMap((i, m) -> {kept(merged(p))}, _near_list, arraySlice(_masks, 1, _n_near))"
+            )
+            every = f"if(_one, arrayMap(i -> {kept(whole)}, _near_list), {each})"
             by_window.append(f"arrayResize({every}, length(_wl)) AS _b{p.alias}")
         else:
             each = f"arrayMap(m -> {merged(p)}, _masks)"
@@ -159,7 +190,7 @@ def render(
         + [f"_bdq_{r} AS dq_{r}" for r in OWN]
     )
     # Only the joined columns go on: the per-window arrays would be copied into every row.
-    kept = ", ".join([p.alias for p in pieces] + [f"dq_{r}" for r in OWN])
+    carried = ", ".join([p.alias for p in pieces] + [f"dq_{r}" for r in OWN])
     last = "arrayMax(arrayFilter((x, k) -> k, _glast_seen, " + in_range("i") + "))"
     per_session = f"""
   SELECT
@@ -168,7 +199,7 @@ def render(
     {ws}[_w] AS _ws,
     {at}[_w] AS _at,
     {lb}[_w] AS _lb,
-    {kept}
+    {carried}
   FROM (
     SELECT
       session_id,
@@ -181,7 +212,7 @@ def render(
                     range(1, {n + 1})) AS _touched,
         arrayFilter(i -> {last} + {{bt_reach:Int64}} >= {ws}[i], _touched) AS _near_list,
         arrayConcat(_near_list, arrayFilter(i -> NOT has(_near_list, i), _touched)) AS _wl,
-        length(_near_list) AS _near,
+        length(_near_list) AS _n_near,
         length(_ps) = 1 AS _one,
         if(_one, [], arrayMap(i -> {in_range("i")}, _wl)) AS _masks
       FROM (
@@ -192,19 +223,19 @@ def render(
           groupArray(arrayDistinct(arrayMap(x -> x.3, _roles))) AS _pids,
           arrayMap((r, ids) -> length(r) - length(ids), _g_roles, _pids) AS _dups,
           if(length(_ps) = 1, [], arraySort(arrayFlatten(_pids))) AS _sorted,
-          -- Role event ids in more than one piece (rare: retries), with those pieces:
-          -- each piece's distinct ids, sorted together, equal neighbours.
+          -- Role event id hashes in more than one piece (rare: retries), with those pieces:
+          -- each piece's distinct hashes, sorted together, equal neighbours.
           if(length(_ps) = 1, [], arrayMap(
             id -> (id, arrayFilter((p, ids) -> has(ids, id), _ps, _pids)),
             arrayDistinct(arrayFilter((id, previous) -> id = previous, _sorted,
-                                      arrayPopBack(arrayPushFront(_sorted, '')))))) AS _cross
+                                      arrayPopBack(arrayPushFront(_sorted, _sorted[1] + 1)))))) AS _cross
         FROM (
           SELECT
             session_id,
             roundDown(t, {{bt_bounds:Array(Int64)}}) AS _p,
             {per_piece}
           FROM (
-            {scan.masked(source)}
+            {scan.masked(source, near=LOWEST)}
           )
           GROUP BY session_id, _p
         )

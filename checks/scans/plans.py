@@ -1,11 +1,6 @@
-"""One run's plans: which scan judges which check, each scan run once.
-
-Each check kind adds a check to a scan of `Plans` (`plan` in
-`checks.kinds`): the session or window scan of the check's window length,
-shared with every other check there, or a query of its own. It returns a
-`Reader`, which turns the scan's row into the check's `Judged`. `Plans.run`
-runs each scan once; a store error in one scan makes its checks `error`
-and never stops the others.
+"""One run's plans: which scan judges which check (each kind's `plan` adds its check to a shared
+scan and returns the reader of its result), each scan run once, a store error confined to
+its own checks (docs/architecture.md#one-evaluation-end-to-end).
 """
 
 from __future__ import annotations
@@ -73,13 +68,17 @@ Query = Callable[[Context], tuple[str, Mapping[str, Any]]]  # a query of its own
 
 @dataclass
 class Group:
-    """One scan and the checks it judges: run over one window, or over many in one pass."""
+    """One scan, the source it reads, and the checks it judges: over one window, or many.
+
+    `run_many` runs it over many windows in one pass (`ctx.windowing`):
+    the row of each window the scan found anything in.
+    """
 
     window_ms: int | None
+    source: CompiledSource
     run: Callable[[Context], Row]
+    run_many: Callable[[Context], dict[int, Row]]
     checks: list[str] = field(default_factory=list)
-    # Over many windows (`ctx.windowing`): the row of each window the scan found anything in.
-    run_many: Callable[[Context], dict[int, Row]] | None = None
 
 
 @dataclass
@@ -96,11 +95,10 @@ class Plans:
         """The session scan of `spec`'s window length, `spec` among its checks."""
         scan = self.sessions.get(spec.window_ms)
         if scan is None:
-            # The state holds no dimensions: its checks' triage is read from the events.
-            scan = SessionScan(dims=None if self.source.state else self.dims)
+            scan = SessionScan(dims=self.dims)
             self.sessions[spec.window_ms] = scan
             self.groups[("session", spec.window_ms)] = Group(
-                spec.window_ms, _session_run(scan), run_many=_session_run_many(scan)
+                spec.window_ms, self.source, _session_run(scan), _session_run_many(scan)
             )
         self.groups[("session", spec.window_ms)].checks.append(spec.id)
         return scan
@@ -111,8 +109,9 @@ class Plans:
         if scan is None:
             scan = WindowScan(dims=self.dims)
             self.windows[spec.window_ms] = scan
+            events = self.source.events_source  # beside a session state: the narrow table
             self.groups[("window", spec.window_ms)] = Group(
-                spec.window_ms, _window_run(scan), run_many=_window_run_many(scan)
+                spec.window_ms, events, _window_run(scan), _window_run_many(scan)
             )
         self.groups[("window", spec.window_ms)].checks.append(spec.id)
         return scan
@@ -128,8 +127,9 @@ class Plans:
             sql, params = query(ctx)
             return ctx.by_window(sql, params)
 
+        events = self.source.events_source  # beside a session state: the narrow table
         self.groups[("own:" + spec.id, spec.window_ms)] = Group(
-            spec.window_ms, run, [spec.id], run_many
+            spec.window_ms, events, run, run_many, [spec.id]
         )
 
     def run(
@@ -140,7 +140,7 @@ class Plans:
     ) -> Iterator[tuple[Group, Context, Row | StoreError]]:
         """Each scan run once, in plan order: its group, its context, its row or its error."""
         for group in self.groups.values():
-            ctx = Context(store, self.source, window.sized(group.window_ms))
+            ctx = Context(store, group.source, window.sized(group.window_ms))
             started = time.time_ns()
             outcome: Row | StoreError
             try:
@@ -163,13 +163,13 @@ class Plans:
         """
         for group in self.groups.values():
             sized = windows.sized(group.window_ms)
-            contexts = [Context(store, self.source, w) for w in sized.windows]
+            contexts = [Context(store, group.source, w) for w in sized.windows]
             outcomes: list[Row | StoreError]
             try:
-                rows = self._run_many(group, Context(store, self.source, sized.span, Many(sized)))
+                rows = group.run_many(Context(store, group.source, sized.span, Many(sized)))
                 missing = [i for i in range(len(sized)) if i + 1 not in rows]
                 if missing:
-                    nothing = group.run(Context(store, self.source, empty(sized.windows[0])))
+                    nothing = group.run(Context(store, group.source, empty(sized.windows[0])))
                     rows.update({i + 1: nothing for i in missing})
                 outcomes = [rows[i + 1] for i in range(len(sized))]
             except StoreError as exc:
@@ -177,27 +177,25 @@ class Plans:
                 outcomes = [exc] * len(sized)
             yield group, list(zip(contexts, outcomes, strict=True))
 
-    @staticmethod
-    def _run_many(group: Group, ctx: Context) -> dict[int, Row]:
-        """The group's rows over many windows: in one pass, or one window at a time."""
-        if group.run_many is not None:
-            return group.run_many(ctx)
-        assert isinstance(ctx.windowing, Many)
-        return {
-            i + 1: group.run(Context(ctx.store, ctx.source, w))
-            for i, w in enumerate(ctx.windowing.windows.windows)
-        }
+
+def session_sql(ctx: Context, scan: SessionScan) -> tuple[str, dict[str, Any]]:
+    """The session scan's SQL and its parameters: over the events, or over the session state
+    (`source.state`, refused when it was built for other checks)."""
+    if ctx.source.state:
+        kept = state.verify(ctx.store, ctx.source, scan)
+        sql, extra = state.render(scan, ctx.source, ctx.window, kept)
+        return sql, {**scan.params(), **extra}
+    return scan.render_raw(ctx.source), scan.params()
 
 
 def _session_run(scan: SessionScan) -> Callable[[Context], Row]:
-    """The session scan's one row: from the events, or from the session state (`source.state`)."""
+    """The session scan's one row (its evidence ids resolved when read from the state)."""
 
     def run(ctx: Context) -> Row:
+        row = ctx.aggregate(*session_sql(ctx, scan))
         if ctx.source.state:
-            state.verify(ctx.store, ctx.source, scan)
-            sql, extra = state.render(scan, ctx.source, ctx.window)
-            return ctx.aggregate(sql, {**scan.params(), **extra})
-        return ctx.aggregate(scan.render_raw(ctx.source), scan.params())
+            return state.resolve_ids(ctx.store, ctx.source, ctx.window, scan, row)
+        return row
 
     return run
 

@@ -1,25 +1,14 @@
-"""The session scan: every per-session rule of every check, in one read of the events.
-
-The scan groups the normalized events of `[at - lookback, at)` by session
-(the per-session level: first and last time, the role events, the side
-sets, scopes, data-quality counts), computes each check's per-session
-figures over those arrays (obligations: `checks.kinds.obligations`), then
-totals them. Python gets one row back.
-
-The per-session level is a typed plan (`Input`s beside the fixed columns):
-`render_raw` reads it from the events, `checks.scans.state` from the
-session state kept at insert time; the levels above read only its columns,
-so they are the same SQL on both paths.
-
-Event names are mapped to a bit mask once per event (`NameSets`): bit k is
-set when the name belongs to name set k. Times are epoch milliseconds (`t`).
+"""The session scan: every per-session rule of every check in one read, as a typed plan (fixed
+per-session columns and typed `Input`s, per-session figures, totals) rendered from the events
+here and from the session state by `checks.state.read`
+(docs/architecture.md#a-check-kind-one-module).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from checks.scans.binder import ONE_WINDOW, WS, Binder
 from checks.sources import CompiledSource
@@ -141,7 +130,7 @@ class SideTimes:
 
 @dataclass(frozen=True)
 class SideEvents:
-    """Per session: (time, event id) of the events of side set `bit`."""
+    """Per session: (time, id hash, event id) of the events of side set `bit`."""
 
     bit: int
 
@@ -177,21 +166,25 @@ class FirstDim:
 
 
 @dataclass(frozen=True)
-class Seen:
-    """Per session: (how many events of set `bit` it has within lookback, the newest's time)."""
+class SetSummary:
+    """Per session, over the whole lookback: the first or last time of the events of set `bit`,
+    or how many there are (what needs no event near the window: an end, a source that never
+    emits a name, the newest event of some names)."""
 
     bit: int
+    what: Literal["first", "last", "count"]
 
     @property
     def alias(self) -> str:
-        return f"_seen_{self.bit}"
+        return f"_{self.what}_{self.bit}"
 
 
-Input = SideTimes | SideEvents | Scope | FirstDim | Seen
+Input = SideTimes | SideEvents | Scope | FirstDim | SetSummary
 
 # Per session, always: `scoped` (an event in source.session_filter), `first_seen`,
-# `last_seen`, `n_events`, `_roles` (its role events: (t, mask, event id, has results),
-# the sets kept here, not the side sets) and a count per data-quality reason.
+# `last_seen`, `n_events`, `_roles` (its role events from `near_ms` before the window on:
+# (t, mask, id hash, has results, id), the sets kept here, not the side sets) and a count
+# per data-quality reason.
 #
 # Rows the checks ignore or keep with a caveat, per session, by reason (the report's
 # `data_quality`). Role events are those in a set of `_roles` (`_mr != 0`).
@@ -199,7 +192,7 @@ DATA_QUALITY: dict[str, str] = {
     # The same event id written more than once (retries); counted once everywhere.
     # Counted among the role events, whose duplicates could change a verdict; a second
     # per-session set of every event id would cost a hash set of the whole lookback.
-    "duplicate_rows": "length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))",
+    "duplicate_rows": "countIf(_mr != 0) - uniqExactIf(cityHash64(event_id), _mr != 0)",
     # A latency that is not a finite, non-negative number: left out of latency checks.
     "latency_ignored": "countIf(_mr != 0 AND latency_invalid)",
     # A payload that is not a JSON object: contract checks count it, others ignore it. Any
@@ -216,11 +209,17 @@ DATA_QUALITY: dict[str, str] = {
     "session_id_over_1kib": "toUInt64(length(session_id) > 1024)",
 }
 
-# The role events' array, from the events: the result count is parsed for role events
+# The role events' array, from the events: (t, mask, id hash, has results, id). The hash
+# is the event's identity (distinct counts, duplicates, the order of evidence at the same
+# millisecond), the id what evidence shows. The result count is parsed for role events
 # only (`if` evaluates its branch lazily).
 ROLES = (
-    "groupArrayIf((t, _m, event_id, if(_mr != 0, ifNull(result_count, 0) > 0, false)), _mr != 0)"
+    "groupArrayIf((t, _m, cityHash64(event_id),"
+    " if(_mr != 0, ifNull(result_count, 0) > 0, false), event_id), _mr != 0 AND t >= _near)"
 )
+# The start of the role events a scan reads: `near_ms` before the window (a grace and a lead
+# at most: no obligation due in the window looks further back at an event).
+NEAR = "{ws_ms:Int64} - {near_ms:Int64}"
 
 
 @dataclass
@@ -237,7 +236,7 @@ class SessionScan:
     before the window's start gives it what it gives over no role event at
     all (nothing due, nothing in the window). Many windows in one pass
     (`checks.scans.per_window`) rely on it and give such a session none;
-    what counts events of the whole lookback is an input (`seen`).
+    what counts events of the whole lookback is an input (`SetSummary`).
     """
 
     dims: tuple[str, ...] | None = None
@@ -247,6 +246,9 @@ class SessionScan:
     final: dict[str, str] = field(default_factory=dict)  # alias -> total over sessions
     bind: Binder = field(default_factory=lambda: Binder("s"))
     tags: int = 0
+    # Totals listing evidence events as (time, id hash, id): the session state fills in ids.
+    evidence: list[str] = field(default_factory=list)
+    near_ms: int = 0  # how far before the window the figures read role events
     reach_ms: int = 0  # how far past a session's last event its figures look (`reaching`)
 
     def tag(self) -> str:
@@ -276,9 +278,21 @@ class SessionScan:
         self.final[alias] = expr
         return alias
 
+    def evidence_total(self, alias: str, expr: str) -> str:
+        """A total listing evidence events, each (time, id hash, event id)."""
+        self.evidence.append(alias)
+        return self.total(alias, expr)
+
+    def near(self, ms: int) -> None:
+        """A figure reads role events from `ms` before the window on."""
+        self.near_ms = max(self.near_ms, ms)
+
     def reaching(self, ms: int) -> None:
         """A figure of this scan looks `ms` past a session's last event (a grace, idle_timeout)."""
         self.reach_ms = max(self.reach_ms, ms)
+
+    def _summary(self, names: Sequence[str], what: Literal["first", "last", "count"]) -> str:
+        return self._input(SetSummary(self.sets.bit(names), what))
 
     def _roles(self, k: int, extra: TimeCondition | None = None, positive: bool = False) -> str:
         """Per session: its role events in set `k` (with results; at a time meeting `extra`)."""
@@ -303,7 +317,7 @@ class SessionScan:
         skip: PayloadMatch | None = None,
         side: bool = False,
     ) -> str:
-        """Per session: (time, event id) of each trigger event, duplicates counted once.
+        """Per session: (time, id hash, event id) of each trigger event, duplicates counted once.
 
         `may_be_due` keeps only the triggers whose deadline may fall in the
         window: filtering before `arrayDistinct` spares the hashing of the
@@ -315,24 +329,27 @@ class SessionScan:
             picked = f"arrayFilter(x -> {may_be_due('x.1')}, {self._input(SideEvents(k))})"
         else:
             roles = self._roles(k, may_be_due, positive)
-            picked = f"arrayMap(x -> (x.1, x.3), {roles})"
+            picked = f"arrayMap(x -> (x.1, x.3, x.5), {roles})"
         return self.per_session(alias, f"if(session_id != '', arrayDistinct({picked}), [])")
 
     def first_of(self, names: Sequence[str]) -> tuple[str, str]:
-        """Per session: whether any of `names` happened, and the first time it did."""
+        """Per session, over the lookback: whether any of `names` happened, and when first."""
         k = self.sets.bit(names)
-        has = self.per_session(f"has_{k}", f"notEmpty({self._roles(k)})")
-        first = self.per_session(f"first_{k}", f"arrayMin(arrayMap(x -> x.1, {self._roles(k)}))")
-        return has, first
+        has = self.per_session(f"has_{k}", f"{self._summary(names, 'count')} > 0")
+        return has, self._summary(names, "first")
+
+    def last_of(self, names: Sequence[str]) -> str:
+        """Per session, over the lookback: the last time one of `names` happened (0: none)."""
+        return self._summary(names, "last")
 
     def events_of(self, names: Sequence[str]) -> str:
-        """Per session: (time, event id) of its events of `names`, oldest first."""
+        """Per session: (time, event id) of its role events of `names`, oldest first."""
         k = self.sets.bit(names)
-        picked = f"arraySort(arrayMap(x -> (x.1, x.3), {self._roles(k)}))"
+        picked = f"arraySort(arrayMap(x -> (x.1, x.5), {self._roles(k)}))"
         return self.per_session(f"events_{k}", f"if(session_id != '', {picked}, [])")
 
     def first_id_of(self, names: Sequence[str]) -> str:
-        """Per session: the event id of its first event of `names` ('' when none)."""
+        """Per session: the event id of its first role event of `names` ('' when none)."""
         return self.per_session(f"first_id_{self.sets.bit(names)}", f"{self.events_of(names)}[1].2")
 
     def count_in_window(self, names: Sequence[str]) -> str:
@@ -344,20 +361,19 @@ class SessionScan:
         )
 
     def oldest_in_window(self, names: Sequence[str]) -> str:
-        """Per session: the oldest 20 (time, event id) of `names` in W."""
+        """Per session: the oldest 20 (time, id hash, event id) of `names` in W."""
         k = self.sets.bit(names)
         events = self._roles(k, lambda t: f"{t} >= {WS}")
         # Distinct first: a duplicated row must not take two of the 20 places.
         return self.per_session(
             f"oldest_{k}",
-            f"arraySlice(arraySort(arrayDistinct(arrayMap(x -> (x.1, x.3), {events}))),"
+            f"arraySlice(arraySort(arrayDistinct(arrayMap(x -> (x.1, x.3, x.5), {events}))),"
             f" 1, {EVIDENCE})",
         )
 
     def seen(self, names: Sequence[str]) -> tuple[str, str]:
         """Per session: how many events of `names` exist within lookback, and the newest."""
-        seen = self._input(Seen(self.sets.bit(names)))
-        return f"{seen}.1", f"{seen}.2"
+        return self._summary(names, "count"), self._summary(names, "last")
 
     def scoped(self, check_id: str, predicate: str | None) -> str:
         """Per session: whether it is in scope (a check's own session filter, else the source's)."""
@@ -372,12 +388,13 @@ class SessionScan:
     # --- rendering ---------------------------------------------------------------------------
 
     def params(self) -> dict[str, Any]:
-        return {**self.sets.params(), **self.bind.values}
+        return {**self.sets.params(), **self.bind.values, "near_ms": self.near_ms}
 
-    def masked(self, source: CompiledSource) -> str:
-        """The source's events (with their dimensions when carrying triage) and their masks.
+    def masked(self, source: CompiledSource, near: str = NEAR) -> str:
+        """The source's events (with their dimensions when carrying triage), their masks, `_near`.
 
-        `_m`: the name sets an event is in; `_mr`: those kept in the role-event array.
+        `_m`: the name sets an event is in; `_mr`: those kept in the role-event
+        array; `_near`: where the role events read start (`near`).
         """
 
         def matches(i: int) -> str:
@@ -387,7 +404,10 @@ class SessionScan:
             )
 
         mask = self.sets.mask("_m0", matches)
-        masks = f"{NameSets.name_mask('name')} AS _m0, {mask} AS _m, {self.sets.roles('_m')} AS _mr"
+        masks = (
+            f"{NameSets.name_mask('name')} AS _m0, {mask} AS _m, {self.sets.roles('_m')} AS _mr,"
+            f" {near} AS _near"
+        )
         events = source.events() if self.dims is None else source.events_with_dims()
         return f"SELECT *, {masks}\n      FROM {events}"
 
@@ -438,12 +458,15 @@ FROM (
 def raw_input(item: Input) -> str:
     """SQL: a per-session input as an aggregate over the session's events."""
     if isinstance(item, SideTimes):
-        return f"groupArrayIf(t, bitTest(_m, {item.bit}))"
+        return f"groupArrayIf(t, bitTest(_m, {item.bit}) AND t >= _near)"
     if isinstance(item, SideEvents):
-        return f"groupArrayIf((t, event_id), bitTest(_m, {item.bit}))"
+        return (
+            f"groupArrayIf((t, cityHash64(event_id), event_id), bitTest(_m, {item.bit})"
+            " AND t >= _near)"
+        )
     if isinstance(item, Scope):
         return f"max(scope_{item.check_id})"
-    if isinstance(item, Seen):
-        # The role-event array's members of the set (a set kept there: `seen` is no side set).
-        return f"(countIf(bitTest(_m, {item.bit})), maxIf(t, bitTest(_m, {item.bit})))"
+    if isinstance(item, SetSummary):
+        aggregate = {"first": "minIf(t, ", "last": "maxIf(t, ", "count": "countIf("}[item.what]
+        return f"{aggregate}bitTest(_m, {item.bit}))"
     return f"argMin(dim_{item.dim}, t)"

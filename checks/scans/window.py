@@ -1,11 +1,6 @@
-"""The window scan: every quantile, streak and share check of one window length, in one read.
-
-The window's events of any of their names are grouped by event id (so each
-event counts once), each kind adds its per-event figures and its totals over
-those groups (`checks.kinds.quantile`, `streak`, `share`), and Python gets one
-row back: per check, the counts, the value and at most 20 evidence items (a
-quantile's sorted sample stays in ClickHouse). With `dims`, the failing events
-of a check are counted by each triage dimension in the same read.
+"""The window scan: every quantile, streak and share check of one window length in one read, each
+event once (grouped by id), Python getting one row of totals and capped evidence back, the
+failing events' triage counts carried along (docs/architecture.md#a-check-kind-one-module).
 """
 
 from __future__ import annotations

@@ -1,29 +1,20 @@
-"""The session state's table: its columns, the view that fills it, and its statements.
-
-`schema apply --materialize` adds `<store.database>.session_state` (an
-AggregatingMergeTree) fed by a materialized view on the source table: per
-source, hour bucket and session (the id before the ignore list), the first
-and last event time, the event count, the scopes, every event's time, and
-the role and flagged events as `groupUniqArray` states, so a row written
-twice is one element. What it keeps is what the session scans of the config
-need (`Needs`), recorded in the table's COMMENT and compared on every read
-(`checks.state.read.verify`). docs/sources.md ("Session state") says what a
-run on it reads and its one exception.
+"""The session state's table (per source, hour and session: times, counts, scopes, the first
+event's dimensions, the role and flagged events as compact tuples appended at insert), the view
+on the narrow table that fills it, what it keeps for a config (`Needs`, recorded in its COMMENT)
+and its statements; docs/sources.md#the-session-state-sourcestate.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from checks.scans.session import Scope, SessionScan
-from checks.sources import compile_source, unbounded_sql
+from checks.scans.session import FirstDim, Scope, SessionScan
 from watchdog.core.settings import Settings
 from watchdog.core.sql import literal
-from watchdog.core.times import rfc3339, to_ms
 
 STATE_TABLE = "session_state"
 STATE_VIEW = "session_state_mv"
@@ -32,8 +23,10 @@ BUCKET_MS = 60 * 60 * 1000  # a state row per session and hour
 # What the data-quality counts flag, one bit each (`flagged`).
 NOT_OBJECT, INVALID_UTF8, LATENCY_INVALID = 1, 2, 4
 
-EVENT = "Tuple(Int64, String, String, UInt8, Array(Tuple(String, String)))"
-FLAGGED = "Tuple(Int64, String, String, UInt8)"
+# (t, id hash, name code, flags): the code is the name's place in the kept names (from 1),
+# flag bit 0 "has results", bit 1 + k "matches payload filter k". Appended at insert
+# (`groupArrayArray`): a row written twice is one element once read (`arrayDistinct`).
+ROLE = "Tuple(Int64, UInt64, UInt16, UInt8)"
 COLUMNS: dict[str, str] = {
     "source": "LowCardinality(String)",
     "bucket": "Int64",  # epoch ms at the start of the bucket
@@ -43,60 +36,83 @@ COLUMNS: dict[str, str] = {
     "n_events": "SimpleAggregateFunction(sum, UInt64)",
     "scoped": "SimpleAggregateFunction(max, UInt8)",
     "scopes": "SimpleAggregateFunction(groupUniqArrayArray, Array(String))",
-    # Every event's time: read only for the two buckets the lookback's ends cut.
-    "times": "SimpleAggregateFunction(groupArrayArray, Array(Int64))",
-    # (t, name, event id, has results, the payload fields a skip filter reads)
-    "events": f"AggregateFunction(groupUniqArray, {EVENT})",
-    # (t, name, event id, flags)
-    "flagged": f"AggregateFunction(groupUniqArray, {FLAGGED})",
+    "roles": f"SimpleAggregateFunction(groupArrayArray, Array({ROLE}))",
+    # (t, id hash, name code or 0, data-quality flags) of each event a count flags
+    "flagged": f"SimpleAggregateFunction(groupArrayArray, Array({ROLE}))",
+    # the first event: its time, then its triage dimensions (in the order kept)
+    "first": "SimpleAggregateFunction(min, Tuple(Int64, Array(String)))",
+    # per name code: its first and last time and its count, over the hour
+    "firsts": "SimpleAggregateFunction(minMap, Tuple(Array(UInt16), Array(Int64)))",
+    "lasts": "SimpleAggregateFunction(maxMap, Tuple(Array(UInt16), Array(Int64)))",
+    "counts": "SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))",
 }
-STATE_ROWS = (
-    "scoped",
-    "first_seen",
-    "last_seen",
-    "n_events",
-    "scopes",
-    "times",
-    "events",
-    "flagged",
-)
+STATE_ROWS = tuple(c for c in COLUMNS if c not in ("source", "bucket", "session_id"))
+# The state's layout, recorded in its COMMENT: a state of another layout is rebuilt.
+LAYOUT = hashlib.sha256(json.dumps(COLUMNS).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A payload filter some name set has: events of `names` whose `field` is one of `values`."""
+
+    field: str
+    names: tuple[str, ...]
+    values: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Needs:
     """What the state keeps of each event, for a set of session scans."""
 
-    names: tuple[str, ...]  # the event names some session rule reads
-    skips: tuple[tuple[str, tuple[str, ...]], ...]  # (payload field, the names it is read for)
+    names: tuple[str, ...]  # the event names some session rule reads (codes 1, 2, ...)
+    filters: tuple[Filter, ...]  # the payload filters, in flag order
     scopes: tuple[tuple[str, str], ...]  # (check id, its session filter)
+    dims: tuple[str, ...]  # the triage dimensions of a session's first event
 
     @classmethod
-    def of(cls, scans: Iterable[SessionScan]) -> Needs:
+    def of(cls, scans: Iterable[SessionScan], dims: Iterable[str] = ()) -> Needs:
         names: set[str] = set()
-        skips: dict[str, set[str]] = {}
+        filters: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         scopes: dict[str, str] = {}
+        wanted = set(dims)
         for scan in scans:
             for name_set in scan.sets.bits:
                 names.update(name_set.names)
                 if name_set.skip is not None:
-                    skips.setdefault(name_set.skip.field, set()).update(name_set.names)
+                    key = (name_set.skip.field, tuple(sorted(set(name_set.skip.values))))
+                    filters.setdefault(key, set()).update(name_set.names)
             for item in scan.inputs.values():
                 if isinstance(item, Scope):
                     scopes[item.check_id] = item.predicate
+                elif isinstance(item, FirstDim):
+                    wanted.add(item.dim)
         return cls(
             tuple(sorted(names)),
-            tuple((f, tuple(sorted(n))) for f, n in sorted(skips.items())),
+            tuple(Filter(f, tuple(sorted(n)), v) for (f, v), n in sorted(filters.items())),
             tuple(sorted(scopes.items())),
+            tuple(sorted(wanted)),
         )
 
     def built_for(self, session_filter: str) -> dict[str, Any]:
         """What a state keeps, as recorded on its table and compared on every read."""
         return {
+            "layout": LAYOUT,
             "names": list(self.names),
-            "skips": {field: list(names) for field, names in self.skips},
+            "filters": [[f.field, list(f.names), list(f.values)] for f in self.filters],
             "scopes": dict(self.scopes),
+            "dims": list(self.dims),
             "session_filter": session_filter,
         }
+
+    @classmethod
+    def recorded(cls, built: Mapping[str, Any]) -> Needs:
+        """The needs a state's COMMENT records (`built_for`)."""
+        return cls(
+            tuple(built.get("names", ())),
+            tuple(Filter(f, tuple(n), tuple(v)) for f, n, v in built.get("filters", ())),
+            tuple(sorted(dict(built.get("scopes", {})).items())),
+            tuple(built.get("dims", ())),
+        )
 
 
 # The state table's COMMENT: this mark, then what its view keeps (`Needs.built_for`), as JSON.
@@ -104,40 +120,48 @@ BUILT_FOR = "memory-watchdog session state for: "
 
 
 def rows_sql(events: str, needs: Needs) -> str:
-    """Per session and bucket: the state's columns over the normalized `events` relation.
+    """Per session and bucket: the state's columns over narrow-table rows (`events`).
 
-    A view's definition holds no bound parameter: names are literals here.
+    What the view computes at insert, and what a run computes for the two hours
+    its lookback cuts. A view's definition holds no bound parameter: names are
+    literals here.
     """
     names = literal(needs.names)
-    skips = [
-        f"if(name IN {literal(ns)}, ({literal(field)}, JSONExtractString(payload,"
-        f" {literal(field)})), ('', ''))"
-        for field, ns in needs.skips
+    code = f"toUInt16(indexOf({names}, name))"
+    bits = [
+        f"bitShiftLeft(toUInt8(name IN {literal(f.names)} AND JSONExtractString(payload,"
+        f" {literal(f.field)}) IN {literal(f.values)}), {k + 1})"
+        for k, f in enumerate(needs.filters)
     ]
-    skipped = f"arrayFilter(p -> p.1 != '', [{', '.join(skips)}])" if skips else "[]"
-    scopes = [f"if(scope_{check} != 0, {literal(check)}, '')" for check, _ in needs.scopes]
-    scoped = f"arrayFilter(x -> x != '', [{', '.join(scopes)}])" if scopes else "[]"
-    flags = (
+    flags = " + ".join(["toUInt8(ifNull(result_count, 0) > 0)", *bits])
+    quality = (
         f"toUInt8(if(payload_is_object, 0, {NOT_OBJECT})"
-        f" + if(isValidUTF8(name) AND isValidUTF8(_session_raw) AND payload_is_utf8,"
-        f" 0, {INVALID_UTF8}) + if(latency_invalid AND name IN {names}, {LATENCY_INVALID}, 0))"
+        f" + if(isValidUTF8(name) AND isValidUTF8(session_id) AND payload_is_utf8,"
+        f" 0, {INVALID_UTF8}) + if(latency_invalid AND _code != 0, {LATENCY_INVALID}, 0))"
     )
+    dims = f"[{', '.join(f'dims[{literal(d)}]' for d in needs.dims)}]"
     return f"""
     SELECT
-        _session_raw AS sid,
+        session_id AS sid,
         intDiv(t, {BUCKET_MS}) * {BUCKET_MS} AS bucket,
-        max(in_scope) AS scoped,
         min(t) AS first_seen,
         max(t) AS last_seen,
-        count() AS n_events,
-        groupUniqArrayArray(CAST({scoped} AS Array(String))) AS scopes,
-        groupArray(t) AS times,
-        groupUniqArrayStateIf((t, CAST(name AS String), CAST(event_id AS String),
-            toUInt8(ifNull(result_count, 0) > 0),
-            CAST({skipped} AS Array(Tuple(String, String)))), name IN {names}) AS events,
-        groupUniqArrayStateIf((t, CAST(name AS String), CAST(event_id AS String), _flags),
-            _flags != 0) AS flagged
-    FROM (SELECT *, {flags} AS _flags FROM {events})
+        -- each event once, as the source counts it once it merged (ReplacingMergeTree does at
+        -- insert): a row written again in the same insert is not another event
+        uniqExact(cityHash64(event_id), t) AS n_events,
+        max(in_scope) AS scoped,
+        groupUniqArrayArray(CAST(scopes AS Array(String))) AS scopes,
+        groupArrayIf((t, cityHash64(event_id), _code, if(_code != 0, {flags}, 0)), _code != 0)
+            AS roles,
+        groupArrayIf((t, cityHash64(event_id), _code, _quality), _quality != 0) AS flagged,
+        min((t, CAST({dims} AS Array(String)))) AS first,
+        minMapIf([_code], [t], _code != 0) AS firsts,
+        maxMapIf([_code], [t], _code != 0) AS lasts,
+        sumMapIf([_code], [toUInt64(1)], _code != 0) AS counts
+    FROM (
+        SELECT *, toUnixTimestamp64Milli(ts) AS t, {code} AS _code, {quality} AS _quality
+        FROM {events}
+    )
     GROUP BY sid, bucket"""
 
 
@@ -146,11 +170,10 @@ def rows_sql(events: str, needs: Needs) -> str:
 
 @dataclass(frozen=True)
 class StatePlan:
-    """Where the state table goes: `database`, the source table(s), the cluster."""
+    """Where the state table goes: `database`, the narrow table it is fed from, the cluster."""
 
     database: str
-    source_table: str
-    source_local: str
+    narrow: str  # the narrow table the view reads (on a cluster: its shard-local table)
     ttl: str | None
     cluster: str | None
 
@@ -163,32 +186,11 @@ class StatePlan:
         return self.table + ("_local" if self.cluster else "")
 
 
-def _view_select(
-    settings: Settings,
-    present: Mapping[str, str] | None,
-    needs: Needs,
-    table: str,
-    where: str = "",
-) -> str:
-    events = f"({unbounded_sql(settings.source, present, dict(needs.scopes), table, where)})"
-    key = literal(settings.source.display_name)
-    columns = ", ".join(STATE_ROWS)
-    return (
-        f"SELECT {key} AS source, bucket, sid AS session_id, {columns}\n"
-        f"FROM ({rows_sql(events, needs)}\n)"
-    )
-
-
 def state_statements(
-    settings: Settings,
-    plan: StatePlan,
-    present: Mapping[str, str] | None,
-    needs: Needs,
-    *,
-    since: datetime,
-    until: datetime,
+    settings: Settings, plan: StatePlan, needs: Needs
 ) -> list[tuple[str, str, dict[str, Any]]]:
-    """(purpose, SQL, parameters): the state table, its view, the backfill."""
+    """(purpose, SQL, parameters): the state table and the view feeding it from the narrow
+    table (whose backfill then fills the state too)."""
     on = f" ON CLUSTER {plan.cluster}" if plan.cluster else ""
     ttl = f"\nTTL toDateTime(intDiv(bucket, 1000)) + {plan.ttl}" if plan.ttl else ""
     columns = ",\n".join(f"    {name} {typ}" for name, typ in COLUMNS.items())
@@ -226,31 +228,19 @@ def state_statements(
                 {},
             )
         )
-    view = _view_select(settings, present, needs, plan.source_local)
+    # On a cluster each shard's narrow rows feed its own state: both are sharded by session.
+    key = literal(settings.source.display_name)
+    select = (
+        f"SELECT {key} AS source, bucket, sid AS session_id, {', '.join(STATE_ROWS)}\n"
+        f"FROM ({rows_sql(plan.narrow, needs)}\n)"
+    )
     out.append(
         (
-            "Every row inserted into the source from now on updates its session's state.",
+            "Every row written to the narrow table (its backfill's included) updates its"
+            " session's state.",
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {plan.database}.{STATE_VIEW}{on}"
-            f" TO {plan.table}\nAS {view}",
+            f" TO {plan.storage}\nAS {select}",
             {},
-        )
-    )
-    raw_ts = (
-        settings.source.columns.get("ts") or compile_source(settings.source, present).columns["ts"]
-    )
-    ts = f"toDateTime64({raw_ts}, 3, 'UTC')"
-    bounds = (
-        f"{ts} >= fromUnixTimestamp64Milli({{backfill_from_ms:Int64}}, 'UTC')"
-        f" AND {ts} < fromUnixTimestamp64Milli({{backfill_until_ms:Int64}}, 'UTC')"
-    )
-    backfill = _view_select(settings, present, needs, plan.source_table, bounds)
-    out.append(
-        (
-            f"Backfill of the state: the source's rows from {rfc3339(since)} until the view"
-            f" was created ({rfc3339(until)}).",
-            f"INSERT INTO {plan.table} (source, bucket, session_id, {', '.join(STATE_ROWS)})"
-            f"\n{backfill}",
-            {"backfill_from_ms": to_ms(since), "backfill_until_ms": to_ms(until)},
         )
     )
     return out

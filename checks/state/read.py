@@ -1,13 +1,7 @@
-"""A session scan's per-session level read from the session state (`source.state`).
-
-The scan's typed inputs (`checks.scans.session`) are rendered from the
-state's columns: a run reads the state rows of the hours its lookback
-touches, never an event. Role and flagged events carry their times and are
-kept when in `[at - lookback, at)`; the first and last time and the event
-count of the two hours the lookback's ends cut come from their `times`. So
-the numbers are those of the events of `[at - lookback, at)`, as the raw path
-computes them (the one exception, a session's scope in a cut hour, is in
-docs/sources.md).
+"""A session scan's per-session level read from the session state: each typed input rendered from
+the state's compact columns over the whole hours of the lookback, the two hours its ends cut
+computed from the narrow table by time, evidence ids resolved from their hashes there; so the
+numbers are those of the events (docs/sources.md#the-session-state-sourcestate).
 """
 
 from __future__ import annotations
@@ -17,14 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from checks.base import Window
+from checks.scans.binder import Binder
 from checks.scans.session import (
     DATA_QUALITY,
     FirstDim,
     Input,
-    NameSets,
     Scope,
-    Seen,
     SessionScan,
+    SetSummary,
     SideEvents,
     SideTimes,
 )
@@ -34,8 +28,11 @@ from checks.state.layout import (
     BUILT_FOR,
     INVALID_UTF8,
     LATENCY_INVALID,
+    LAYOUT,
     NOT_OBJECT,
+    ROLE,
     Needs,
+    rows_sql,
 )
 from watchdog.core.errors import StoreError
 from watchdog.core.sql import quoted
@@ -50,28 +47,15 @@ def _flagged(bit: int, role_events_only: bool = False) -> str:
 # Each data-quality count of the session scan, from the state: `_flagged` holds
 # (flags, role mask) of the session's flagged events of the lookback.
 QUALITY: dict[str, str] = {
-    "duplicate_rows": DATA_QUALITY["duplicate_rows"],  # over `_roles`: the same expression
+    # Rows written twice are one element of the state (appended, deduplicated at read, as a
+    # merge of the source would): what it counts is an id kept at two times.
+    "duplicate_rows": "length(_roles) - length(arrayDistinct(arrayMap(x -> x.3, _roles)))",
     "latency_ignored": _flagged(LATENCY_INVALID, role_events_only=True),
     "payload_not_json_object": _flagged(NOT_OBJECT),
     "invalid_utf8": _flagged(INVALID_UTF8),
     "session_id_over_1kib": DATA_QUALITY["session_id_over_1kib"],  # over the session id
 }
 assert QUALITY.keys() == DATA_QUALITY.keys(), "every data-quality count is read from the state"
-
-
-def _input(item: Input) -> str:
-    """SQL: a per-session input from the merged state (`_all`: (t, mask, id, has results))."""
-    if isinstance(item, SideTimes):
-        return f"arrayMap(x -> x.1, arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
-    if isinstance(item, SideEvents):
-        return f"arrayMap(x -> (x.1, x.3), arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
-    if isinstance(item, Scope):
-        return f"toUInt8(has(_scopes, {quoted(item.check_id)}))"
-    if isinstance(item, Seen):
-        seen = f"arrayFilter(x -> bitTest(x.2, {item.bit}), _all)"
-        return f"(toUInt64(length({seen})), arrayMax(arrayMap(x -> x.1, {seen})))"
-    assert isinstance(item, FirstDim)
-    raise ValueError("the session state keeps no triage dimension (triage reads the events)")
 
 
 def table_comment(store: Store, table: str) -> str | None:
@@ -85,121 +69,212 @@ def table_comment(store: Store, table: str) -> str | None:
     return str(found[0][0]) if found else None
 
 
-def verify(store: Store, source: CompiledSource, scan: SessionScan) -> None:
-    """Refuse a state whose view was built for other checks than `scan` needs.
+def verify(store: Store, source: CompiledSource, scan: SessionScan) -> Needs:
+    """What the state keeps, refused when its view was built for other checks than `scan` needs.
 
-    The view keeps the events of the names, the payload fields and the
-    session filters of the config it was applied with (its table's COMMENT
-    says which); a scan needing an event name, a field or a filter it does
-    not keep would judge from a state that lacks them. Raises StoreError
-    naming what differs, so those checks are `error`, never a quiet wrong
-    verdict. A state keeping more than the scan needs is read.
+    The view keeps the events of the names, the payload filters, the session
+    filters and the dimensions of the config it was applied with (its table's
+    COMMENT says which, and its layout); a scan needing one it does not keep
+    would judge from a state that lacks them. Raises StoreError naming what
+    differs, so those checks are `error`, never a quiet wrong verdict. A state
+    keeping more than the scan needs is read.
     """
     comment = table_comment(store, source.state)
     if comment is None:
-        return  # the scan names the missing table itself
-    want = Needs.of([scan]).built_for(source.session_filter)
+        raise StoreError(store.url.masked, f"source.state: table {source.state} not found")
     if not comment.startswith(BUILT_FOR):
+        built: dict[str, Any] = {}
         problems = ["its table records no checks (made by hand or by an earlier version)"]
     else:
-        problems = _differences(json.loads(comment.removeprefix(BUILT_FOR)), want)
+        built = json.loads(comment.removeprefix(BUILT_FOR))
+        problems = _differences(built, Needs.of([scan]).built_for(source.session_filter))
     if problems:
         raise StoreError(
             store.url.masked,
             f"source.state: {source.state} was built for other checks ({'; '.join(problems)}):"
-            " drop it and its view, then run `memory-watchdog schema apply --materialize`"
-            " again (docs/sources.md)",
+            " drop it, its view and the narrow table, then run `memory-watchdog schema apply"
+            " --materialize` again (docs/sources.md)",
         )
+    return Needs.recorded(built)
 
 
 def _differences(built: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
     """What `want` needs that the state recorded as `built` does not keep."""
+    if built.get("layout") != LAYOUT:
+        return ["it was made by another version of the watchdog, with another layout"]
     problems = []
-    names = sorted(set(want["names"]) - set(built.get("names", [])))
+    names = sorted(set(want["names"]) - set(built["names"]))
     if names:
         problems.append(f"it keeps no {', '.join(names)} events")
-    for field, wanted in want["skips"].items():
-        lacking = sorted(set(wanted) - set(built.get("skips", {}).get(field, [])))
-        if lacking:
-            problems.append(f"it keeps no payload {field} of {', '.join(lacking)}")
+    kept = {(f, tuple(n), tuple(v)) for f, n, v in built["filters"]}
+    for field, names, values in want["filters"]:
+        if not any(f == field and v == tuple(values) and set(names) <= set(n) for f, n, v in kept):
+            problems.append(f"it keeps no payload {field} of {', '.join(names)}")
     for check, predicate in want["scopes"].items():
-        if built.get("scopes", {}).get(check) != predicate:
+        if built["scopes"].get(check) != predicate:
             problems.append(f"the session_filter of {check} changed")
-    if built.get("session_filter", "") != want["session_filter"]:
+    dims = sorted(set(want["dims"]) - set(built["dims"]))
+    if dims:
+        problems.append(f"it keeps no dimension {', '.join(dims)}")
+    if built["session_filter"] != want["session_filter"]:
         problems.append("source.session_filter changed")
     return problems
 
 
-def bounds(window: Window) -> dict[str, int]:
-    """The buckets wholly inside `[lb, at)`, and those the lookback's two ends cut.
+def bounds(window: Window, near_ms: int = 0) -> dict[str, int]:
+    """The buckets wholly inside `[lb, at)`, the two ranges the lookback's ends cut, and the
+    bucket from which role events are read.
 
-    `[state_from, state_until)` holds the starts of the whole buckets; the
-    others of `[edge_from, at)` are cut by `lb` or `at` and are read with their
-    events' times. Without a whole bucket every bucket is read that way.
+    `[state_from, state_until)` holds the starts of the whole buckets, read from
+    the state; `[lb, state_from)` and `[state_until, at)` are read from the
+    narrow table. Without a whole bucket the whole lookback is read that way.
+    Role events are read from `near_from` (`near_ms` before the window) on: the
+    buckets before `near_bucket` give their times and counts, not their events.
     """
     p = window.params()
     lb, at = p["lb_ms"], p["at_ms"]
     first = -(-lb // BUCKET_MS) * BUCKET_MS
     last = at // BUCKET_MS * BUCKET_MS
     if first >= last:
-        first = last
-    return {"edge_from": lb // BUCKET_MS * BUCKET_MS, "state_from": first, "state_until": last}
+        first = last = at
+    near_from = max(lb, p["ws_ms"] - near_ms)
+    return {
+        "state_from": first,
+        "state_until": last,
+        "near_from": near_from,
+        "near_bucket": near_from // BUCKET_MS * BUCKET_MS,
+    }
 
 
-def render(scan: SessionScan, source: CompiledSource, window: Window) -> tuple[str, dict[str, Any]]:
+def _codes(scan: SessionScan, kept: Needs, bind: Binder) -> tuple[str, str, str]:
+    """SQL: each name code's mask (a bound array), the mask of a kept role event `e` (t, hash,
+    code, flags), and of a flagged one `f`.
+
+    The code is the name's place in the names the state keeps; its mask is
+    that name's in this scan, less the sets whose payload filter its flags say
+    it matched.
+    """
+    names = scan.sets.params()
+    by_name = dict(zip(names["role_names"], names["role_masks"], strict=True))
+    masks = bind([by_name.get(name, 0) for name in kept.names], "Array(UInt64)")
+    name_mask = f"arrayElement({masks}, e.3)"  # code 0: no element, 0
+    flag_of = {(f.field, f.values): k + 1 for k, f in enumerate(kept.filters)}
+
+    def matched(i: int) -> str:
+        skip = list(scan.sets.filters())[i]
+        return f"bitTest(e.4, {flag_of[(skip.field, tuple(sorted(set(skip.values))))]})"
+
+    role_mask = scan.sets.mask(name_mask, matched)
+    return masks, role_mask, scan.sets.roles(f"arrayElement({masks}, f.3)")
+
+
+def _input(item: Input, kept: Needs, masks: str) -> str:
+    """SQL: a per-session input from the merged state (`_all`: (t, mask, hash, results, id);
+    `_firsts`, `_lasts`, `_counts`: per name code over the lookback)."""
+    if isinstance(item, SetSummary):
+        column = {"first": "_firsts", "last": "_lasts", "count": "_counts"}[item.what]
+        values = (
+            f"arrayFilter((v, c) -> bitTest(arrayElement({masks}, c), {item.bit}),"
+            f" {column}.2, {column}.1)"
+        )
+        return f"{ {'first': 'arrayMin', 'last': 'arrayMax', 'count': 'arraySum'}[item.what] }({values})"
+    if isinstance(item, SideTimes):
+        return f"arrayMap(x -> x.1, arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
+    if isinstance(item, SideEvents):
+        return f"arrayMap(x -> (x.1, x.3, x.5), arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
+    if isinstance(item, Scope):
+        return f"toUInt8(has(_scopes, {quoted(item.check_id)}))"
+    assert isinstance(item, FirstDim)
+    return f"_first.2[{kept.dims.index(item.dim) + 1}]"
+
+
+def resolve_ids(
+    store: Store, source: CompiledSource, window: Window, scan: SessionScan, row: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`row` with the event ids of its evidence, which the state knows by their hashes only.
+
+    The narrow table answers by its index on the hash, within the lookback.
+    """
+    assert source.narrow is not None
+    wanted = {item[-2] for alias in scan.evidence for item in row[alias] if item[-1] == ""}
+    if not wanted:
+        return dict(row)
+    found = store.query(
+        f"SELECT event_hash, any(event_id) FROM {source.narrow.table}"
+        " WHERE event_hash IN {hashes:Array(UInt64)}"
+        " AND ts >= fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
+        " AND ts < fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC') GROUP BY event_hash",
+        {"hashes": sorted(wanted), **window.params()},
+    ).rows
+    ids = {int(h): str(i) for h, i in found}
+    resolved = dict(row)
+    for alias in scan.evidence:
+        resolved[alias] = [(*item[:-1], ids.get(item[-2], item[-1])) for item in row[alias]]
+    return resolved
+
+
+def render(
+    scan: SessionScan, source: CompiledSource, window: Window, kept: Needs
+) -> tuple[str, dict[str, Any]]:
     """The whole session scan with its per-session level read from `source.state`.
 
     Returns the SQL and the parameters it adds to the scan's own.
     """
-
-    def matches(i: int) -> str:
-        return (
-            f"arrayExists(p -> p.1 = {{skip{i}_field:String}}"
-            f" AND has({{skip{i}_values:Array(String)}}, p.2), e.5)"
-        )
-
-    event_mask = scan.sets.mask(NameSets.name_mask("e.2"), matches)
-    flag_mask = scan.sets.roles(NameSets.name_mask("f.2"))
+    assert source.narrow is not None, "the state is read with the narrow table beside it"
+    bind = Binder("st")
+    masks, event_mask, flag_mask = _codes(scan, kept, bind)
     inner = [f"arrayFilter(x -> {scan.sets.roles('x.2')} != 0, _all) AS _roles"]
     inner += [f"{expr} AS dq_{reason}" for reason, expr in QUALITY.items()]
-    inner += [f"{_input(item)} AS {alias}" for alias, item in scan.inputs.items()]
+    inner += [f"{_input(item, kept, masks)} AS {alias}" for alias, item in scan.inputs.items()]
     aggregates = ",\n    ".join(inner)
-
-    def kept(t: str) -> str:
-        return f"{{lb_ms:Int64}} <= {t} AND {t} < {{at_ms:Int64}}"
-
-    rest = "scoped, scopes, events, flagged"
-    where = f"FROM {source.state} WHERE source = {{state_source:String}} AND"
-    whole = "bucket >= {state_from:Int64} AND bucket < {state_until:Int64}"
+    kept_at = "{lb_ms:Int64} <= e.1 AND e.1 < {at_ms:Int64}"
+    near = "{near_from:Int64} <= e.1 AND e.1 < {at_ms:Int64}"
+    cut = (
+        "(ts >= fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
+        " AND ts < fromUnixTimestamp64Milli({state_from:Int64}, 'UTC'))"
+        " OR (ts >= fromUnixTimestamp64Milli({state_until:Int64}, 'UTC')"
+        " AND ts < fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC'))"
+    )
+    cut_rows = rows_sql(f"(SELECT * FROM {source.narrow.table} WHERE {cut})", kept)
+    rows = "scoped, first_seen, last_seen, n_events, scopes, flagged, first, firsts, lasts, counts"
+    no_roles = f"CAST([] AS Array({ROLE})) AS roles"
     sql = f"""
 SELECT
     session_id,
     max(scoped) AS scoped,
-    min(f) AS first_seen,
-    max(l) AS last_seen,
-    sum(n) AS n_events,
+    min(first_seen) AS first_seen,
+    max(last_seen) AS last_seen,
+    sum(n_events) AS n_events,
     groupUniqArrayArray(scopes) AS _scopes,
-    arrayMap(e -> (e.1, {event_mask}, e.3, e.4),
-        arrayFilter(e -> {kept("e.1")}, groupUniqArrayMerge(events))) AS _all,
+    arrayMap(e -> (e.1, {event_mask}, e.2, bitTest(e.4, 0), ''),
+        arrayDistinct(arrayFilter(e -> {near}, groupArrayArray(roles)))) AS _all,
     arrayMap(f -> (f.4, {flag_mask}),
-        arrayFilter(f -> {kept("f.1")}, groupUniqArrayMerge(flagged))) AS _flagged,
+        arrayDistinct(arrayFilter(e -> {kept_at}, groupArrayArray(flagged)))) AS _flagged,
+    min(first) AS _first,
+    minMap(firsts) AS _firsts,
+    maxMap(lasts) AS _lasts,
+    sumMap(counts) AS _counts,
     {aggregates}
 FROM (
-    SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, f, l, n, {rest}
+    SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, {rows}, roles
     FROM (
-        SELECT session_id AS sid, CAST(first_seen AS Int64) AS f, CAST(last_seen AS Int64) AS l,
-            CAST(n_events AS UInt64) AS n, {rest}
-        {where} {whole}
+        -- whole hours before the one the role events start in: their times and counts
+        SELECT session_id AS sid, {rows}, {no_roles}
+        FROM {source.state}
+        WHERE source = {{state_source:String}} AND bucket >= {{state_from:Int64}}
+          AND bucket < least({{state_until:Int64}}, {{near_bucket:Int64}})
         UNION ALL
-        SELECT session_id AS sid, if(n > 0, arrayMin(_in), {2**63 - 1}) AS f,
-            if(n > 0, arrayMax(_in), {-(2**63)}) AS l, toUInt64(length(_in)) AS n, {rest}
-        FROM (
-            SELECT *, arrayFilter(x -> {kept("x")}, times) AS _in
-            {where} bucket >= {{edge_from:Int64}} AND bucket < {{at_ms:Int64}}
-              AND NOT ({whole})
-        )
+        -- whole hours from there on: their role events too
+        SELECT session_id AS sid, {rows}, roles
+        FROM {source.state}
+        WHERE source = {{state_source:String}}
+          AND bucket >= greatest({{state_from:Int64}}, {{near_bucket:Int64}})
+          AND bucket < {{state_until:Int64}}
+        UNION ALL
+        SELECT sid, {rows}, roles FROM ({cut_rows})
     )
 )
 GROUP BY session_id
 HAVING n_events > 0"""
-    return scan.around(sql), {"state_source": source.name, **bounds(window)}
+    params = {"state_source": source.name, **bounds(window, scan.near_ms), **bind.values}
+    return scan.around(sql), params

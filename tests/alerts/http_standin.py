@@ -9,7 +9,12 @@ them. Each records every request and answers from a script of replies
 - `SERVER_ERROR`: `500`;
 - `timeout(seconds)`: answers (504) only after that long (the client gives up first);
 - `UNAUTHORIZED`: `401`, `NOT_FOUND`: `404`, `BAD_REQUEST`: `400`;
-- `REDIRECT`: `302` to another path (a POST must not follow it).
+- `REDIRECT`: `302` to another path (a POST must not follow it), `redirect(code)` another 3xx;
+- `trickle(seconds, length)`: a `200` whose status line and headers (`length` bytes) come
+  one byte every `seconds` (a receiver that starts answering and never finishes);
+- `HANG`: no answer at all until the stand-in closes;
+- `ECHO`: `404` whose body echoes the request's last path segment and query values,
+  decoded, as a consumer saying "no such hook <id>" does.
 
 `PagerDutyStandIn` checks each event as PagerDuty does (a 32-character
 routing key, a known action, a payload with summary, source and a known
@@ -21,12 +26,15 @@ closed by the resolve with the same dedup key.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 WEBHOOK_PATH = "/hooks/s3cr3t-webhook-path"
 BEARER = "s3cr3t-bearer-token"
@@ -38,6 +46,7 @@ EVENTS_PATH = "/v2/enqueue"
 class Reply:
     kind: str
     seconds: float = 0.0
+    code: int = 0
 
 
 OK = Reply("ok")
@@ -45,7 +54,17 @@ SERVER_ERROR = Reply("server_error")
 UNAUTHORIZED = Reply("unauthorized")
 NOT_FOUND = Reply("not_found")
 BAD_REQUEST = Reply("bad_request")
-REDIRECT = Reply("redirect")
+REDIRECT = Reply("redirect", code=302)
+ECHO = Reply("echo")
+HANG = Reply("hang")
+
+
+def trickle(seconds: float, length: int = 1000) -> Reply:
+    return Reply("trickle", seconds, code=length)
+
+
+def redirect(code: int) -> Reply:
+    return Reply("redirect", code=code)
 
 
 def rate_limited(seconds: float) -> Reply:
@@ -60,9 +79,10 @@ def timeout(seconds: float) -> Reply:
 class Request:
     path: str
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: Any  # the JSON posted: an object, or a list (Alertmanager)
     reply: Reply
     status: int = 0
+    sent: int = 0  # bytes of a trickled answer written before the client went away
 
     @property
     def delivered(self) -> bool:
@@ -78,6 +98,7 @@ class HttpStandIn:
     requests: list[Request] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     success: int = 200
+    closed: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         standin = self
@@ -122,9 +143,34 @@ class HttpStandIn:
     def delivered(self) -> list[Request]:
         return [r for r in self.requests if r.delivered]
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        self.closed.set()  # ends the answers that hang or trickle
         self.server.shutdown()
         self.server.server_close()
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
+        """A 200 a byte at a time, until it is complete or the client is gone.
+
+        The request counts as delivered only when the whole answer went out.
+        """
+        head = b"HTTP/1.1 200 OK\r\nX-Slow: "
+        tail = b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        answer = head + b"x" * max(0, request.reply.code - len(head) - len(tail)) + tail
+        try:
+            while request.sent < len(answer) and not self.closed.wait(request.reply.seconds):
+                handler.wfile.write(answer[request.sent : request.sent + 1])
+                handler.wfile.flush()
+                request.sent += 1
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client cut the request
+        if request.sent == len(answer):
+            request.status = 200
 
     def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
         """The success answer (PagerDuty's checks the event first)."""
@@ -138,14 +184,25 @@ class HttpStandIn:
         if reply.kind == "timeout":  # the client has given up by then: not delivered
             time.sleep(reply.seconds)
             status, body = 504, "too late"
+        elif reply.kind == "hang":
+            self.closed.wait()
+            return
+        elif reply.kind == "trickle":
+            self._trickle(handler, request)
+            return
         elif reply.kind == "ok":
             status, body = self.accept(request)
         elif reply.kind == "rate_limited":
             status, body = 429, "rate limited"
             headers["Retry-After"] = f"{reply.seconds:g}"
         elif reply.kind == "redirect":
-            status, body = 302, "moved"
+            status, body = reply.code, "moved"
             headers["Location"] = "/elsewhere"
+        elif reply.kind == "echo":
+            parts = urlsplit(request.path)
+            last = unquote(parts.path.rstrip("/").rsplit("/", 1)[-1])
+            values = [v for _, v in parse_qsl(parts.query)]
+            status, body = 404, f"no such hook {last} (query {', '.join(values)})"
         else:
             status, body = {
                 "server_error": (500, "internal error"),
@@ -217,6 +274,24 @@ class PagerDutyStandIn(HttpStandIn):
     def url(self) -> str:
         return self.base + EVENTS_PATH
 
+    def _trickle(self, handler: BaseHTTPRequestHandler, request: Request) -> None:
+        """A 200 a byte at a time, until it is complete or the client is gone.
+
+        The request counts as delivered only when the whole answer went out.
+        """
+        head = b"HTTP/1.1 200 OK\r\nX-Slow: "
+        tail = b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        answer = head + b"x" * max(0, request.reply.code - len(head) - len(tail)) + tail
+        try:
+            while request.sent < len(answer) and not self.closed.wait(request.reply.seconds):
+                handler.wfile.write(answer[request.sent : request.sent + 1])
+                handler.wfile.flush()
+                request.sent += 1
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client cut the request
+        if request.sent == len(answer):
+            request.status = 200
+
     def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
         errors = event_errors(request.body)
         if errors:
@@ -245,3 +320,58 @@ class PagerDutyStandIn(HttpStandIn):
             elif event["event_action"] == "resolve" and key in state:
                 state[key] = "resolved"
         return state
+
+
+AM_PATH = "/api/v2/alerts"
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def alertmanager_errors(body: Any) -> list[str]:
+    """What Alertmanager's API v2 would refuse in a `POST /api/v2/alerts` body."""
+    if not isinstance(body, list):
+        return ["body must be a list of alerts"]
+    errors = []
+    for index, alert in enumerate(body):
+        labels = alert.get("labels") if isinstance(alert, dict) else None
+        if not isinstance(labels, dict) or not labels:
+            errors.append(f"{index}.labels in body is required")
+            continue
+        for name, value in labels.items():
+            if not _LABEL_NAME.fullmatch(name) or not isinstance(value, str):
+                errors.append(f'invalid label set: invalid name "{name}"')
+        starts, ends = alert.get("startsAt"), alert.get("endsAt")
+        if starts and ends and _time(ends) <= _time(starts):
+            errors.append("start time must be before end time")
+        url = alert.get("generatorURL")
+        if url is not None and not re.match(r"[a-z][a-z0-9+.-]*://\S+$", str(url)):
+            errors.append(f'{index}.generatorURL in body must be of type uri: "{url}"')
+    return errors
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass
+class AlertmanagerStandIn(HttpStandIn):
+    """Alertmanager's `POST /api/v2/alerts`: 200 for alerts it takes, 400 as it refuses them.
+
+    The real Alertmanager is tested in tests/alerts/test_alertmanager.py; this one
+    answers whatever the fault tests script.
+    """
+
+    @property
+    def url(self) -> str:
+        return self.base
+
+    def accept(self, request: Request) -> tuple[int, dict[str, Any] | str]:
+        if request.path != AM_PATH:
+            return 404, "404 page not found"
+        errors = alertmanager_errors(request.body)
+        if errors:
+            return 400, errors[0]
+        return 200, ""
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Every alert it took, in order."""
+        return [alert for request in self.delivered() for alert in request.body]

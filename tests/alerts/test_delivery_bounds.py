@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from alerts.base import Deadline, DeliveryError, Message
-from alerts.outbox import UNCONFIRMED, enqueue, pending_rows
+from alerts.outbox import enqueue, pending_rows
 from alerts.pipeline import process
 from alerts.records import outbox_backlog
+from alerts.rows import OutboxStatus
 from alerts.state import table
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
@@ -144,7 +145,7 @@ def test_a_message_whose_sends_crashes_cut_short_twice_is_given_up(store: Store)
     statuses = store.query(
         f"SELECT status, unconfirmed FROM {table(settings, 'outbox')} FINAL"
     ).rows
-    assert statuses == [(UNCONFIRMED, 2)]
+    assert statuses == [(OutboxStatus.UNCONFIRMED, 2)]
 
 
 def test_giving_a_message_up_is_said_in_one_line(store: Store) -> None:

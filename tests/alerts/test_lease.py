@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import pytest
 
@@ -23,8 +24,23 @@ from tests.faults.proxy import FaultProxy
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_store
+from watchdog.core.times import from_ms
 
 TTL = {"alerts": {"lease_ttl": "3s", "delivery_timeout": "1s"}}
+# A lease that expires soon after its holder stops renewing it, for the tests that wait for it.
+SHORT_TTL = {"alerts": {"lease_ttl": "600ms", "delivery_timeout": "300ms"}}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Wait until `condition()` holds (checked every 20 ms), failing after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "the condition never held"
+        threading.Event().wait(0.02)
+
+
+def no_settle(seconds: float) -> None:
+    """A claim's settle time: nothing to wait for on one server, where a write lands at once."""
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +67,8 @@ def test_the_second_claimant_is_standby_and_names_the_holder(
 ) -> None:
     """While one process holds the lease, another is told who holds it and until when."""
     first, second = clients
-    holder, other = Lease(first, settings, "db1 daemon[1]"), Lease(second, settings, "db2 check[2]")
+    holder = Lease(first, settings, "db1 daemon[1]", sleep=no_settle)
+    other = Lease(second, settings, "db2 check[2]", sleep=no_settle)
     assert holder.acquire() is None and holder.held
     standby = other.acquire()
     assert standby is not None and not other.held
@@ -64,36 +81,44 @@ def test_a_released_lease_is_taken_at_once(
 ) -> None:
     """A holder that finished releases the lease: the next claimant holds it without waiting."""
     first, second = clients
-    holder, other = Lease(first, settings, "a"), Lease(second, settings, "b")
+    holder, other = Lease(first, settings, "a", sleep=no_settle), Lease(second, settings, "b")
     assert holder.acquire() is None
     holder.release()
     assert other.acquire() is None and other.held
 
 
-def test_a_dead_holders_lease_passes_on_when_it_expires(
-    clients: tuple[Store, Store], settings: Settings
-) -> None:
+def test_a_dead_holders_lease_passes_on_when_it_expires(clients: tuple[Store, Store]) -> None:
     """A holder that died (no release) blocks others until its lease expires, then hands over."""
     first, second = clients
-    dead, other = Lease(first, settings, "dead"), Lease(second, settings, "next")
+    settings = make_settings(SHORT_TTL)
+    dead = Lease(first, settings, "dead", sleep=no_settle)
+    other = Lease(second, settings, "next", sleep=no_settle)
     assert dead.acquire() is None
     assert other.acquire() is not None  # live: standby
-    time.sleep(3.2)  # the TTL, by the store's clock
+    source = settings.source.display_name
+    wait_until(lambda: not _live(first, settings, source))  # the TTL, by the store's clock
     assert other.acquire() is None and other.held
     with pytest.raises(LeaseLost, match="next holds the alert lease"):
         dead.ensure()  # had it come back: it is told it lost the lease
 
 
 def test_a_holder_keeps_the_lease_past_its_ttl_by_renewing_it(
-    clients: tuple[Store, Store], settings: Settings
+    clients: tuple[Store, Store],
 ) -> None:
     """A run longer than the TTL keeps the lease: each checkpoint renews it in time."""
     first, second = clients
-    holder, other = Lease(first, settings, "long run"), Lease(second, settings, "other")
+    settings = make_settings(SHORT_TTL)
+    holder = Lease(first, settings, "long run", sleep=no_settle)
+    other = Lease(second, settings, "other", sleep=no_settle)
     assert holder.acquire() is None
-    for _ in range(8):  # 4s in all, over a 3s TTL
-        time.sleep(0.5)
-        holder.ensure()
+    claimed = current_lease(first, settings, settings.source.display_name)
+    assert claimed is not None
+
+    def checkpoint_past_the_first_expiry() -> bool:
+        holder.ensure()  # the checkpoint of a long run: renews when half the TTL is gone
+        return _store_now(first) > claimed.expires_at
+
+    wait_until(checkpoint_past_the_first_expiry)
     assert other.acquire() is not None
     info = current_lease(first, settings, settings.source.display_name)
     assert info is not None and info.holder == "long run" and info.live
@@ -105,21 +130,42 @@ def test_concurrent_claims_elect_exactly_one_holder(
     """Two processes claiming a free lease at the same moment: exactly one holds it, every time."""
     first, second = clients
     for round_ in range(6):
-        leases = [Lease(first, settings, f"a{round_}"), Lease(second, settings, f"b{round_}")]
-        start = threading.Barrier(2)
-
-        def claim(lease: Lease, start: threading.Barrier = start) -> None:
-            start.wait()
-            lease.acquire()
-
-        threads = [threading.Thread(target=claim, args=(lease,)) for lease in leases]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        leases = _claim_at_once(settings, (first, f"a{round_}"), (second, f"b{round_}"))
         assert [lease.held for lease in leases].count(True) == 1, round_
         for lease in leases:
             lease.release()
+
+
+def _claim_at_once(settings: Settings, *claimants: tuple[Store, str]) -> list[Lease]:
+    """The claimants' leases claimed from one thread each, started by one barrier at once.
+
+    Each claimant reads who won only once every other has written its claim or found the
+    lease taken: the purpose of the settle time, as a condition rather than half a second.
+    """
+    start, written = threading.Barrier(len(claimants)), threading.Barrier(len(claimants))
+    waited: set[int] = set()
+
+    def settle(index: int) -> None:
+        waited.add(index)
+        written.wait(timeout=30)
+
+    leases = [
+        Lease(store, settings, name, sleep=lambda seconds, i=index: settle(i))
+        for index, (store, name) in enumerate(claimants)
+    ]
+
+    def claim(index: int, lease: Lease) -> None:
+        start.wait(timeout=30)
+        lease.acquire()
+        if index not in waited:  # standby without claiming: the others may read now
+            written.wait(timeout=30)
+
+    threads = [threading.Thread(target=claim, args=pair) for pair in enumerate(leases)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return leases
 
 
 # What ClickHouse answers a quorum insert while the previous one has not reached its quorum.
@@ -139,7 +185,7 @@ def test_a_claim_refused_while_a_rival_claims_is_standby_not_a_store_failure(
         open_store(url.format(port=proxy.port)) as mine,
         open_store(url.format(port=server.port)) as theirs,
     ):
-        rival = Lease(theirs, settings, "rival")
+        rival = Lease(theirs, settings, "rival", sleep=no_settle)
 
         def the_rival_claims_first() -> float:  # called just before our claim is written
             assert rival.acquire() is None
@@ -147,8 +193,7 @@ def test_a_claim_refused_while_a_rival_claims_is_standby_not_a_store_failure(
             return time.monotonic()
 
         def settle(seconds: float) -> None:
-            proxy.set_mode("pass")
-            time.sleep(seconds)
+            proxy.set_mode("pass")  # the rival's claim has landed: nothing to wait for
 
         me = Lease(mine, settings, "me", clock=the_rival_claims_first, sleep=settle)
         holder = me.acquire()
@@ -184,7 +229,8 @@ def test_a_standby_process_records_and_sends_nothing(
 ) -> None:
     """The pipeline under a lease another process holds stops before the lifecycle: no state moves."""
     first, second = clients
-    holder, other = Lease(first, settings, "holder"), Lease(second, settings, "standby")
+    holder = Lease(first, settings, "holder", sleep=no_settle)
+    other = Lease(second, settings, "standby", sleep=no_settle)
     assert holder.acquire() is None and other.acquire() is not None
     chat = RecordingNotifier()
     with pytest.raises(LeaseLost):
@@ -206,6 +252,17 @@ def test_a_standby_process_records_and_sends_nothing(
         guard=holder.ensure,
     )
     assert len(outcome.delivery.delivered) == 1 and len(chat.sent) == 1
+
+
+def _store_now(store: Store) -> datetime:
+    """The store's clock, which the lease's times are in."""
+    rows = store.query("SELECT toUnixTimestamp64Milli(now64(3))").rows
+    return from_ms(int(rows[0][0]))
+
+
+def _live(store: Store, settings: Settings, source: str) -> bool:
+    lease = current_lease(store, settings, source)
+    return lease is not None and lease.live
 
 
 def test_the_embedded_store_needs_no_lease(store: Store, settings: Settings) -> None:

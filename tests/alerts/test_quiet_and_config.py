@@ -9,7 +9,13 @@ import pytest
 from alerts.notifiers import NOTIFIERS
 from watchdog.core.errors import ConfigError
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import AlertSettings, settings_from_mapping
+from watchdog.core.settings import (
+    RECEIVER_TABLES,
+    RECEIVERS,
+    AlertSettings,
+    settings_from_mapping,
+)
+from watchdog.core.settings.receivers import SECRET_KEYS
 
 WEBHOOK = "https://hooks.slack.com/services/T0/B0/s3cr3t"
 
@@ -68,6 +74,39 @@ def test_daytime_range() -> None:
         ({"repeat_interval": "0s"}, "alerts", "must be positive"),
         ({"pending_runs": 0}, "alerts.pending_runs", "greater than or equal to 1"),
         ({"teams": {}}, "alerts.teams", "unknown key"),
+        ({"alertmanager": {"p": {"url": []}}}, "alerts.alertmanager.p.url", "at least one"),
+        (
+            {"alertmanager": {"p": {"url": "http://am:s3cr3t@am:9093"}}},
+            "alerts.alertmanager.p.url",
+            "basic_auth_user and basic_auth_password, not in the URL",
+        ),
+        (
+            {"alertmanager": {"p": {"url": "http://am:9093", "basic_auth_user": "w"}}},
+            "alerts.alertmanager.p",
+            "go together",
+        ),
+        (
+            {
+                "alertmanager": {
+                    "p": {
+                        "url": ["http://am1:9093", "http://am1:9093"],
+                    }
+                }
+            },
+            "alerts.alertmanager.p.url",
+            "twice",
+        ),
+        (
+            {"telegram": {"ops": {"bot_token": "s3cr3t", "chat_id": "1"}}},
+            "alerts.telegram.ops.bot_token",
+            "not a bot token",
+        ),
+        (
+            {"telegram": {"ops": {"bot_token": "1:" + "s3cr3t" * 5, "chat_id": "ops chat"}}},
+            "alerts.telegram.ops.chat_id",
+            "not a chat id",
+        ),
+        ({"telegram": {"ops": {"chat_id": "1"}}}, "alerts.telegram.ops.bot_token", "required"),
     ],
 )
 def test_bad_alert_config_names_the_key(alerts: dict[str, object], key: str, words: str) -> None:
@@ -92,3 +131,15 @@ def test_secrets_are_hidden_in_the_settings_repr() -> None:
 def test_every_registered_notifier_is_a_config_key() -> None:
     """The registry and the config model name the same notifiers."""
     assert set(NOTIFIERS) <= set(AlertSettings.model_fields)
+
+
+def test_the_receiver_lists_are_derived_from_the_registry() -> None:
+    """Secret keys, tables and [alerts]' fields come from each receiver's settings model."""
+    assert set(RECEIVERS) == set(NOTIFIERS)
+    assert {"telegram.bot_token", "alertmanager.basic_auth_password"} <= SECRET_KEYS
+    assert "[alerts.telegram.<name>]" in RECEIVER_TABLES
+    assert {kind for kind, model in RECEIVERS.items() if model.machine} == {
+        "webhook",
+        "pagerduty",
+        "alertmanager",
+    }

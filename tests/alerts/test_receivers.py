@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 
 from alerts.base import Deadline, DeliveryError, Failure, Message
 from alerts.facts import alert_key
-from alerts.notifiers import PagerDutyNotifier, WebhookNotifier, build_notifiers
+from alerts.notifiers import PagerDutyNotifier, WebhookNotifier
 from alerts.pipeline import ProcessOutcome, process
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
@@ -31,16 +31,17 @@ from tests.alerts.http_standin import (
     NOT_FOUND,
     REDIRECT,
     ROUTING_KEY,
-    SERVER_ERROR,
     UNAUTHORIZED,
     WEBHOOK_PATH,
+    AlertmanagerStandIn,
     PagerDutyStandIn,
     WebhookStandIn,
     rate_limited,
-    timeout,
 )
+from tests.alerts.telegram_standin import BOT_TOKEN, CHAT_ID, TelegramStandIn
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import parse_time
 
 BASE_URL = "https://watchdog.example"
 BIN = Path(sys.executable).parent / "memory-watchdog"
@@ -190,103 +191,21 @@ def test_webhook_sends_the_bearer_token_and_never_shows_it(
         receiver.send(message, deadline(FakeTimer()))
     shown = receiver.describe() + caught.value.problem
     assert BEARER not in shown and WEBHOOK_PATH not in shown
-    assert "check alerts.webhook.team.url" in caught.value.problem
+    assert "check alerts.webhook.team.bearer_token" in caught.value.problem
 
 
-# ---- the webhook's failures -------------------------------------------------------------------
-
-
-def test_webhook_rate_limit_waits_exactly_retry_after(store: Store, hook: WebhookStandIn) -> None:
-    """A 429 is retried after its Retry-After, through the run's timer."""
-    message = firing_message(store)
-    hook.reply(rate_limited(7))
-    timer = FakeTimer()
-    webhook(hook).send(message, deadline(timer))
-    assert timer.slept == [7.0]
-    assert [r.status for r in hook.requests] == [429, 200]
-
-
-def test_webhook_rate_limit_beyond_the_deadline_waits_for_a_later_run(
-    store: Store, hook: WebhookStandIn
-) -> None:
-    """A Retry-After longer than the run's deadline is not waited for: transient, with retry_after."""
-    message = firing_message(store)
-    hook.reply(rate_limited(3600))
-    timer = FakeTimer()
-    with pytest.raises(DeliveryError) as caught:
-        webhook(hook).send(message, deadline(timer))
-    assert caught.value.failure is Failure.TRANSIENT and caught.value.retry_after == 3600
-    assert len(hook.requests) == 1 and timer.slept == []
-
-
-def test_webhook_server_error_is_retried_with_backoff(store: Store, hook: WebhookStandIn) -> None:
-    """A 500 is retried after a jittered backoff of base * 2^attempt, then delivered."""
-    message = firing_message(store)
-    hook.reply(SERVER_ERROR, SERVER_ERROR)
-    timer = FakeTimer()
-    webhook(hook, backoff_base=0.5).send(message, deadline(timer))
-    assert [r.status for r in hook.requests] == [500, 500, 200]
-    assert 0.5 <= timer.slept[0] <= 0.75 and 1.0 <= timer.slept[1] <= 1.5
-
-
-def test_webhook_persistent_server_error_is_transient_after_max_retries(
-    store: Store, hook: WebhookStandIn
-) -> None:
-    """A consumer that keeps answering 500 gets 1 + max_retries requests, then a transient error."""
-    message = firing_message(store)
-    hook.default = SERVER_ERROR
-    with pytest.raises(DeliveryError) as caught:
-        webhook(hook, max_retries=2).send(message, deadline(FakeTimer()))
-    assert caught.value.failure is Failure.TRANSIENT and "HTTP 500" in caught.value.problem
-    assert len(hook.requests) == 3
-
-
-def test_webhook_retries_stop_at_the_delivery_deadline(store: Store, hook: WebhookStandIn) -> None:
-    """Backoff never sleeps past alerts.delivery_timeout: retries stop while time is left."""
-    message = firing_message(store)
-    hook.default = SERVER_ERROR
-    timer = FakeTimer()
-    with pytest.raises(DeliveryError):
-        webhook(hook, backoff_base=10, max_retries=10).send(message, deadline(timer))
-    assert sum(timer.slept) < 60 and 2 <= len(hook.requests) <= 3
-
-
-def test_webhook_timeout_is_retried(store: Store, hook: WebhookStandIn) -> None:
-    """A request that times out is retried like a connection error, then delivered."""
-    message = firing_message(store)
-    hook.reply(timeout(1.0))
-    webhook(hook, timeout_s=0.2).send(message, deadline(FakeTimer()))
-    assert [r.reply.kind for r in hook.requests] == ["timeout", "ok"]
-
-
-def test_webhook_unreachable_is_transient_and_names_no_url(
-    store: Store, hook: WebhookStandIn
-) -> None:
-    """Connection refused is transient, worded as a connection failure without the URL."""
-    message = firing_message(store)
-    receiver = webhook(hook, max_retries=1)
-    hook.close()
-    with pytest.raises(DeliveryError) as caught:
-        receiver.send(message, deadline(FakeTimer()))
-    assert caught.value.failure is Failure.TRANSIENT
-    assert "connection failed" in caught.value.problem
-    assert WEBHOOK_PATH not in caught.value.problem
+# ---- the webhook's failures (the rest: tests/alerts/test_receiver_contract.py) --------------
 
 
 @pytest.mark.parametrize(
     ("reply", "failure"),
-    [
-        (UNAUTHORIZED, Failure.PERMANENT),
-        (NOT_FOUND, Failure.PERMANENT),
-        (REDIRECT, Failure.PERMANENT),
-        (BAD_REQUEST, Failure.REJECTED),
-    ],
-    ids=["401", "404", "302", "400"],
+    [(NOT_FOUND, Failure.PERMANENT), (REDIRECT, Failure.PERMANENT)],
+    ids=["404", "302"],
 )
 def test_webhook_client_errors_are_not_retried(
     store: Store, hook: WebhookStandIn, reply: Any, failure: Failure
 ) -> None:
-    """401/404/3xx are permanent for the receiver, 400 rejects the message; one request, no retry."""
+    """A 404 or a redirect is permanent for the receiver; one request, the redirect not followed."""
     message = firing_message(store)
     hook.reply(reply)
     with pytest.raises(DeliveryError) as caught:
@@ -410,16 +329,6 @@ def test_pagerduty_rate_limit_waits_for_a_later_run_and_keeps_the_order(
     assert [e["event_action"] for e in pd.events()] == ["trigger", "resolve"]
 
 
-def test_pagerduty_routing_key_never_shows(pd: PagerDutyStandIn) -> None:
-    """describe() and the built receiver's error lines never show the routing key."""
-    settings = make_settings(
-        {"alerts": {"pagerduty": {"oncall": {"routing_key": ROUTING_KEY, "url": pd.url}}}}
-    )
-    receiver = build_notifiers(settings)["pagerduty.oncall"]
-    assert ROUTING_KEY not in receiver.describe()
-    assert receiver.per_alert
-
-
 def test_a_missing_pagerduty_secret_keeps_its_rows_per_alert_and_pending(store: Store) -> None:
     """PAGERDUTY_KEY unset: the receiver cannot send, its events wait one row per alert."""
     settings = make_settings(
@@ -440,28 +349,39 @@ def test_a_missing_pagerduty_secret_keeps_its_rows_per_alert_and_pending(store: 
     assert "PAGERDUTY_KEY is not set" in outcome.errors[0]
 
 
-def test_notify_test_fires_and_resolves_a_test_alert_at_machine_receivers(
+def test_notify_test_sends_through_every_receiver_kind(
     hook: WebhookStandIn, pd: PagerDutyStandIn, tmp_path: Path
 ) -> None:
-    """notify-test: the webhook gets a firing then a resolved test alert; PagerDuty's incident closes."""
-    config = tmp_path / "watchdog.toml"
-    config.write_text(
-        f'[alerts.webhook.team]\nurl = "{hook.url}"\n'
-        f'[alerts.pagerduty.oncall]\nrouting_key = "{ROUTING_KEY}"\nurl = "{pd.url}"\n',
-        encoding="utf-8",
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
-    result = subprocess.run(
-        [str(BIN), "notify-test", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("sent (fired and resolved)") == 2
-    assert [d["alerts"][0]["status"] for d in hook.documents()] == ["firing", "resolved"]
-    assert hook.documents()[0]["alerts"][0]["labels"]["severity"] == "info"
-    assert list(pd.incidents().values()) == ["resolved"]
-    assert ROUTING_KEY not in result.stdout
+    """notify-test: machine receivers get a test alert that fires and resolves, Telegram a text."""
+    with AlertmanagerStandIn() as am, TelegramStandIn() as tg:
+        config = tmp_path / "watchdog.toml"
+        config.write_text(
+            f'[alerts.webhook.team]\nurl = "{hook.url}"\n'
+            f'[alerts.pagerduty.oncall]\nrouting_key = "{ROUTING_KEY}"\nurl = "{pd.url}"\n'
+            f'[alerts.alertmanager.prod]\nurl = "{am.url}"\n'
+            f'[alerts.telegram.ops]\nbot_token = "{BOT_TOKEN}"\nchat_id = {CHAT_ID}\n'
+            f'api_url = "{tg.api_url}"\n',
+            encoding="utf-8",
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+        result = subprocess.run(
+            [str(BIN), "notify-test", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("sent (fired and resolved)") == 3
+        assert [d["alerts"][0]["status"] for d in hook.documents()] == ["firing", "resolved"]
+        assert hook.documents()[0]["alerts"][0]["labels"]["severity"] == "info"
+        assert list(pd.incidents().values()) == ["resolved"]
+        fired, resolved = am.alerts()
+        assert fired["labels"]["alertname"] == resolved["labels"]["alertname"] == "notify_test"
+        assert parse_time(resolved["endsAt"]) <= datetime.now(UTC)  # over at once
+        [text] = tg.messages()
+        assert text.startswith("memory-watchdog test message")
+        assert "telegram.ops (Telegram bot 123456789:***" in result.stdout
+        shown = result.stdout + result.stderr
+        assert ROUTING_KEY not in shown and BOT_TOKEN.split(":")[1] not in shown

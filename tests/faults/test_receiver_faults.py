@@ -1,4 +1,4 @@
-"""Webhook and PagerDuty faults across runs: a 10-minute outage of each kind, with an injected clock.
+"""Receiver faults across runs (webhook, PagerDuty, Alertmanager, Telegram): a 10-minute outage of each kind.
 
 As tests/faults/test_chat_faults.py does for Slack: the real alert pipeline
 runs every 2 simulated minutes, each run announcing one transition, with
@@ -12,6 +12,7 @@ that message once, never more.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,7 +21,12 @@ from typing import Any
 import pytest
 
 from alerts.base import Deadline, Message, Notifier
-from alerts.notifiers import PagerDutyNotifier, WebhookNotifier
+from alerts.notifiers import (
+    AlertmanagerNotifier,
+    PagerDutyNotifier,
+    TelegramNotifier,
+    WebhookNotifier,
+)
 from alerts.pipeline import ProcessOutcome, process
 from alerts.records import outbox_backlog
 from alerts.testing import FakeTimer
@@ -33,6 +39,7 @@ from tests.alerts.http_standin import (
     SERVER_ERROR,
     UNAUTHORIZED,
     WEBHOOK_PATH,
+    AlertmanagerStandIn,
     HttpStandIn,
     PagerDutyStandIn,
     Reply,
@@ -40,6 +47,7 @@ from tests.alerts.http_standin import (
     rate_limited,
     timeout,
 )
+from tests.alerts.telegram_standin import BOT_TOKEN, CHAT_ID, TelegramStandIn
 from tests.faults.proxy import FaultProxy
 from watchdog.core.store import Store
 
@@ -85,18 +93,41 @@ class Kind:
     standin: Callable[[], HttpStandIn]
     receiver: Callable[[int], Any]
 
-    def texts(self, standin: HttpStandIn) -> list[tuple[str, str]]:
-        """(status, check) of each alert the stand-in accepted, in order."""
-        if isinstance(standin, PagerDutyStandIn):
-            return [
-                ("firing" if e["event_action"] == "trigger" else "resolved", e["dedup_key"])
-                for e in standin.events()
-            ]
-        return [
-            (a["status"], a["labels"]["alertname"])
-            for document in standin.delivered()
-            for a in document.body["alerts"]
-        ]
+    texts: Callable[[Any], list[tuple[str, str]]]  # (status, check) of each alert taken
+
+
+def _pagerduty_texts(standin: PagerDutyStandIn) -> list[tuple[str, str]]:
+    return [
+        ("firing" if e["event_action"] == "trigger" else "resolved", e["dedup_key"])
+        for e in standin.events()
+    ]
+
+
+def _webhook_texts(standin: WebhookStandIn) -> list[tuple[str, str]]:
+    return [
+        (a["status"], a["labels"]["alertname"])
+        for document in standin.delivered()
+        for a in document.body["alerts"]
+    ]
+
+
+def _alertmanager_texts(standin: AlertmanagerStandIn) -> list[tuple[str, str]]:
+    """A resolve ends at the evaluation that resolved it: its window's end."""
+    return [
+        (
+            "resolved" if a["endsAt"] == a["annotations"]["window"].split("/")[1] else "firing",
+            a["labels"]["alertname"],
+        )
+        for a in standin.alerts()
+    ]
+
+
+def _telegram_texts(standin: TelegramStandIn) -> list[tuple[str, str]]:
+    found = []
+    for text in standin.messages():
+        for status, check in re.findall(r"(FIRING|RESOLVED) (\w+) \[", text):
+            found.append(("firing" if status == "FIRING" else "resolved", check))
+    return found
 
 
 KINDS = [
@@ -110,6 +141,7 @@ KINDS = [
             max_retries=MAX_RETRIES,
             backoff_base=0.5,
         ),
+        _webhook_texts,
     ),
     Kind(
         "pagerduty",
@@ -122,6 +154,33 @@ KINDS = [
             max_retries=MAX_RETRIES,
             backoff_base=0.5,
         ),
+        _pagerduty_texts,
+    ),
+    Kind(
+        "alertmanager",
+        AlertmanagerStandIn,
+        lambda port: AlertmanagerNotifier(
+            urls=[f"http://127.0.0.1:{port}"],
+            name="alertmanager.prod",
+            timeout_s=0.3,
+            max_retries=MAX_RETRIES,
+            backoff_base=0.5,
+        ),
+        _alertmanager_texts,
+    ),
+    Kind(
+        "telegram",
+        TelegramStandIn,
+        lambda port: TelegramNotifier(
+            bot_token=BOT_TOKEN,
+            chat_id=CHAT_ID,
+            api_url=f"http://127.0.0.1:{port}",
+            name="telegram.ops",
+            timeout_s=0.3,
+            max_retries=MAX_RETRIES,
+            backoff_base=0.5,
+        ),
+        _telegram_texts,
     ),
 ]
 

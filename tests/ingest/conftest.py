@@ -23,6 +23,7 @@ class Receiving:
     ingest: Ingest
     settings: Settings
     endpoint: str  # http://127.0.0.1:<port>
+    grpc_target: str = ""  # 127.0.0.1:<port> when started with grpc=True
 
     @property
     def logs_table(self) -> str:
@@ -52,16 +53,19 @@ def ingest_settings(tmp_path: Path, **ingest: Any) -> Settings:
 
 @pytest.fixture
 def receiving(store: Store, tmp_path: Path) -> Iterator[Callable[..., Receiving]]:
-    """Start receivers (keyword arguments are [ingest] keys); each stops at the end of the test."""
+    """Start receivers (keyword arguments are [ingest] keys; `grpc=True` serves OTLP/gRPC too);
+    each stops at the end of the test."""
     started: list[Ingest] = []
 
-    def start(**ingest: Any) -> Receiving:
+    def start(*, grpc: bool = False, **ingest: Any) -> Receiving:
         settings = ingest_settings(tmp_path / uuid.uuid4().hex[:8], **ingest)
         receiver = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
-        server = receiver.start("127.0.0.1:0")
+        server = receiver.start("127.0.0.1:0", "127.0.0.1:0" if grpc else None)
         started.append(receiver)
-        host, port = server.server_address[:2]
-        return Receiving(receiver, settings, f"http://{host!s}:{port}")
+        assert server.http is not None
+        host, port = server.http
+        target = f"{server.grpc[0]}:{server.grpc[1]}" if server.grpc is not None else ""
+        return Receiving(receiver, settings, f"http://{host!s}:{port}", target)
 
     yield start
     for receiver in started:

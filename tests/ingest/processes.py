@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[2]
@@ -50,6 +52,7 @@ class Daemon:
     port: int
     args: tuple[str, ...] = ()
     flag: bool = True  # --otlp on the command line; else the config's [ingest] listen
+    grpc_port: int | None = None  # --otlp-grpc 127.0.0.1:<grpc_port> too
     lines: list[str] = field(default_factory=list)
     proc: subprocess.Popen[str] | None = None
     since: int = 0  # where the latest start's lines begin in `lines`
@@ -57,6 +60,8 @@ class Daemon:
     def start(self) -> None:
         self.since = len(self.lines)
         otlp = ("--otlp", f"127.0.0.1:{self.port}") if self.flag else ()
+        if self.grpc_port is not None:
+            otlp += ("--otlp-grpc", f"127.0.0.1:{self.grpc_port}")
         self.proc = subprocess.Popen(
             [str(BIN), "daemon", *otlp, *self.args],
             stdout=subprocess.DEVNULL,
@@ -74,8 +79,10 @@ class Daemon:
             self.lines.append(line.rstrip("\n"))
 
     def wait_receiving(self, seconds: float = 120) -> None:
-        """Until the receiver of the latest start listens (its log line), or AssertionError."""
+        """Until the receivers of the latest start listen (their log lines), or AssertionError."""
         self._wait_for("receiving OTLP/HTTP on", seconds)
+        if self.grpc_port is not None:
+            self._wait_for("receiving OTLP/gRPC on", seconds)
 
     def wait_started(self, seconds: float = 120) -> None:
         """Until the latest start has its signal handlers (its "daemon started" line)."""
@@ -132,6 +139,8 @@ class Client:
     refusals: dict[int, int] = field(default_factory=dict)  # 429/503 answers seen
     cut: int = 0  # requests that got no answer (the daemon died)
     cuts: dict[str, int] = field(default_factory=dict)  # why, by exception
+    grpc: bool = False  # send over OTLP/gRPC (LogsService/Export) to `port`
+    _channel: Any = None
 
     def run(self, deadline: float, halt: threading.Event | None = None) -> None:
         """Send until done, until `deadline` (monotonic), or between requests once `halt` is set."""
@@ -146,6 +155,8 @@ class Client:
             self.acknowledged.extend(f"{self.number}-{seq}-{k}" for k in range(self.records))
 
     def _send(self, body: bytes) -> bool:
+        if self.grpc:
+            return self._send_grpc(body)
         self.attempts += 1
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
@@ -163,6 +174,34 @@ class Client:
         if response.status != 200:
             self.refusals[response.status] = self.refusals.get(response.status, 0) + 1
         return response.status == 200
+
+    def _send_grpc(self, body: bytes) -> bool:
+        """One Export call: True when answered OK; a refusal or a cut call is tried again."""
+        self.attempts += 1
+        if self._channel is None:
+            # Reconnect fast after a kill: the default backoff grows to minutes.
+            self._channel = grpc.insecure_channel(
+                f"127.0.0.1:{self.port}",
+                options=[
+                    ("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.min_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 500),
+                ],
+            )
+        export = LogsServiceStub(self._channel).Export
+        try:
+            export(ExportLogsServiceRequest.FromString(body), timeout=30)
+        except grpc.RpcError as error:
+            code = error.code()  # type: ignore[attr-defined]
+            if code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE) and (
+                dict(error.trailing_metadata() or ()).get("google.rpc.retryinfo-bin")  # type: ignore[attr-defined]
+            ):
+                self.refusals[code.value[0]] = self.refusals.get(code.value[0], 0) + 1
+            else:
+                self.cut += 1
+                self.cuts[code.name] = self.cuts.get(code.name, 0) + 1
+            return False
+        return True
 
 
 QUERY = """

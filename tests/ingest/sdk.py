@@ -3,7 +3,7 @@
 Each builder event becomes one log record (the event name as the record's
 event name, its metadata as attributes with their own types, `session.id`
 and `event.id` beside them), each builder span one span, exported by the
-SDK's own OTLP/HTTP exporters (protobuf, batched) to a receiver's endpoint.
+SDK's own OTLP exporters (HTTP/protobuf or gRPC, batched) to a receiver's endpoint.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ import json
 from datetime import datetime
 from typing import Any
 
+from grpc import Compression as GrpcCompression
 from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -33,11 +38,11 @@ from tests.exporter import Span
 AGENT = Resource.create({"service.name": "agent"})
 
 
-def _ns(moment: datetime) -> int:
+def nanos(moment: datetime) -> int:
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
 
 
-def _attributes(event: Any) -> dict[str, Any]:
+def event_attributes(event: Any) -> dict[str, Any]:
     """The event's metadata with its own types (numbers stay numbers, arrays arrays)."""
     meta = json.loads(event.metadata_json) if event.metadata_json is not None else dict(event.meta)
     attributes = {k: v for k, v in meta.items() if v is not None}
@@ -50,7 +55,7 @@ def _attributes(event: Any) -> dict[str, Any]:
 class _RecordingLogs(LogRecordExporter):
     """The SDK's OTLP log exporter, remembering whether each export succeeded."""
 
-    def __init__(self, inner: OTLPLogExporter) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner, self.results = inner, list[bool]()
 
     def export(self, batch: Any) -> LogRecordExportResult:
@@ -68,7 +73,7 @@ class _RecordingLogs(LogRecordExporter):
 class _RecordingSpans(SpanExporter):
     """The SDK's OTLP span exporter, remembering whether each export succeeded."""
 
-    def __init__(self, inner: OTLPSpanExporter) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner, self.results = inner, list[bool]()
 
     def export(self, spans: Any) -> SpanExportResult:
@@ -81,14 +86,33 @@ class _RecordingSpans(SpanExporter):
 
 
 def send_logs(endpoint: str, scenario: Scenario, *, gzip: bool = False, **headers: str) -> bool:
-    """Emit the scenario's events as log records; True when every export succeeded."""
-    exporter = _RecordingLogs(
+    """Emit the scenario's events as log records over OTLP/HTTP; True when every export succeeded."""
+    return _emit(
         OTLPLogExporter(
             endpoint=f"{endpoint}/v1/logs",
             compression=Compression.Gzip if gzip else Compression.NoCompression,
             headers=headers or None,
-        )
+        ),
+        scenario,
     )
+
+
+def send_logs_grpc(target: str, scenario: Scenario, *, gzip: bool = False, **headers: str) -> bool:
+    """Emit the scenario's events as log records over OTLP/gRPC (the SDK's gRPC exporter, to
+    HOST:PORT); True when every export succeeded."""
+    return _emit(
+        GrpcLogExporter(
+            endpoint=target,
+            insecure=True,
+            compression=GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression,
+            headers=headers or None,
+        ),
+        scenario,
+    )
+
+
+def _emit(inner: Any, scenario: Scenario) -> bool:
+    exporter = _RecordingLogs(inner)
     provider = LoggerProvider(resource=AGENT)
     provider.add_log_record_processor(BatchLogRecordProcessor(exporter, max_export_batch_size=64))
     logger = provider.get_logger("memory", "1.0")
@@ -96,11 +120,11 @@ def send_logs(endpoint: str, scenario: Scenario, *, gzip: bool = False, **header
         failed = event.success == 0
         logger.emit(
             LogRecord(
-                timestamp=_ns(event.ts),
+                timestamp=nanos(event.ts),
                 body=event.name,
                 severity_number=SeverityNumber.ERROR if failed else SeverityNumber.INFO,
                 severity_text="ERROR" if failed else "INFO",
-                attributes=_attributes(event),
+                attributes=event_attributes(event),
                 event_name=event.name,
             )
         )
@@ -109,14 +133,20 @@ def send_logs(endpoint: str, scenario: Scenario, *, gzip: bool = False, **header
     return bool(exporter.results) and all(exporter.results)
 
 
-def send_spans(endpoint: str, spans: list[Span]) -> bool:
-    """Export the spans, each with its start, duration, session and status; True on success."""
-    exporter = _RecordingSpans(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"))
+def send_spans(endpoint: str, spans: list[Span], *, grpc: bool = False) -> bool:
+    """Export the spans, each with its start, duration, session and status, over OTLP/HTTP to
+    `endpoint` (or OTLP/gRPC to HOST:PORT); True on success."""
+    inner: Any = (
+        GrpcSpanExporter(endpoint=endpoint, insecure=True)
+        if grpc
+        else OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    )
+    exporter = _RecordingSpans(inner)
     provider = TracerProvider(resource=AGENT)
     provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=64))
     tracer = provider.get_tracer("memory", "1.0")
     for span in spans:
-        start = _ns(span.start)
+        start = nanos(span.start)
         live = tracer.start_span(
             span.name, start_time=start, attributes={"session.id": span.session, **span.attributes}
         )

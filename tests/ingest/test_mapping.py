@@ -17,7 +17,8 @@ from checks.source_ddl import EXPORTER_OTEL_LOGS, EXPORTER_OTEL_TRACES, OTEL_LOG
 from tests.ingest.conftest import Receiving
 from tests.ingest.test_receiver import T, post
 from watchdog.core.store import Store
-from watchdog.daemon.ingest.otlp import LOG_COLUMNS, SPAN_COLUMNS
+from watchdog.daemon.ingest.logs import COLUMNS as LOG_COLUMNS
+from watchdog.daemon.ingest.traces import COLUMNS as SPAN_COLUMNS
 
 
 def _kv(key: str, text: str) -> KeyValue:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
-import socket
 import zlib
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -273,17 +272,6 @@ def test_other_path_is_404_and_other_method_405(receiving: Callable[..., Receivi
     receiver = receiving()
     assert post(receiver.endpoint, b"", path="/v1/metrics").status == 404
     assert post(receiver.endpoint, b"", method="GET").status == 405
-
-
-def test_missing_content_length_is_411(receiving: Callable[..., Receiving]) -> None:
-    """A body sent without Content-Length (chunked): 411."""
-    parts = urlsplit(receiving().endpoint)
-    with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=30) as sock:
-        sock.sendall(
-            b"POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
-        )
-        assert sock.recv(64).startswith(b"HTTP/1.1 411")
 
 
 def test_full_queue_is_429_with_retry_after(

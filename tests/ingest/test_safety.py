@@ -106,7 +106,8 @@ def test_unusable_store_is_503_with_retry_after(tmp_path: Path) -> None:
     ingest = Ingest(settings)
     server = ingest.start("127.0.0.1:0")
     try:
-        host, port = server.server_address[:2]
+        assert server.http is not None
+        host, port = server.http
         endpoint = f"http://{host!s}:{port}"
         assert post(endpoint, logs_request(3)).status == 200  # durable in the spool
         refused = post(endpoint, logs_request(4))
@@ -115,3 +116,52 @@ def test_unusable_store_is_503_with_retry_after(tmp_path: Path) -> None:
         assert ingest.spool.queued_bytes > 0  # the accepted request waits for the store
     finally:
         ingest.stop()
+
+
+@pytest.mark.parametrize(
+    ("token", "env"),
+    [
+        ("${OTLP_TOKEN}", {"OTLP_TOKEN": ""}),  # an empty line in a systemd EnvironmentFile
+        ("${OTLP_TOKEN:-}", {}),
+        ("", {}),
+        (" \t ", {}),
+    ],
+    ids=["empty-variable", "empty-default", "empty-string", "whitespace"],
+)
+def test_an_empty_token_is_no_token(tmp_path: Path, token: str, env: dict[str, str]) -> None:
+    """An empty or whitespace `[ingest] token` opens nothing: the daemon and `config check` exit 2
+    naming ingest.token, and nothing is bound."""
+    port = free_port()
+    config = tmp_path / "watchdog.toml"
+    config.write_text(f'[ingest]\nlisten = "0.0.0.0:{port}"\ntoken = "{token}"\n', encoding="utf-8")
+    done = daemon(tmp_path, "--config", str(config), **env)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "ingest.token" in line and "empty" in line
+    checked = subprocess.run(
+        [str(BIN), "config", "check", "--no-store", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean_env(tmp_path / "xdg"), **env},
+        cwd=REPO,
+        check=False,
+    )
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "ingest.token" in checked.stderr and "empty" in checked.stderr
+    assert not (tmp_path / "xdg" / "memory-watchdog" / "ingest").exists()
+
+
+def test_otlp_grpc_off_loopback_without_token_is_refused(tmp_path: Path) -> None:
+    """`daemon --otlp-grpc 0.0.0.0:PORT`, or `[ingest] grpc_listen` off loopback, with no token:
+    exit 2, one line naming ingest.token; nothing bound."""
+    done = daemon(tmp_path, "--otlp-grpc", f"0.0.0.0:{free_port()}")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--otlp-grpc" in line and "not loopback" in line and "ingest.token" in line
+    config = tmp_path / "watchdog.toml"
+    config.write_text(f'[ingest]\ngrpc_listen = "0.0.0.0:{free_port()}"\n', encoding="utf-8")
+    done = daemon(tmp_path, "--config", str(config))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "ingest" in line and "not loopback" in line and "token" in line

@@ -1,4 +1,4 @@
-"""The OpenTelemetry SDK's own OTLP/HTTP exporters through the receiver give the direct-insert verdicts."""
+"""The OpenTelemetry SDK's own OTLP exporters (HTTP and gRPC) through the receiver give the direct-insert verdicts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from checks.base import Report, Status
 from tests.builder import T0, H, M, S, Scenario, evaluate_table, unique_table
 from tests.exporter import Span, write_otel_logs, write_otel_traces
 from tests.ingest.conftest import Receiving
-from tests.ingest.sdk import send_logs, send_spans
+from tests.ingest.sdk import send_logs, send_logs_grpc, send_spans
 from watchdog.core.store import Store
 
 AT = T0 + 4 * H
@@ -109,3 +109,35 @@ def test_sdk_span_exporter_gives_the_direct_insert_verdicts(
     strip = {k: v[:3] for k, v in verdicts(got)["checks"].items()}
     assert strip == {k: v[:3] for k, v in verdicts(expected)["checks"].items()}
     assert got.checks["recall_failure_rate"].value == expected.checks["recall_failure_rate"].value
+
+
+def test_sdk_grpc_log_exporter_gives_the_direct_insert_verdicts(
+    store: Store, receiving: Callable[..., Receiving]
+) -> None:
+    """Memory events sent by the SDK's OTLP/gRPC log exporter (gzip) are judged as the same rows
+    inserted directly."""
+    direct = unique_table()
+    write_otel_logs(store, direct, memory_events())
+    receiver = receiving(grpc=True)
+    assert send_logs_grpc(receiver.grpc_target, memory_events(), gzip=True)
+    receiver.load()
+    expected = evaluate_table(store, direct, AT, LOGS)
+    got = evaluate_table(store, receiver.logs_table, AT, LOGS)
+    assert verdicts(got) == verdicts(expected)
+
+
+def test_sdk_grpc_span_exporter_gives_the_direct_insert_verdicts(
+    store: Store, receiving: Callable[..., Receiving]
+) -> None:
+    """Spans sent by the SDK's OTLP/gRPC span exporter are judged as the same spans inserted directly."""
+    spans = [Span("memory.recall", T0 + H + i * M, 400.0 + 50 * i, f"s{i}") for i in range(15)]
+    spans += [Span("memory.recall", T0 + 2 * H, 4500.0, "e1", status="Error")]
+    direct = unique_table()
+    write_otel_traces(store, direct, spans)
+    receiver = receiving(grpc=True)
+    assert send_spans(receiver.grpc_target, spans, grpc=True)
+    receiver.load()
+    expected = evaluate_table(store, direct, AT, TRACES)
+    got = evaluate_table(store, receiver.traces_table, AT, TRACES)
+    strip = {k: v[:3] for k, v in verdicts(got)["checks"].items()}
+    assert strip == {k: v[:3] for k, v in verdicts(expected)["checks"].items()}

@@ -6,6 +6,7 @@ import contextlib
 import logging
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,14 +15,21 @@ from tests.ingest.test_receiver import logs_request
 from watchdog.core.store import Store
 from watchdog.daemon.ingest.loader import LoadRequest, ensure_tables, run_loads
 from watchdog.daemon.ingest.otlp import LOGS, PROTOBUF, TRACES, decode, to_batch
-from watchdog.daemon.ingest.service import REFUSALS_BEFORE_ASIDE, Ingest
-from watchdog.daemon.ingest.spool import IngestSpool
+from watchdog.daemon.ingest.service import REFUSALS_BEFORE_ASIDE, Ingest, destinations
+from watchdog.daemon.ingest.spool import Destination, IngestSpool
 
 
 def batch_of(records: int, first: int = 0):  # type: ignore[no-untyped-def]
     request = decode(LOGS, logs_request(records + first), PROTOBUF)
     del request.resource_logs[0].scope_logs[0].log_records[:first]
     return to_batch(LOGS, request)
+
+
+TABLES = {LOGS: Destination("chdb:///s", "x.logs"), TRACES: Destination("chdb:///s", "x.traces")}
+
+
+def spool_at(directory: Path, **kwargs: Any) -> IngestSpool:
+    return IngestSpool(directory, TABLES, **kwargs)
 
 
 class Clock:
@@ -38,7 +46,7 @@ def count(store: Store, table: str) -> int:
 
 def test_same_records_twice_are_kept_once(tmp_path: Path) -> None:
     """A batch put again (a client's retry) is recognised while it waits: one file."""
-    spool = IngestSpool(tmp_path)
+    spool = spool_at(tmp_path)
     assert spool.put(batch_of(3)) is True
     assert spool.put(batch_of(3)) is False
     assert spool.put(batch_of(2)) is True
@@ -48,11 +56,11 @@ def test_same_records_twice_are_kept_once(tmp_path: Path) -> None:
 def test_retry_after_the_load_is_recognised_after_a_restart(tmp_path: Path) -> None:
     """A batch loaded and done is still known to a restarted spool within the retry window."""
     clock = Clock()
-    spool = IngestSpool(tmp_path, clock=clock)
+    spool = spool_at(tmp_path, clock=clock)
     spool.put(batch_of(3))
-    (load,) = spool.plan({LOGS: "x.logs", TRACES: "x.traces"})
+    (load,) = spool.plan()
     spool.done(load)
-    restarted = IngestSpool(tmp_path, clock=clock)
+    restarted = spool_at(tmp_path, clock=clock)
     assert restarted.put(batch_of(3)) is False
     assert list(restarted.pending()) == []
 
@@ -60,20 +68,20 @@ def test_retry_after_the_load_is_recognised_after_a_restart(tmp_path: Path) -> N
 def test_retry_window_ends_the_recognition(tmp_path: Path) -> None:
     """Past `retry_window` a loaded batch is forgotten: the same records are new again."""
     clock = Clock()
-    spool = IngestSpool(tmp_path, retry_window=timedelta(minutes=15), clock=clock)
+    spool = spool_at(tmp_path, retry_window=timedelta(minutes=15), clock=clock)
     spool.put(batch_of(3))
-    (load,) = spool.plan({LOGS: "x.logs", TRACES: "x.traces"})
+    (load,) = spool.plan()
     spool.done(load)
     clock.now += 16 * 60
     spool.prune()
-    assert IngestSpool(tmp_path, clock=clock).put(batch_of(3)) is True
+    assert spool_at(tmp_path, clock=clock).put(batch_of(3)) is True
 
 
 def test_interrupted_write_is_discarded_at_start(tmp_path: Path) -> None:
     """A half-written batch (a crash before the 200) is never loaded: nothing was acknowledged."""
-    IngestSpool(tmp_path)
+    spool_at(tmp_path)
     (tmp_path / "tmp" / "half.tmp").write_bytes(b'["12')
-    spool = IngestSpool(tmp_path)
+    spool = spool_at(tmp_path)
     assert list((tmp_path / "tmp").iterdir()) == []
     assert spool.queued_bytes == 0
 
@@ -82,17 +90,17 @@ def test_load_redone_after_a_crash_is_inserted_once(store: Store, tmp_path: Path
     """Inserted but not marked done (a crash): the restarted spool redoes it, the store keeps one copy."""
     settings = ingest_settings(tmp_path)
     tables = {LOGS: settings.ingest.logs_table, TRACES: settings.ingest.traces_table}
-    spool = IngestSpool(tmp_path / "spool")
+    spool = IngestSpool(tmp_path / "spool", destinations(settings))
     spool.put(batch_of(5))
     spool.put(batch_of(4, first=5))
-    loads = tuple(spool.plan(tables))
+    loads = tuple(spool.plan())
     request = LoadRequest(store=settings.store, tables=tables, loads=loads)
     result = run_loads(store, request)  # the insert happened; then the daemon was killed
     assert all(o.loaded for o in result.outcomes)
-    restarted = IngestSpool(tmp_path / "spool")
+    restarted = IngestSpool(tmp_path / "spool", destinations(settings))
     redo = tuple(restarted.planned_loads())
     assert redo == loads
-    assert restarted.plan(tables) == []  # its batches are not planned a second time
+    assert restarted.plan() == []  # its batches are not planned a second time
     again = run_loads(store, LoadRequest(store=settings.store, tables=tables, loads=redo))
     assert all(o.loaded for o in again.outcomes)
     for load in redo:
@@ -110,7 +118,7 @@ def test_rows_the_store_refuses_are_set_aside(
     ingest.spool.put(batch_of(2))
     ingest.round()
     (tmp_path / "spool" / "batches" / "logs-broken.jsonl").write_bytes(b'["not a row"]\n')
-    ingest.spool = IngestSpool(tmp_path / "spool")  # a restart picks the file up
+    ingest.spool = IngestSpool(tmp_path / "spool", destinations(settings))  # a restart
     ingest.receiver.spool = ingest.spool
     with caplog.at_level(logging.ERROR, logger="watchdog.daemon.ingest.spool"):
         for _ in range(REFUSALS_BEFORE_ASIDE):

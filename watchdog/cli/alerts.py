@@ -15,13 +15,13 @@ from alerts.base import Deadline, DeliveryError, Message
 from alerts.facts import notify_test_facts
 from alerts.lease import current_lease
 from alerts.notifiers import build_notifiers
-from alerts.pipeline import RECEIVER_TABLES
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
 from checks.base import Severity
 from watchdog.cli.args import Subparsers, common_arguments, load, require_secrets
 from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
+from watchdog.core.settings import RECEIVER_TABLES
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
@@ -51,7 +51,7 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     if not notifiers:
         raise ConfigError("alerts", f"no receiver is configured (add one of {RECEIVER_TABLES})")
     renderer = templates(settings.alerts.templates_dir)
-    kinds = {name: receiver.kind for name, receiver in settings.alerts.receivers().items()}
+    machine = {name for name, receiver in settings.alerts.receivers().items() if receiver.machine}
     failed = 0
     for name, notifier in notifiers.items():
         now = system_clock()
@@ -68,7 +68,7 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
                 alerts=(firing,),
             )
         ]
-        if kinds.get(name) in MACHINE_KINDS:  # resolve the test alert: no incident stays open
+        if name in machine:  # resolve the test alert: no incident stays open
             messages.append(replace(messages[0], id="test-resolved", alerts=(resolved,)))
         try:
             for message in messages:
@@ -81,10 +81,6 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
             f"{notifier.describe()}: sent" + (" (fired and resolved)" if len(messages) > 1 else "")
         )
     return 1 if failed else 0
-
-
-# Receivers that act on the alerts' facts rather than the text: the test alert fires, then resolves.
-MACHINE_KINDS = ("webhook", "pagerduty")
 
 
 # --- alerts ----------------------------------------------------------------------------------

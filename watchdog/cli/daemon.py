@@ -21,14 +21,17 @@ from watchdog.cli.args import (
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.settings import Settings
+from watchdog.core.settings.load import config_file
 from watchdog.core.times import system_clock
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import ChildLoads
 from watchdog.daemon.ingest.metrics import IngestCollector
 from watchdog.daemon.ingest.service import Ingest, TurnTakingTicks
 from watchdog.daemon.metrics import Metrics
+from watchdog.daemon.narrate import Outputs
+from watchdog.daemon.reload import settled
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon
+from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon, Running, Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
@@ -46,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="receive OpenTelemetry logs and traces over OTLP/HTTP and store them as the"
         " Collector's ClickHouse exporter does (e.g. 127.0.0.1:4318; [ingest] in the config)",
+    )
+    parser.add_argument(
+        "--otlp-grpc",
+        metavar="HOST:PORT",
+        help="receive OpenTelemetry logs and traces over OTLP/gRPC, as --otlp does over HTTP"
+        " (e.g. 127.0.0.1:4317; [ingest] grpc_listen in the config)",
     )
     parser.add_argument(
         "--once",
@@ -69,15 +78,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     stop_timeout = duration_flag("--stop-timeout", args.stop_timeout)
     if args.at and not args.once:
         raise UsageError("--at: only with --once (the daemon runs on the wall clock)")
-    if args.once and args.otlp:
-        raise UsageError("--otlp: not with --once (one tick receives nothing; run the daemon)")
+    for flag, given in (("--otlp", args.otlp), ("--otlp-grpc", args.otlp_grpc)):
+        if args.once and given:
+            raise UsageError(f"{flag}: not with --once (one tick receives nothing; run the daemon)")
     at = time_flag("--at", args.at) if args.at else None
 
     def load_checked() -> Settings:
-        """The config from --config/WATCHDOG_CONFIG, --store and --otlp, as at start (and on SIGHUP)."""
+        """The config from --config/WATCHDOG_CONFIG, --store, --otlp and --otlp-grpc, as at start
+        (and on SIGHUP)."""
         loaded = load(args)
         require_secrets(loaded)  # the daemon sends: fail at start, not at the first alert
-        return receiving(loaded, args.otlp)
+        return receiving(loaded, args.otlp, args.otlp_grpc)
 
     settings = load_checked()
     schedule = Schedule.from_settings(settings.schedule)
@@ -96,16 +107,14 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         return Daemon(
             settings,
             schedule=schedule,
-            telemetry=telemetry,
             spool=Spool.for_settings(settings),
-            clock=system_clock if at is None else (lambda: at),
+            outputs=Outputs(telemetry, metrics, Notify()),
             notifiers=notifiers,
-            metrics=metrics,
-            debug=args.debug,
+            running=Running(clock=system_clock if at is None else (lambda: at), debug=args.debug),
         ).once()
-    listen = settings.ingest.listen
+    listen, grpc_listen = settings.ingest.listen, settings.ingest.grpc_listen
     ingest = None
-    if listen is not None:
+    if settings.ingest.listens:
         ingest = Ingest(
             settings, loads=ChildLoads(settings.store.query_timeout * 2), debug=args.debug
         )
@@ -115,35 +124,38 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     daemon = Daemon(
         settings,
         schedule=schedule,
-        telemetry=telemetry,
         spool=Spool.for_settings(settings),
-        ticks=ticks,
-        http=args.http,
-        debug=args.debug,
+        outputs=Outputs(telemetry, metrics, systemd),
         notifiers=notifiers,
-        metrics=metrics,
-        systemd=systemd,
-        reload=load_checked,
+        running=Running(ticks=ticks, debug=args.debug),
+        serving=Serving(
+            http=args.http,
+            receiver=None if ingest is None else (lambda: ingest.spool_state().to_json()),
+            reload=settled(load_checked, config_file(args.config)),
+        ),
     )
-    if ingest is None or listen is None:
+    if ingest is None:
         return daemon.serve(stop_timeout)
-    ingest.start(listen)
+    ingest.start(listen, grpc_listen)
     try:
         return daemon.serve(stop_timeout)
     finally:
         ingest.stop()
 
 
-def receiving(settings: Settings, otlp: str | None) -> Settings:
-    """The settings with `--otlp` applied; a receiver off loopback needs its token set."""
-    if otlp is not None:
-        try:
-            settings.ingest.require_token_for(otlp)
-        except ValueError as exc:
-            raise UsageError(f"--otlp: {exc}") from None
-        settings = settings.receiving(otlp)
+def receiving(settings: Settings, otlp: str | None, otlp_grpc: str | None = None) -> Settings:
+    """The settings with `--otlp` and `--otlp-grpc` applied; a receiver off loopback needs its
+    token set."""
+    for flag, listen in (("--otlp", otlp), ("--otlp-grpc", otlp_grpc)):
+        if listen is not None:
+            try:
+                settings.ingest.require_token_for(listen)
+            except ValueError as exc:
+                raise UsageError(f"{flag}: {exc}") from None
+    if otlp is not None or otlp_grpc is not None:
+        settings = settings.receiving(otlp, otlp_grpc)
     missing = settings.ingest.missing_token
-    if settings.ingest.listen is not None and missing is not None:
+    if settings.ingest.listens and missing is not None:
         raise ConfigError(missing.key, f"environment variable {missing.variable} is not set")
     return settings
 

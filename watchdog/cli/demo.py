@@ -16,6 +16,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.ingest.service import Ingest
+from watchdog.daemon.ingest.signals import LOGS
 from watchdog.demo.data import generate_demo
 from watchdog.demo.otlp import (
     DEMO_LOGS_TABLE,
@@ -115,16 +116,17 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         # The receiver loads into this very store, in this process (no daemon here).
         ingest = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
         server = ingest.start("127.0.0.1:0")
-        host, port = server.server_address[:2]
+        assert server.http is not None
+        host, port = server.http
         try:
             send_events(f"http://{host!s}:{port}", data.events, data.retried)
         finally:
             ingest.stop()
         sent = len(data.events) + len(data.retried)
-        if ingest.loaded.rows["logs"] != sent:
+        if ingest.loaded.rows[LOGS] != sent:
             raise StoreError(
                 store.url.masked,
-                f"the receiver stored {ingest.loaded.rows['logs']} of the {sent} records sent"
+                f"the receiver stored {ingest.loaded.rows[LOGS]} of the {sent} records sent"
                 " (see the log lines above)",
             )
         mark_demo_logs_table(store)

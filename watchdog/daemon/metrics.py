@@ -1,34 +1,8 @@
-"""The daemon's Prometheus metrics, served at `/metrics` on `daemon --http`.
+"""The daemon's Prometheus metrics on `/metrics` (docs/operations.md#prometheus-metrics).
 
-What the daemon knows after each tick, set as the tick ends: a scrape reads
-these values and never queries the store. So a Prometheus user can graph
-the checks, and an outside Alertmanager can watch the watchdog itself
-(`time() - memory_watchdog_last_judged_window_end_timestamp_seconds`
-growing, `memory_watchdog_outbox_pending` not draining, runs ending in
-`store_error`).
-
-- `memory_watchdog_build_info{version}` 1
-- `memory_watchdog_last_run_timestamp_seconds`: when the last run ended, any outcome
-- `memory_watchdog_last_run_duration_seconds`, and the histogram
-  `memory_watchdog_run_duration_seconds`
-- `memory_watchdog_last_judged_window_end_timestamp_seconds`: the end of the
-  last window whose run read the source
-- `memory_watchdog_runs_total{outcome}`: ok | breached | error | store_error
-- `memory_watchdog_check_value{check,source}`: each check's value at the last
-  judged window (absent while the check has none: no data, an error)
-- `memory_watchdog_check_status{check,source,status}`: 1 for the check's
-  status, 0 for the others (the `store` pseudo check: ok, or error when the
-  source could not be read)
-- `memory_watchdog_alerts_firing{source}`: alerts firing after the last run
-- `memory_watchdog_outbox_pending{receiver}`: notifications waiting per receiver
-- `memory_watchdog_notifications_total{outcome}`: delivered | failed
-- `memory_watchdog_windows_skipped_total`: missed windows beyond max_catchup
-- `memory_watchdog_spooled_error_runs`: error runs waiting in the local spool
-  (the store could not be opened)
-
-The registry is handed in (prometheus_client's `CollectorRegistry`), never
-the global one, so tests and several daemons in one process stay apart. No
-value carries a secret or an event payload value.
+`Metrics` holds the instruments on a registry handed in (never the global
+one), set as each run ends, so a scrape never queries the store; no value
+carries a secret or an event payload value.
 """
 
 from __future__ import annotations
@@ -41,12 +15,11 @@ from prometheus_client.exposition import choose_encoder
 
 from alerts.lifecycle import STORE_CHECK
 from checks.base import Report, Status
-from watchdog.daemon.telemetry import STORE_ERROR
+from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.tick import RunResult
 
 PREFIX = "memory_watchdog"
-CRASHED = "crashed"  # a tick whose process died before it finished
-OUTCOMES = (Status.OK.value, Status.BREACHED.value, Status.ERROR.value, STORE_ERROR, CRASHED)
+OUTCOMES = tuple(RunOutcome)
 STATUSES = tuple(s.value for s in Status)
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -118,8 +91,8 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        for outcome in ("delivered", "failed"):
-            self.notifications.labels(outcome)
+        for delivery in ("delivered", "failed"):
+            self.notifications.labels(delivery)
         self.skipped = Counter(
             f"{PREFIX}_windows_skipped",
             "Missed windows beyond schedule.max_catchup, not judged",
@@ -146,13 +119,13 @@ class Metrics:
 
     def record_store_down(self, end_ns: int, duration_s: float, spooled: int) -> None:
         """A run that could not open the store (its error run went to the spool)."""
-        self._ran(STORE_ERROR, end_ns / 1e9, duration_s)
+        self._ran(RunOutcome.STORE_ERROR, end_ns / 1e9, duration_s)
         self._status(STORE_CHECK, Status.ERROR.value)
         self.spooled.set(spooled)
 
     def record_crash(self) -> None:
         """A tick whose process died before it finished (the `run` alert)."""
-        self.runs.labels(CRASHED).inc()
+        self.runs.labels(RunOutcome.CRASHED).inc()
 
     def record_tick(self, last_judged: datetime | None, spooled: int) -> None:
         """Where judging stands after a tick."""

@@ -1,22 +1,22 @@
 """SIGHUP: what a reloaded config changes in a running daemon, and what waits for a restart.
 
-The daemon loads the config again with the loader the CLI hands it (the same
-file, environment and `--store` as at start) and merges it here with the
-config it runs: everything may change but the store, the source and the
-data directory, which hold the run log, the alert states, the spool and the
-catch-up point, and so take a restart.
+The loader the CLI hands in reads the file and environment again; `merge`
+keeps the store, the source, the data directory and `[ingest]` as they run;
+`settled` never takes a file caught mid-rewrite (docs/operations.md#reloading-the-config-sighup).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from alerts.base import Notifier
 from alerts.notifiers import build_notifiers
-from watchdog.core.errors import WatchdogError
+from watchdog.core.errors import ConfigError, WatchdogError
 from watchdog.core.settings import Settings
 from watchdog.daemon.schedule import Schedule
 
@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 # Loads and validates the config again, as at start; raises a WatchdogError when invalid.
 Loader = Callable[[], Settings]
 # What a reload keeps as it runs.
-RESTART_ONLY = ("store", "source", "data_dir")
+RESTART_ONLY = ("store", "source", "data_dir", "ingest")
+SETTLE_S = 0.25  # between the two reads of a reloaded config file
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,43 @@ class Reload:
     def taken_line(self) -> str:
         changed = f"changed: {', '.join(self.changed)}" if self.changed else "no change"
         return f"SIGHUP: config reloaded ({changed}); the next run uses it"
+
+
+def settled(
+    loader: Loader, path: str | None, *, settle: Callable[[], None] | None = None
+) -> Loader:
+    """`loader`, refusing a config file that is empty or changes while it is read (ConfigError).
+
+    `settle` waits between the first two reads (default SETTLE_S seconds).
+    """
+    if path is None:
+        return loader
+    pause = settle if settle is not None else (lambda: time.sleep(SETTLE_S))
+
+    def load() -> Settings:
+        first = _contents(path)
+        if not first.strip():
+            raise ConfigError("", "the file is empty (being rewritten?)", origin=path)
+        pause()
+        if _contents(path) != first:
+            raise ConfigError(
+                "", "the file changed while it was read (being rewritten?)", origin=path
+            )
+        loaded = loader()
+        if _contents(path) != first:
+            raise ConfigError(
+                "", "the file changed while it was read (being rewritten?)", origin=path
+            )
+        return loaded
+
+    return load
+
+
+def _contents(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError("", f"cannot be read: {exc.strerror}", origin=path) from None
 
 
 def merge(loaded: Settings, running: Settings) -> Reload:

@@ -1,23 +1,10 @@
-"""When the daemon runs and which windows it judges: pure functions of the schedule.
+"""When the daemon runs and which windows it judges: pure functions of the schedule and a time.
 
-Windows are aligned to the schedule, not to the moment a run starts: the
-run due at 04:00 judges `[00:00, 04:00)` with `at = 04:00`, whenever it
-actually starts. Consecutive window ends tile time with no gap and no
-overlap, so every obligation is judged exactly once; on a DST day a window
-is as long as the wall clock says (3h or 5h for `every = "4h"` in
-Europe/Berlin), never a repeated or a missing hour.
-
-- `schedule.every`: when it divides a day (2s, 15m, 4h, 1d), the ends are
-  the instants whose *local* wall-clock time in `schedule.timezone` is a
-  multiple of it since local midnight (04:00, 08:00, ... local). In a
-  repeated hour at the end of summer time both instants count; in a skipped
-  hour the grid simply has no point. Otherwise (7h, 2d) the grid counts from
-  the Unix epoch in UTC.
-- `schedule.cron`: the fire times of the crontab line in that time zone
-  (APScheduler's `CronTrigger`), guarded against its repeated-hour quirk.
-
-A run fires `schedule.delay` after its window ends, so late telemetry is in.
-Everything here takes the time as an argument: tests use a fake clock.
+Windows are aligned to the schedule (`every` on the local wall clock of
+`schedule.timezone` when it divides a day, else from the Unix epoch; or a
+`cron` line), tile time with no gap or overlap across DST, and a run fires
+`schedule.delay` after its window ends; catch-up is bounded by
+`max_catchup` (docs/operations.md#catch-up-after-downtime, docs/configuration.md).
 """
 
 from __future__ import annotations

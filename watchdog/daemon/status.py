@@ -21,6 +21,7 @@ from watchdog.core.store import Store
 from watchdog.core.text import printable
 from watchdog.core.times import CLOCK_SKEW, from_ms, rfc3339
 from watchdog.core.urls import mask_url
+from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool
 
@@ -64,6 +65,7 @@ class DaemonStatus:
     spooled: int
     spooled_since: datetime | None
     lease: LeaseInfo | None = None  # the alert lease of the source (server stores only)
+    ingest: SpoolState | None = None  # the OTLP receiver's spool, when one is configured
 
     @property
     def age(self) -> timedelta | None:
@@ -96,6 +98,7 @@ class DaemonStatus:
             "outbox": [_backlog_json(b) for b in self.backlog],
             "spool": {"error_runs": self.spooled, "since": _time(self.spooled_since)},
             "alert_lease": self.lease.to_json() if self.lease is not None else None,
+            "ingest": self.ingest.to_json() if self.ingest is not None else None,
         }
 
 
@@ -168,6 +171,7 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
         spooled=len(spool.runs),
         spooled_since=spool.since,
         lease=current_lease(store, settings, settings.source.display_name),
+        ingest=read_spool_state(spool_dir(settings)) if settings.ingest.listens else None,
     )
 
 
@@ -211,6 +215,8 @@ def render_text(status: DaemonStatus) -> str:
         lines.append(
             f"Store outage: {status.spooled} error run(s) since {since} wait in the local spool"
         )
+    if status.ingest is not None:
+        lines.append(status.ingest.line())
     lines.append("")
     lines.append("Last runs (newest first):" if status.runs else "Last runs: none")
     for run in status.runs:

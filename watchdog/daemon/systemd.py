@@ -1,24 +1,10 @@
 """systemd's notify protocol, spoken directly: READY, WATCHDOG pings, STATUS, RELOADING, STOPPING.
 
-Under `Type=notify` systemd names a datagram socket in `NOTIFY_SOCKET` (a
-path, or `@name` in the abstract namespace); each message is one datagram
-of `KEY=value` lines (sd_notify(3)). The daemon sends:
-
-- `READY=1` once its scheduler runs, with a `STATUS=` line saying when the
-  next run is;
-- `WATCHDOG=1` every half of `WATCHDOG_USEC` (set by `WatchdogSec=`) while it
-  is healthy: the scheduler runs and no tick has been going for longer
-  than its timeout. A daemon that is not healthy stops pinging, and systemd
-  kills and restarts it (`Restart=on-failure` covers a watchdog timeout);
-- `STATUS=` after each tick (the window judged, its outcome, the next run);
-- `RELOADING=1` (with `MONOTONIC_USEC`) then `READY=1` around a reload;
-- `STOPPING=1` when SIGTERM or SIGINT asks it to stop.
-
-`WATCHDOG_PID`, when set, must be this process for the pings to be ours.
-Without `NOTIFY_SOCKET` (not under systemd, or `Type=simple`) every call
-does nothing. A send that fails is logged at debug level and never raised:
-systemd is a spectator, not a dependency. The environment is read once,
-by the CLI, and handed in.
+One datagram of `KEY=value` lines to `NOTIFY_SOCKET` per message (sd_notify(3));
+pings every half of `WATCHDOG_USEC` while the daemon is healthy; without the
+socket every call does nothing, and a send that fails is a debug line, never
+raised (systemd is a spectator). The unit and what it watches:
+docs/operations.md#with-systemd.
 """
 
 from __future__ import annotations

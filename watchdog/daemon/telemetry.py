@@ -1,27 +1,10 @@
-"""The watchdog's own OpenTelemetry: a span per run, a child span per check, and metrics.
+"""The watchdog's own OpenTelemetry: a `watchdog.run` span per run, a `watchdog.check` child per check, metrics.
 
-Traces: `watchdog.run` (attributes `watchdog.window.start`, `.end`,
-`watchdog.run.status`, `watchdog.run.catchup`, `watchdog.source`) with one
-child `watchdog.check` per check (`watchdog.check.id`, `.status`, `.value`,
-`.duration_s`; the span covers the check's query, which the session checks
-share, so `.query_shared_by` says by how many). Metrics:
-
-- `memory_watchdog.check.value` (gauge; attributes `check`, `source`)
-- `memory_watchdog.runs` (counter; attribute `status`)
-- `memory_watchdog.notifications` (counter; attribute `outcome`: delivered | failed)
-- `memory_watchdog.outbox.backlog` (gauge; attribute `notifier`): a level, so a gauge
-- `memory_watchdog.run.duration` (histogram, seconds; attribute `status`)
-- `memory_watchdog.windows.skipped` (counter): missed windows beyond max_catchup
-
-Exported with the OTLP/HTTP exporter when the standard `OTEL_EXPORTER_OTLP_*`
-endpoint variables are set, not at all otherwise (no console output). The
-providers are handed in, so tests use the SDK's in-memory exporters. Never
-an attribute holds a secret: no store URL, no webhook, no payload value.
-
-This telemetry is the watchdog's, never the agents': it leaves through
-OTLP only and is never written to the source table. Its spans are named
-`watchdog.*` and carry `service.name = memory-watchdog`; if a collector
-writes them into the table a source reads, exclude that service there.
+Exported over OTLP/HTTP only when the standard `OTEL_EXPORTER_OTLP_*`
+variables say where, with `service.name = memory-watchdog`; no attribute
+holds a secret or a payload value; the providers are handed in, so tests
+read them in memory. The names and attributes:
+docs/operations.md#the-watchdogs-own-telemetry.
 """
 
 from __future__ import annotations
@@ -38,13 +21,12 @@ from opentelemetry.util.re import parse_env_headers
 from checks.base import Report, Status, Window
 from checks.sources import OWN_SERVICE_NAME
 from watchdog.core.times import rfc3339
+from watchdog.daemon.outcome import RunOutcome
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = OWN_SERVICE_NAME  # excluded from the otel presets by checks.sources
 INSTRUMENTATION = "memory_watchdog"
-
-STORE_ERROR = "store_error"  # a run that could not read the source at all
 
 
 def _otlp_target(env: Mapping[str, str], signal: str) -> tuple[str, dict[str, str]] | None:
@@ -178,7 +160,7 @@ class Telemetry:
         self,
         window: Window,
         *,
-        status: str,
+        status: RunOutcome,
         start_ns: int,
         end_ns: int,
         catchup: bool = False,
@@ -199,7 +181,7 @@ class Telemetry:
         if self.source:
             attributes["watchdog.source"] = self.source
         span = self.tracer.start_span("watchdog.run", attributes=attributes, start_time=start_ns)
-        if status in (Status.ERROR.value, STORE_ERROR):
+        if status in (RunOutcome.ERROR, RunOutcome.STORE_ERROR):
             span.set_status(StatusCode.ERROR, status)
         if report is not None:
             self._record_checks(span, report, timings or {})

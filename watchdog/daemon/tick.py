@@ -1,18 +1,11 @@
-"""One tick of the daemon on the store: flush the spool, catch up, judge each window.
+"""One tick of the daemon on the store: record crashes, flush the spool, catch up, judge each window.
 
-This is the part of the daemon that touches the store, kept apart so that
-it can run in a fresh child process per tick (`watchdog.daemon.child`), or in
-the test's own process with an injected store opener and clock. Everything
-crossing the process boundary is a plain picklable value: `TickRequest` in,
-`TickResult` out, and each window's `RunResult` as soon as it is judged
-(`progress`), so that the daemon knows which windows a tick that died had
-finished.
-
-A tick holds the alert lease of its source (alerts.lease) for the alert
-work: when another process holds it, the tick is standby, evaluates the
-window due now for its page and log, and records and sends nothing. It
-first records the crashes of earlier ticks (the `run` alert), and after
-judging every due window it resolves that alert.
+The part of the daemon that touches the store, run in a child process per
+tick (watchdog.daemon.child) or in a test's process; everything crossing is
+a plain value (`TickRequest` in, `TickResult` out, each `RunResult` as soon
+as it is judged), and a tick whose alert lease another process holds is
+standby (docs/architecture.md#why-ticks-run-in-a-child-process,
+docs/operations.md#two-watchdogs-on-one-store-the-alert-lease).
 """
 
 from __future__ import annotations
@@ -21,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -34,10 +27,11 @@ from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import Clock, rfc3339
+from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
 from watchdog.daemon.status import last_completed_at, read_status
-from watchdog.daemon.telemetry import STORE_ERROR, CheckTiming, Stopwatch
+from watchdog.daemon.telemetry import CheckTiming, Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
 from watchdog.runner.once import run_once, window_at
@@ -91,7 +85,7 @@ class RunResult:
 
     window: Window
     catchup: bool
-    status: str  # ok | breached | error, or store_error (the source could not be read)
+    status: RunOutcome
     start_ns: int
     end_ns: int
     report: Report | None = None
@@ -107,7 +101,7 @@ class RunResult:
 
     @property
     def judged(self) -> bool:
-        return self.status != STORE_ERROR
+        return self.status != RunOutcome.STORE_ERROR
 
     @property
     def duration_s(self) -> float:
@@ -122,7 +116,7 @@ class StoreDown:
     problem: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class TickResult:
     """What a tick did; the daemon turns it into telemetry, log lines and spool updates."""
 
@@ -130,19 +124,46 @@ class TickResult:
     log_read: bool
     flushed: int = 0  # spooled error runs written into the run log
     plan: CatchUp | None = None
-    runs: list[RunResult] = field(default_factory=list)
+    runs: tuple[RunResult, ...] = ()
     stopped_before: datetime | None = None  # a stop request left this window and later ones
     store_down: StoreDown | None = None
     status: dict[str, Any] | None = None  # `status --format json`, when asked for
     standby: LeaseInfo | None = None  # another process holds the alert lease
     crashes_recorded: int = 0  # of the request's crashes, written to the store
     run_alert: str = ""  # what recording crashes and resolving the `run` alert said
-    attempting: datetime | None = None  # the window end being judged (a StoreError's window)
 
 
 def aligned_window(settings: Settings, schedule: Schedule, end: datetime) -> Window:
     """The aligned window ending at `end` (its lookback long enough to judge it)."""
     return window_at(settings, end, end - schedule.previous_end(end))
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick's store and request, with what it reports to and sends through: each step's input."""
+
+    store: Store
+    request: TickRequest
+    schedule: Schedule
+    notifiers: Mapping[str, Notifier]
+    clock: Clock
+    stop: StopFlag
+    timer: Timer | None = None
+    progress: Progress | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.request.settings
+
+    def report(self, run: RunResult) -> None:
+        """Tell the daemon one window's run, as soon as it is judged."""
+        if self.progress is not None:
+            self.progress(run)
+
+    def due_window(self) -> Window:
+        """The aligned window due at the request's time."""
+        schedule = self.schedule
+        return aligned_window(self.settings, schedule, schedule.due_end(self.request.now))
 
 
 def run_tick(
@@ -164,240 +185,189 @@ def run_tick(
     result = TickResult(last_judged=request.last_judged, log_read=request.log_read)
     try:
         with open_store_fn(settings) as store:
+            tick = Tick(store, request, schedule, notifiers, clock, stop, timer, progress)
             lease = Lease(store, settings, request.holder or holder_name("daemon"))
             try:
                 holder = lease.acquire()
-                if holder is not None:
-                    _stand_by(store, settings, schedule, request, result, holder, clock)
-                    if progress is not None:
-                        progress(result.runs[-1])
-                    return result
-                _hold(
-                    store,
-                    settings,
-                    schedule,
-                    request,
-                    result,
-                    lease=lease,
-                    notifiers=notifiers,
-                    clock=clock,
-                    stop=stop,
-                    timer=timer,
-                    progress=progress,
-                )
+                result = _hold(tick, lease) if holder is None else _stand_by(tick, holder)
             except LeaseLost as lost:
-                _lost(store, settings, request, result, lost, clock)
+                result = _lost(tick, lost)
             finally:
                 lease.release()
     except StoreError as exc:
-        result.store_down = StoreDown(
-            result.attempting or schedule.due_end(request.now), exc.problem
-        )
+        if result.store_down is None:
+            down = StoreDown(schedule.due_end(request.now), exc.problem)
+            result = replace(result, store_down=down)
     return result
 
 
-def _hold(
-    store: Store,
-    settings: Settings,
-    schedule: Schedule,
-    request: TickRequest,
-    result: TickResult,
-    *,
-    lease: Lease,
-    notifiers: Mapping[str, Notifier],
-    clock: Clock,
-    stop: StopFlag,
-    timer: Timer | None,
-    progress: Progress | None,
-) -> None:
-    """The tick's work under the alert lease (`result.attempting` says which window a
-    StoreError raised here is about)."""
-    said = [
-        _record_crash(store, settings, crash, notifiers, clock, timer, lease)
-        for crash in request.crashes
-    ]
-    result.crashes_recorded = len(said)
-    if request.spooled:
-        untold = {n: x for n, x in notifiers.items() if n not in request.told}
-        for spooled in request.spooled:
-            process_store_error(
-                store,
-                settings,
-                spooled.window(settings.window.lookback),
-                spooled.problem,
-                now=clock(),
-                notifiers=untold,
-                duration_s=spooled.duration_s,
-                timer=timer,
-                guard=lease.ensure,
-            )
-        result.flushed = len(request.spooled)
-    if not result.log_read:
-        result.last_judged = last_completed_at(store, settings, request.now)
-        result.log_read = True
-    plan = catch_up(schedule, result.last_judged, request.now, settings.schedule.max_catchup)
-    result.plan = plan
-    finished = True
-    for index, end in enumerate(plan.ends):
-        if stop.is_set():
-            result.stopped_before = end
-            finished = False
-            break
-        result.attempting = end
-        window = aligned_window(settings, schedule, end)
-        run = _judge(
-            store,
-            settings,
-            window,
-            catchup=index < len(plan.ends) - 1,
-            notifiers=notifiers,
-            clock=clock,
-            timer=timer,
-            pages=request.pages,
-            guard=lease.ensure,
+def _hold(tick: Tick, lease: Lease) -> TickResult:
+    """The tick's work under the alert lease: record earlier crashes, write the spooled error
+    runs, judge every window due, settle the `run` alert. A StoreError ends it early, as a
+    StoreDown of the window being judged (LeaseLost goes to the caller)."""
+    request, settings = tick.request, tick.settings
+    last_judged, log_read = request.last_judged, request.log_read
+    crashes_recorded = flushed = 0
+    plan: CatchUp | None = None
+    stopped_before = attempting = None
+    status: dict[str, Any] | None = None
+    runs: list[RunResult] = []
+    said: list[str] = []
+
+    def result(store_down: StoreDown | None = None) -> TickResult:
+        return TickResult(
+            last_judged=last_judged,
+            log_read=log_read,
+            flushed=flushed,
+            plan=plan,
+            runs=tuple(runs),
+            stopped_before=stopped_before,
+            store_down=store_down,
+            status=status,
+            crashes_recorded=crashes_recorded,
+            run_alert="; ".join(line for line in said if line),
         )
-        result.runs.append(run)
-        if progress is not None:
-            progress(run)
-        if not run.judged:
-            finished = False
-            break
-        result.last_judged = end
-    if finished:
-        now = clock()
-        window = aligned_window(settings, schedule, schedule.due_end(request.now))
-        settled = settle_run_alert(
-            store,
-            settings,
-            Window(at=now, length=window.length, lookback=window.lookback),
-            now=now,
-            notifiers=notifiers,
-            timer=timer,
-            guard=lease.ensure,
-        )
-        if settled is not None:
-            said.append(settled.summary())
-    result.run_alert = "; ".join(line for line in said if line)
-    _read_status(store, settings, request, result, clock)
+
+    try:
+        said = [_record_crash(tick, crash, lease) for crash in request.crashes]
+        crashes_recorded = len(said)
+        flushed = _flush_spooled(tick, lease)
+        if not log_read:
+            last_judged, log_read = last_completed_at(tick.store, settings, request.now), True
+        plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
+        finished = True
+        for index, end in enumerate(plan.ends):
+            if tick.stop.is_set():
+                stopped_before, finished = end, False
+                break
+            attempting = end
+            window = aligned_window(settings, tick.schedule, end)
+            run = judge(tick, window, catchup=index < len(plan.ends) - 1, guard=lease.ensure)
+            runs.append(run)
+            tick.report(run)
+            if not run.judged:
+                finished = False
+                break
+            last_judged = end
+        if finished:
+            said.append(_settle_run_alert(tick, lease))
+        status = _status(tick)
+    except StoreError as exc:
+        return result(StoreDown(attempting or tick.schedule.due_end(request.now), exc.problem))
+    return result()
 
 
-def _record_crash(
-    store: Store,
-    settings: Settings,
-    crash: Crash,
-    notifiers: Mapping[str, Notifier],
-    clock: Clock,
-    timer: Timer | None,
-    lease: Lease,
-) -> str:
+def _record_crash(tick: Tick, crash: Crash, lease: Lease) -> str:
     """The `run` alert for one earlier tick that died; its summary line."""
     outcome = process_crash(
-        store,
-        settings,
+        tick.store,
+        tick.settings,
         crash.alert_window(),
         crash.problem,
-        now=clock(),
-        notifiers=notifiers,
-        timer=timer,
+        now=tick.clock(),
+        notifiers=tick.notifiers,
+        timer=tick.timer,
         guard=lease.ensure,
     )
     return outcome.summary()
 
 
-def _stand_by(
-    store: Store,
-    settings: Settings,
-    schedule: Schedule,
-    request: TickRequest,
-    result: TickResult,
-    holder: LeaseInfo,
-    clock: Clock,
-) -> None:
+def _flush_spooled(tick: Tick, lease: Lease) -> int:
+    """Write the error runs spooled while the store was down into the run log; how many."""
+    request, settings = tick.request, tick.settings
+    untold = {n: x for n, x in tick.notifiers.items() if n not in request.told}
+    for spooled in request.spooled:
+        process_store_error(
+            tick.store,
+            settings,
+            spooled.window(settings.window.lookback),
+            spooled.problem,
+            now=tick.clock(),
+            notifiers=untold,
+            duration_s=spooled.duration_s,
+            timer=tick.timer,
+            guard=lease.ensure,
+        )
+    return len(request.spooled)
+
+
+def _settle_run_alert(tick: Tick, lease: Lease) -> str:
+    """Resolve the `run` alert once every due window is judged; its summary line, or ''."""
+    now = tick.clock()
+    window = tick.due_window()
+    settled = settle_run_alert(
+        tick.store,
+        tick.settings,
+        Window(at=now, length=window.length, lookback=window.lookback),
+        now=now,
+        notifiers=tick.notifiers,
+        timer=tick.timer,
+        guard=lease.ensure,
+    )
+    return settled.summary() if settled is not None else ""
+
+
+def _stand_by(tick: Tick, holder: LeaseInfo) -> TickResult:
     """Another process holds the alert lease: evaluate the window due now, record nothing.
 
     Where judging stands is what the holder recorded (the run log); the next tick that
     holds the lease reads it again.
     """
-    _step_aside(store, settings, request, result, holder)
-    window = aligned_window(settings, schedule, schedule.due_end(request.now))
+    stepped = _step_aside(tick, holder)
+    window = tick.due_window()
     start_ns = time.time_ns()
     stopwatch = Stopwatch()
     report: Report | None = None
     try:
-        report = run_once(store, settings, window, timed=stopwatch)
+        report = run_once(tick.store, tick.settings, window, timed=stopwatch)
     except StoreError as exc:  # the holder records and alerts it; this one only says it
-        status, problem = STORE_ERROR, exc.problem
+        outcome, problem = RunOutcome.STORE_ERROR, exc.problem
     else:
-        status, problem = report.status.value, ""
-        if request.pages:
-            _write_page(store, settings, report, clock())
-    result.runs.append(
-        RunResult(
-            window=window,
-            catchup=False,
-            status=status,
-            start_ns=start_ns,
-            end_ns=time.time_ns(),
-            report=report,
-            timings=dict(stopwatch.timings),
-            problem=problem,
-            summary=f"standby: {holder.describe()}; this run records and sends nothing",
-            standby=True,
-        )
+        outcome, problem = RunOutcome.of(report.status), ""
+        if tick.request.pages:
+            write_page(tick.store, tick.settings, report, tick.clock())
+    run = RunResult(
+        window=window,
+        catchup=False,
+        status=outcome,
+        start_ns=start_ns,
+        end_ns=time.time_ns(),
+        report=report,
+        timings=dict(stopwatch.timings),
+        problem=problem,
+        summary=f"standby: {holder.describe()}; this run records and sends nothing",
+        standby=True,
     )
-    _read_status(store, settings, request, result, clock)
+    tick.report(run)
+    return replace(stepped, runs=(run,), status=_status(tick))
 
 
-def _lost(
-    store: Store,
-    settings: Settings,
-    request: TickRequest,
-    result: TickResult,
-    lost: LeaseLost,
-    clock: Clock,
-) -> None:
+def _lost(tick: Tick, lost: LeaseLost) -> TickResult:
     """The lease passed to another process mid-tick: stop; the holder carries on."""
-    _step_aside(store, settings, request, result, lost.holder)
-    _read_status(store, settings, request, result, clock)
+    return replace(_step_aside(tick, lost.holder), status=_status(tick))
 
 
-def _step_aside(
-    store: Store,
-    settings: Settings,
-    request: TickRequest,
-    result: TickResult,
-    holder: LeaseInfo | None,
-) -> None:
+def _step_aside(tick: Tick, holder: LeaseInfo | None) -> TickResult:
     """Another process holds the alert lease: where judging stands is what it records."""
-    result.standby = holder
-    result.log_read = False
-    result.last_judged = last_completed_at(store, settings, request.now)
+    last = last_completed_at(tick.store, tick.settings, tick.request.now)
+    return TickResult(last_judged=last, log_read=False, standby=holder)
 
 
-def _read_status(
-    store: Store, settings: Settings, request: TickRequest, result: TickResult, clock: Clock
-) -> None:
+def _status(tick: Tick) -> dict[str, Any] | None:
     """The status document the tick hands back, when the request asks for it."""
-    if request.status:
-        result.status = read_status(store, settings, clock(), STATUS_RUNS).to_json()
+    if not tick.request.status:
+        return None
+    return read_status(tick.store, tick.settings, tick.clock(), STATUS_RUNS).to_json()
 
 
-def _judge(
-    store: Store,
-    settings: Settings,
-    window: Window,
-    *,
-    catchup: bool,
-    notifiers: Mapping[str, Notifier],
-    clock: Clock,
-    timer: Timer | None,
-    pages: bool,
-    guard: Callable[[], None] | None = None,
+def judge(
+    tick: Tick, window: Window, *, catchup: bool, guard: Callable[[], None] | None = None
 ) -> RunResult:
     """Evaluate one window and run the alert pipeline; StoreError when the store itself fails.
 
     LeaseLost (from `guard`) when another process took the alert lease over.
     """
+    store, settings, clock, pages = tick.store, tick.settings, tick.clock, tick.request.pages
     start_ns, started = time.time_ns(), time.monotonic()
     stopwatch = Stopwatch()
     report: Report | None
@@ -411,22 +381,22 @@ def _judge(
             window,
             problem,
             now=clock(),
-            notifiers=notifiers,
+            notifiers=tick.notifiers,
             duration_s=time.monotonic() - started,
-            timer=timer,
+            timer=tick.timer,
             guard=guard,
         )
-        status = STORE_ERROR
+        status = RunOutcome.STORE_ERROR
     else:
-        problem, status = "", report.status.value
+        problem, status = "", RunOutcome.of(report.status)
         outcome = process(
             store,
             settings,
             report,
             now=clock(),
-            notifiers=notifiers,
+            notifiers=tick.notifiers,
             duration_s=time.monotonic() - started,
-            timer=timer,
+            timer=tick.timer,
             guard=guard,
         )
     backlog: dict[str, int] | None
@@ -436,7 +406,7 @@ def _judge(
         log.warning("cannot read the outbox backlog: %s", exc.problem)
         backlog = None
     if pages and report is not None:
-        _write_page(store, settings, report, clock())
+        write_page(store, settings, report, clock())
     return RunResult(
         window=window,
         catchup=catchup,
@@ -455,7 +425,7 @@ def _judge(
     )
 
 
-def _write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
+def write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
     try:
         write_reports(report, load_history(store, settings, report), settings, now)

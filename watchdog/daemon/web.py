@@ -1,25 +1,10 @@
-"""The daemon's small HTTP server (`daemon --http`): the pages, health and status.
+"""The daemon's small HTTP server (`daemon --http`): the pages, `/healthz`, `/status`, `/metrics`.
 
-Routes, GET and HEAD only:
-
-- `/` the latest page (`report.html` under `report.dir`);
-- `/reports/` the archived pages, newest first; `/reports/<window-end>` one of
-  them (`20261128T040000Z`, or the RFC 3339 time `2026-11-28T04:00:00Z`);
-- `/healthz` 200 when the last run is younger than two schedule periods,
-  else 503, with a JSON body saying why;
-- `/status` the `status --format json` document;
-- `/metrics` the daemon's Prometheus metrics (watchdog.daemon.metrics), in
-  the text format or OpenMetrics, as the scraper's Accept header asks.
-
-It is the standard library's `HTTPServer` with no framework, bounded
-(`BoundedHTTPServer`): an idle connection costs no thread and is closed
-after `IO_TIMEOUT`, a fixed pool of worker threads serves the requests, and
-a connection a worker has held for `MAX_CONNECTION` (a client trickling its
-request) is cut. A client that disconnects early, times out or sends
-nonsense costs one debug line, never a traceback; a path under `/reports/`
-that is no window end is a 400. The daemon hands in what only it knows, as
-callables: the status document and the age of the last run, the metrics'
-exposition. It binds loopback unless told otherwise.
+`make_handler` routes GET and HEAD (a window end that is no time is a 400,
+a client gone costs one debug line); `BoundedHTTPServer` is the standard
+library's server bounded: idle connections in one selector with no thread,
+a fixed pool of workers, a stuck connection cut. The routes and what
+`/healthz` answers: docs/operations.md#the-daemons-pages-and-healthz.
 """
 
 from __future__ import annotations
@@ -58,6 +43,8 @@ StatusDocument = Callable[[], Mapping[str, Any]]
 LastRunAge = Callable[[], timedelta | None]
 # The Accept header -> the metrics' body and content type.
 MetricsExposition = Callable[[str | None], tuple[bytes, str]]
+# The OTLP receiver's spool state (watchdog.daemon.ingest.state.SpoolState.to_json).
+ReceiverState = Callable[[], Mapping[str, Any]]
 
 WORKERS = 4  # threads serving connections: a scrape, a health check and a person at once
 QUEUE = 16  # requests waiting for a worker; more are closed at once
@@ -75,8 +62,21 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def health(age: timedelta | None, period: timedelta) -> tuple[int, dict[str, Any]]:
-    """200 when the last run is younger than two periods, else 503; and the JSON body."""
+def health(
+    age: timedelta | None, period: timedelta, receiver: Mapping[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """200 when the last run is younger than two periods (and the receiver's spool, when there
+    is one, can keep what it is sent), else 503; and the JSON body."""
+    code, body = _run_health(age, period)
+    if receiver is not None:
+        body["ingest"] = dict(receiver)
+        if code == 200 and receiver.get("problem"):
+            code = 503
+            body.update(status="spool", problem=f"the OTLP receiver: {receiver['problem']}")
+    return code, body
+
+
+def _run_health(age: timedelta | None, period: timedelta) -> tuple[int, dict[str, Any]]:
     limit = 2 * period
     body: dict[str, Any] = {
         "last_run_age_s": None if age is None else round(age.total_seconds(), 3),
@@ -118,6 +118,7 @@ def make_handler(
     last_run_age: LastRunAge,
     period: timedelta,
     metrics: MetricsExposition | None = None,
+    receiver: ReceiverState | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     """A request handler class serving `report_dir` and the daemon's health and status."""
 
@@ -156,7 +157,9 @@ def make_handler(
                         report_dir / ARCHIVE / f"{name}.html", head, missing="no such report"
                     )
             elif path == "/healthz":
-                code, body = health(self._safe(last_run_age), period)
+                code, body = health(
+                    self._safe(last_run_age), period, receiver() if receiver else None
+                )
                 self._json(code, body, head)
             elif path == "/status":
                 try:

@@ -1,21 +1,10 @@
-"""`memory-watchdog demo --via-otlp`: the demo's events sent as an agent sends them, with the SDK.
+"""`memory-watchdog demo --via-otlp`: the demo's events sent as an agent sends them, through the SDK.
 
-Each demo event becomes one OpenTelemetry log record, emitted through the
-SDK (`LoggerProvider`, a batch processor, the OTLP/HTTP protobuf exporter)
-to an OTLP endpoint, as an agent instrumented with the SDK would send it:
-
-- the event's name is the record's event name (and its body);
-- its time is the record's time, its level the severity;
-- its metadata become attributes, with their own types (numbers stay
-  numbers, lists stay lists), plus `session.id` (the session the joelclaw
-  preset would read: the metadata's `session_id`, else `sessionId`, else
-  the top-level column) and `event.id`; a CLI recall's `duration_ms` too;
-- its source (`interactive`, `gateway`, `worker`, `cli`) is the resource's
-  `service.name`.
-
-The events the outbox retries are emitted again after all the others, as
-an agent's retry sends them: the table then holds them twice, and the
-report's `data_quality.duplicate_rows` counts them.
+Each event becomes a log record (its name the event name and body, its
+metadata attributes of their own types with `session.id` and `event.id`,
+its source the resource's `service.name`) exported by the SDK's OTLP/HTTP
+exporter; the outbox's retries are sent again at the end, as an agent's
+retry would (docs/start-without-clickhouse.md).
 """
 
 from __future__ import annotations

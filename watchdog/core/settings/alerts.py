@@ -1,172 +1,52 @@
-"""`[alerts]`: the alert lifecycle, its receivers and the routes that pick them.
-
-Receivers, each with outbox rows of its own (the outbox's `notifier` column
-holds the receiver's name):
-
-- `[alerts.slack]` -> `slack`, `[alerts.stdout]` -> `stdout` (one each, as
-  before routes existed: a config with only these keeps working unchanged);
-- `[alerts.webhook.<name>]` -> `webhook.<name>`: Alertmanager's webhook JSON;
-- `[alerts.pagerduty.<name>]` -> `pagerduty.<name>`: PagerDuty Events API v2.
-
-`[[alerts.routes]]` send an alert (one check on one source) to the receivers
-of the first route whose `severity` and `checks` match it (`continue = true`
-goes on to the next matching route too, as in Alertmanager); an alert no
-route matches goes to `default_receivers`, by default every receiver. A
-route naming a receiver that is not configured is a config error.
-
-Secrets (`webhook_url`, `token`, `url` of a webhook, `bearer_token`,
-`routing_key`) are `SecretStr`, or a `MissingSecret` when their `${NAME}`
-is unset: only commands that send refuse those (see `missing_secrets`).
-"""
+"""`[alerts]`: the alert lifecycle's keys, a table per receiver kind of `RECEIVERS`, and the
+routes that pick each alert's receivers (docs/configuration.md#alert-receivers-and-routes,
+docs/alerts.md#receivers-and-routes)."""
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.custom import SeverityName
-from watchdog.core.settings.values import ConfigModel, MissingSecret, Secret, TimeZone, secret_value
+from watchdog.core.settings.receivers import (
+    PAGERDUTY_EVENTS_URL,
+    RECEIVER_TABLES,
+    RECEIVERS,
+    TELEGRAM_API_URL,
+    AlertmanagerSettings,
+    PagerDutySettings,
+    ReceiverModel,
+    ReceiverSettings,
+    SlackSettings,
+    StdoutSettings,
+    TelegramSettings,
+    WebhookSettings,
+)
+from watchdog.core.settings.values import ConfigModel, MissingSecret
+from watchdog.core.text import printable
 
-PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+__all__ = [
+    "PAGERDUTY_EVENTS_URL",
+    "RECEIVERS",
+    "RECEIVER_TABLES",
+    "TELEGRAM_API_URL",
+    "AlertSettings",
+    "AlertmanagerSettings",
+    "PagerDutySettings",
+    "ReceiverSettings",
+    "RouteSettings",
+    "SlackSettings",
+    "StdoutSettings",
+    "TelegramSettings",
+    "WebhookSettings",
+]
+
 _RECEIVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def _http_url(value: str, key: str, *, secret: bool) -> None:
-    if not value.startswith(("https://", "http://")):
-        shown = " (value not shown: it is a secret)" if secret else f" ({value!r})"
-        raise ValueError(
-            f"{key} is not an http(s) URL{shown}" if key else f"not an http(s) URL{shown}"
-        )
-
-
-class _Receiver(ConfigModel):
-    """What every receiver has: quiet hours, `quiet_hours = "22:00-07:00"` in `quiet_timezone`."""
-
-    kind: ClassVar[str] = ""
-
-    quiet_timezone: TimeZone = "UTC"
-    quiet_hours: QuietHours | None = None
-
-    @field_validator("quiet_hours", mode="before")
-    @classmethod
-    def _parse_quiet(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, str):
-            return QuietHours.parse(value, str(info.data.get("quiet_timezone", "UTC")))
-        return value
-
-    def missing_secrets(self) -> list[MissingSecret]:
-        """Its secrets referenced as `${NAME}` with NAME unset."""
-        values = (getattr(self, name) for name in type(self).model_fields)
-        return [value for value in values if isinstance(value, MissingSecret)]
-
-
-class SlackSettings(_Receiver):
-    """A Slack receiver: an incoming webhook, or a bot token and a channel.
-
-    `webhook_url` and `token` are secrets: pydantic's SecretStr keeps them out
-    of every repr, dump and log line; only the receiver reads their value.
-    """
-
-    kind: ClassVar[str] = "slack"
-
-    webhook_url: Secret | None = None
-    token: Secret | None = None
-    channel: str | None = None
-    base_url: str | None = None  # Slack's API root; for tests and proxies
-    timeout: Duration = timedelta(seconds=10)  # one HTTP request
-
-    @model_validator(mode="after")
-    def _one_mode(self) -> SlackSettings:
-        webhook, token = secret_value(self.webhook_url), secret_value(self.token)
-        has_webhook = bool(webhook) or isinstance(self.webhook_url, MissingSecret)
-        has_token = bool(token) or isinstance(self.token, MissingSecret)
-        if has_webhook == has_token:
-            raise ValueError("set webhook_url, or token and channel (exactly one mode)")
-        if webhook:
-            _http_url(webhook, "webhook_url", secret=True)
-        if has_token and not self.channel:
-            raise ValueError('token needs channel (e.g. channel = "#memory-alerts")')
-        if self.timeout <= timedelta(0):
-            raise ValueError("timeout must be positive")
-        return self
-
-
-class StdoutSettings(_Receiver):
-    """The stdout receiver: the same message as plain text, for cron mail and debugging.
-
-    Under `check` the report owns stdout, so the text goes to stderr there;
-    with `file` it is appended to that file instead, wherever it runs.
-    """
-
-    kind: ClassVar[str] = "stdout"
-
-    enabled: bool = True
-    file: str | None = None
-
-
-class WebhookSettings(_Receiver):
-    """`[alerts.webhook.<name>]`: POST Alertmanager's webhook JSON (version 4) to `url`.
-
-    `url` is a secret (webhook URLs often carry a token); `bearer_token`,
-    when set, goes in an `Authorization: Bearer` header.
-    """
-
-    kind: ClassVar[str] = "webhook"
-
-    url: Secret
-    bearer_token: Secret | None = None
-    timeout: Duration = timedelta(seconds=10)  # one HTTP request
-
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: Secret) -> Secret:
-        url = secret_value(value)
-        if url:
-            _http_url(url, "", secret=True)
-        return value
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("must be positive")
-        return value
-
-
-class PagerDutySettings(_Receiver):
-    """`[alerts.pagerduty.<name>]`: PagerDuty Events API v2, one event per alert.
-
-    `routing_key` is the integration key of a PagerDuty service (a secret);
-    `url` is the Events API endpoint (change it only for a proxy or a test).
-    """
-
-    kind: ClassVar[str] = "pagerduty"
-
-    routing_key: Secret
-    url: str = PAGERDUTY_EVENTS_URL
-    timeout: Duration = timedelta(seconds=10)  # one HTTP request
-
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        _http_url(value, "", secret=False)
-        return value
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("must be positive")
-        return value
-
-
-ReceiverSettings = SlackSettings | StdoutSettings | WebhookSettings | PagerDutySettings
 
 
 def _as_tuple(value: Any) -> Any:
@@ -204,8 +84,12 @@ class RouteSettings(ConfigModel):
         )
 
 
-class AlertSettings(ConfigModel):
-    """`[alerts]`: the alert lifecycle (docs/spec.md section 8), its receivers and routes."""
+class _AlertSettings(ConfigModel):
+    """`[alerts]`: the alert lifecycle (docs/spec.md section 8), its receivers and routes.
+
+    The receivers' tables are the fields `AlertSettings` adds, one per kind of
+    RECEIVERS; read them through `receivers()`.
+    """
 
     repeat_interval: Duration = timedelta(hours=24)
     pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
@@ -214,10 +98,6 @@ class AlertSettings(ConfigModel):
     # How long the alert lease (alerts.lease) outlives a holder that died; renewed while it runs.
     lease_ttl: Duration = timedelta(minutes=5)
     templates_dir: str | None = None  # overrides alerts/templates/*.j2 file by file
-    slack: SlackSettings | None = None
-    stdout: StdoutSettings | None = None
-    webhook: dict[str, WebhookSettings] = Field(default_factory=dict)
-    pagerduty: dict[str, PagerDutySettings] = Field(default_factory=dict)
     routes: tuple[RouteSettings, ...] = ()
     default_receivers: tuple[str, ...] | None = None  # None: every receiver
 
@@ -226,19 +106,17 @@ class AlertSettings(ConfigModel):
     def _default_list(cls, value: Any) -> Any:
         return _as_tuple(value)
 
-    @field_validator("webhook", "pagerduty")
-    @classmethod
-    def _names(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        for name in value:
-            if not _RECEIVER_NAME.fullmatch(name):
-                raise ConfigError(
-                    f"alerts.{info.field_name}.{name}",
-                    "a receiver name is 1 to 64 letters, digits, _ or -",
-                )
-        return value
-
     @model_validator(mode="after")
-    def _valid(self) -> AlertSettings:
+    def _valid(self) -> _AlertSettings:
+        for kind, model in RECEIVERS.items():
+            if not model.named:
+                continue
+            for name in getattr(self, kind):
+                if not _RECEIVER_NAME.fullmatch(name):
+                    raise ConfigError(
+                        f"alerts.{kind}.{printable(name, 80)}",
+                        "a receiver name is 1 to 64 letters, digits, _ or -",
+                    )
         for key in ("repeat_interval", "max_delivery_age", "delivery_timeout"):
             if getattr(self, key) <= timedelta(0):
                 raise ValueError(f"{key} must be positive")
@@ -268,19 +146,42 @@ class AlertSettings(ConfigModel):
             )
         return self
 
-    def receivers(self) -> dict[str, ReceiverSettings]:
+    def receivers(self) -> dict[str, ReceiverModel]:
         """Every receiver configured (and enabled), by the name routes and the outbox use."""
-        found: dict[str, ReceiverSettings] = {}
-        if self.slack is not None:
-            found["slack"] = self.slack
-        if self.stdout is not None and self.stdout.enabled:
-            found["stdout"] = self.stdout
-        for name, webhook in self.webhook.items():
-            found[f"webhook.{name}"] = webhook
-        for name, pagerduty in self.pagerduty.items():
-            found[f"pagerduty.{name}"] = pagerduty
+        found: dict[str, ReceiverModel] = {}
+        for kind, model in RECEIVERS.items():
+            configured = getattr(self, kind)
+            if model.named:
+                for name, receiver in configured.items():
+                    found[f"{kind}.{name}"] = receiver
+            elif configured is not None and configured.sends():
+                found[kind] = configured
         return found
 
     def missing_secrets(self) -> list[MissingSecret]:
         """Secrets referenced as `${NAME}` with NAME unset, in the receivers configured."""
         return [s for receiver in self.receivers().values() for s in receiver.missing_secrets()]
+
+
+def _receiver_fields() -> dict[str, Any]:
+    """One field per receiver kind: a table, or a table of named tables."""
+    fields: dict[str, Any] = {}
+    for kind, model in RECEIVERS.items():
+        if model.named:
+            fields[kind] = (dict[str, model], Field(default_factory=dict))  # type: ignore[valid-type]
+        else:
+            fields[kind] = (model | None, None)
+    return fields
+
+
+if TYPE_CHECKING:
+    AlertSettings = _AlertSettings
+else:
+    # `[alerts]` with a table per receiver kind: RECEIVERS is the one list of them.
+    AlertSettings = create_model(
+        "AlertSettings",
+        __base__=_AlertSettings,
+        __module__=__name__,
+        __doc__=_AlertSettings.__doc__,
+        **_receiver_fields(),
+    )

@@ -1,9 +1,10 @@
-"""`[ingest]`: the daemon as an OTLP/HTTP receiver (`daemon --otlp`, docs/start-without-clickhouse.md).
+"""`[ingest]`: the daemon as an OTLP receiver (`daemon --otlp`, `--otlp-grpc`; docs/start-without-clickhouse.md).
 
 The receiver stores what it accepts as the OpenTelemetry Collector's
 ClickHouse exporter does, in `logs_table` and `traces_table` of the store.
-It binds loopback unless told otherwise; any other address needs `token`
-(clients send `Authorization: Bearer <token>`). The limits bound one request
+OTLP/HTTP binds `listen`, OTLP/gRPC `grpc_listen`, loopback unless told
+otherwise; any other address needs `token` (clients send `Authorization:
+Bearer <token>`, a header or gRPC metadata). The limits bound one request
 (`max_body`, `max_records`) and what is accepted but not yet loaded into the
 store (`max_queued`): beyond that, clients are told to come back later.
 """
@@ -19,9 +20,10 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.settings.values import ConfigModel, MissingSecret, Secret, secret_value
+from watchdog.core.sql import is_table_name
 
 DEFAULT_OTLP_PORT = 4318
-_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
+DEFAULT_OTLP_GRPC_PORT = 4317
 _SIZE = re.compile(r"(\d+)\s*(B|KiB|MiB|GiB)?", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
@@ -60,9 +62,10 @@ def parse_size(value: Any) -> int:
 
 
 class IngestSettings(ConfigModel):
-    """`[ingest]`; `listen` unset: no receiver unless `daemon --otlp` asks for one."""
+    """`[ingest]`; `listen` and `grpc_listen` unset: no receiver unless the daemon's flags ask."""
 
-    listen: str | None = None
+    listen: str | None = None  # OTLP/HTTP, e.g. 127.0.0.1:4318
+    grpc_listen: str | None = None  # OTLP/gRPC, e.g. 127.0.0.1:4317
     token: Secret | None = None
     logs_table: str = "otel.otel_logs"
     traces_table: str = "otel.otel_traces"
@@ -78,14 +81,30 @@ class IngestSettings(ConfigModel):
     def _size(cls, value: Any) -> int:
         return parse_size(value)
 
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: Secret | None) -> Secret | None:
+        # An empty token (an empty variable, `${OTLP_TOKEN:-}`) would open the receiver to
+        # anyone while the config reads as if it were guarded: it is a mistake, never "no token".
+        if (
+            value is not None
+            and not secret_value(value).strip()
+            and not isinstance(value, MissingSecret)
+        ):
+            raise ValueError(
+                "is empty, and an empty token would let anyone in: set one"
+                " (clients send Authorization: Bearer <token>) or remove the key"
+            )
+        return value
+
     @field_validator("logs_table", "traces_table")
     @classmethod
     def _table(cls, value: str) -> str:
-        if not _TABLE.fullmatch(value):
+        if "." not in value or not is_table_name(value):
             raise ValueError(f"{value!r} is not database.table")
         return value
 
-    @field_validator("listen")
+    @field_validator("listen", "grpc_listen")
     @classmethod
     def _listen(cls, value: str | None) -> str | None:
         if value is not None:
@@ -101,9 +120,14 @@ class IngestSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _token_off_loopback(self) -> IngestSettings:
-        if self.listen is not None:
-            self.require_token_for(self.listen)
+        for listen in self.listens:
+            self.require_token_for(listen)
         return self
+
+    @property
+    def listens(self) -> tuple[str, ...]:
+        """The addresses the receiver binds: OTLP/HTTP's, then OTLP/gRPC's, when set."""
+        return tuple(x for x in (self.listen, self.grpc_listen) if x is not None)
 
     def require_token_for(self, listen: str) -> None:
         """ValueError when `listen` is not loopback and no token is configured."""

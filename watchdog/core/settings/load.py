@@ -19,7 +19,9 @@ from pydantic import BaseModel, ValidationError
 
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings.model import CheckOverride, Settings
+from watchdog.core.settings.receivers import SECRET_KEYS
 from watchdog.core.settings.values import MissingSecret
+from watchdog.core.text import printable
 from watchdog.core.urls import StoreURLError, parse_store_url
 
 APP_DIR = "memory-watchdog"
@@ -40,22 +42,13 @@ def data_dir_from(env: Mapping[str, str]) -> Path:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-# Keys holding a secret, as `<receiver kind>.<key>` under [alerts] (and `ingest.token`):
-# an unset `${NAME}` there is a MissingSecret, reported where it is used, so that
-# commands that send or receive nothing still run.
-SECRET_KEYS = frozenset(
-    {
-        "slack.webhook_url",
-        "slack.token",
-        "webhook.url",
-        "webhook.bearer_token",
-        "pagerduty.routing_key",
-    }
-)
-
-
 def _secret_key(path: str) -> bool:
-    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ingest.token) holds a secret."""
+    """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ingest.token) holds a secret.
+
+    An unset `${NAME}` there is a MissingSecret, reported where it is used, so that
+    commands that send or receive nothing still run. The receivers' secret keys are
+    their fields typed `Secret` (watchdog.core.settings.receivers).
+    """
     if path == "ingest.token":
         return True
     parts = path.split(".")
@@ -167,8 +160,20 @@ def settings_from_mapping(
     env: Mapping[str, str] | None = None,
     origin: str | None = None,
 ) -> Settings:
-    """Validate parsed TOML into Settings; ConfigError names the first bad key."""
-    env = os.environ if env is None else env
+    """Validate parsed TOML into Settings; ConfigError names the first bad key.
+
+    The key and the problem are made printable (control characters escaped): a TOML
+    key may hold an ESC or a CR, and the error is one line on a terminal.
+    """
+    try:
+        return _validated(data, os.environ if env is None else env, origin)
+    except ConfigError as exc:
+        raise ConfigError(
+            printable(exc.key, 300), printable(exc.problem, None), origin=exc.origin
+        ) from None
+
+
+def _validated(data: Mapping[str, Any], env: Mapping[str, str], origin: str | None) -> Settings:
     expanded = _expand_env(dict(data), env, "")
     checks = expanded.get("checks")
     if isinstance(checks, dict) and "custom" in checks:
@@ -189,8 +194,8 @@ def settings_from_mapping(
     check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if url != settings.store.url:
         settings = settings.with_store_url(url)
-    if settings.ingest.listen is not None:  # every command reads what the receiver writes
-        settings = settings.receiving(settings.ingest.listen)
+    if settings.ingest.listens:  # every command reads what the receiver writes
+        settings = settings.receiving()
     return settings
 
 

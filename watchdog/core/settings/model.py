@@ -22,6 +22,7 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
+from watchdog.core.settings.presets import EXPORTER_PRESETS, PRESETS
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
 from watchdog.core.sql import is_identifier, is_table_name
@@ -48,16 +49,7 @@ STORE_CHECK_ID = "store"
 RUN_CHECK_ID = "run"
 PSEUDO_CHECK_IDS = (STORE_CHECK_ID, RUN_CHECK_ID)
 
-# Each preset's table when `source.table` is not set.
-PRESET_TABLES = {
-    "joelclaw": "joelclaw.otel_events",
-    "otel_logs": "otel.otel_logs",
-    "otel_traces": "otel.otel_traces",
-    "normalized": "watchdog.memory_events",
-}
-OTEL_PRESETS = ("otel_logs", "otel_traces")
 DEFAULT_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
-PresetName = Literal["joelclaw", "otel_logs", "otel_traces", "normalized"]
 NORMALIZED_COLUMNS = (
     "event_id",
     "ts",
@@ -94,7 +86,7 @@ class StoreSettings(_Settings):
 
 class SourceSettings(_Settings):
     name: str = ""  # shown in reports and alerts; defaults to the table
-    preset: PresetName = "joelclaw"
+    preset: str = "joelclaw"  # a name of PRESETS
     table: str | None = None  # preset default when unset
     ignore_sessions: tuple[str, ...] = ("", "interactive", "gateway", "unknown")
     session_filter: str | None = None
@@ -105,6 +97,14 @@ class SourceSettings(_Settings):
     # The per-session state table `schema apply --materialize` keeps (e.g.
     # "watchdog.session_state"): when set, the session checks read it, not the events.
     state: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        if value not in PRESETS:
+            *first, last = (f"'{name}'" for name in PRESETS)
+            raise ValueError(f"{value!r} is not accepted (accepted: {', '.join(first)} or {last})")
+        return value
 
     @field_validator("table", "state")
     @classmethod
@@ -135,17 +135,17 @@ class SourceSettings(_Settings):
 
     @model_validator(mode="after")
     def _keys_for_otel(self) -> SourceSettings:
-        if self.session_keys != DEFAULT_SESSION_KEYS and self.preset not in OTEL_PRESETS:
+        if self.session_keys != DEFAULT_SESSION_KEYS and not PRESETS[self.preset].exporter:
             raise ValueError(
                 f"session_keys: the {self.preset} preset reads no attribute keys"
-                f" (only {' and '.join(OTEL_PRESETS)} do)"
+                f" (only {' and '.join(EXPORTER_PRESETS)} do)"
             )
         return self
 
     @property
     def table_name(self) -> str:
         """The table read: `source.table`, else the preset's."""
-        return self.table or PRESET_TABLES[self.preset]
+        return self.table or PRESETS[self.preset].table
 
     @property
     def display_name(self) -> str:
@@ -339,7 +339,7 @@ class Settings(_Settings):
         ingest, source = data.get("ingest"), data.get("source", {})
         if (
             isinstance(ingest, dict)
-            and ingest.get("listen") is not None
+            and (ingest.get("listen") is not None or ingest.get("grpc_listen") is not None)
             and isinstance(source, dict)
             and "preset" not in source
             and "table" not in source
@@ -390,13 +390,16 @@ class Settings(_Settings):
         """Every check id: the built-in ones in report order, then the custom ones."""
         return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
 
-    def receiving(self, listen: str) -> Settings:
-        """These settings with the OTLP receiver on `listen` (`daemon --otlp`).
+    def receiving(self, listen: str | None = None, grpc_listen: str | None = None) -> Settings:
+        """These settings with the OTLP receiver on `listen` (`daemon --otlp`) and/or
+        `grpc_listen` (`--otlp-grpc`); None keeps the configured address.
 
         A source the config does not name (no preset, no table) becomes the
         otel_logs preset on the table the receiver writes.
         """
-        update: dict[str, Any] = {"ingest": self.ingest.model_copy(update={"listen": listen})}
+        addresses = {"listen": listen, "grpc_listen": grpc_listen}
+        given = {k: v for k, v in addresses.items() if v is not None}
+        update: dict[str, Any] = {"ingest": self.ingest.model_copy(update=given)}
         named = {"preset", "table"} & self.source.model_fields_set
         if not named:
             update["source"] = self.source.model_copy(

@@ -27,7 +27,7 @@ from watchdog.core.errors import StoreError, StoreLockedError
 from watchdog.core.logs import configure_logging
 from watchdog.core.settings import StoreSettings
 from watchdog.core.store import Store, open_store
-from watchdog.daemon.ingest.otlp import COLUMNS, LOGS, TRACES
+from watchdog.daemon.ingest.signals import SIGNALS, Signal
 from watchdog.daemon.ingest.spool import Load
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,13 @@ INPUT_FORMAT = "JSONCompactEachRow"
 # Blocks whose insert tokens a table remembers: a load redone after a crash is dropped as
 # long as fewer blocks were inserted since; loads are redone before any new one.
 DEDUP_WINDOW = 1000
-PRESETS = {LOGS: "otel_logs", TRACES: "otel_traces"}
-# ClickHouse's words for rows it cannot take (the load is set aside, never retried forever).
-_REFUSALS = ("CANNOT_PARSE", "INCORRECT_DATA", "TYPE_MISMATCH", "Cannot parse", "CANNOT_READ")
+# Each load is one block, so that an insert the store refuses wrote nothing (it may then be
+# retried in parts, each with a token of its own); its records may span any number of days.
+INSERT_SETTINGS = {
+    "min_insert_block_size_rows": 1 << 40,
+    "min_insert_block_size_bytes": 1 << 40,
+    "max_partitions_per_insert_block": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class LoadOutcome:
     token: str
     loaded: bool
     problem: str = ""
-    refused: bool = False  # the store refuses the rows themselves
+    refused: bool = False  # the store works and refuses this load: its rows, not an outage
 
 
 @dataclass
@@ -83,7 +87,7 @@ def open_request_store(request: LoadRequest) -> AbstractContextManager[Store]:
 
 def exporter_table_sql(signal: str, table: str) -> str:
     """The exporter's CREATE TABLE for `signal`, with the deduplication window the loads need."""
-    return EXPORTER_DDL[PRESETS[signal]].format(
+    return EXPORTER_DDL[SIGNALS[Signal(signal)].preset].format(
         table=table, settings=f", non_replicated_deduplication_window = {DEDUP_WINDOW}"
     )
 
@@ -126,26 +130,39 @@ def _chunks(files: tuple[str, ...]) -> Iterator[bytes]:
 
 
 def run_loads(store: Store, request: LoadRequest) -> LoadResult:
-    """Create the tables, then insert each load with its token, oldest first."""
+    """Create the tables, then insert each load with its token, oldest first.
+
+    A load the store refuses while it answers is that load's problem, whatever the words:
+    the loads after it go on. Only a store that no longer answers ends the round.
+    """
     result = LoadResult()
     result.warnings = ensure_tables(store, request.tables)
     for load in request.loads:
         try:
             store.insert_formatted(
                 load.table,
-                COLUMNS[load.signal],
+                SIGNALS[Signal(load.signal)].columns,
                 _chunks(load.files),
                 INPUT_FORMAT,
-                {"insert_deduplication_token": load.token},
+                {**INSERT_SETTINGS, "insert_deduplication_token": load.token},
             )
         except StoreError as exc:
-            refused = any(sign in exc.problem for sign in _REFUSALS)
+            refused = _answers(store)
             result.outcomes.append(LoadOutcome(load.token, False, exc.problem, refused))
             if not refused:  # the store itself fails: the rest waits for the next round
                 break
         else:
             result.outcomes.append(LoadOutcome(load.token, True))
     return result
+
+
+def _answers(store: Store) -> bool:
+    """Whether the store still answers a query (after an insert failed: whose fault was it)."""
+    try:
+        store.query("SELECT 1")
+    except StoreError:
+        return False
+    return True
 
 
 def load_round(request: LoadRequest, open_fn: OpenLoadStore = open_request_store) -> LoadResult:

@@ -1,20 +1,4 @@
-"""The receiver's Prometheus metrics, on the daemon's registry (`/metrics` on `daemon --http`).
-
-- `memory_watchdog_ingest_records_total{signal,outcome}`: log records and
-  spans accepted (durable in the spool), rejected (partial success) and
-  loaded (in the store);
-- `memory_watchdog_ingest_retried_requests_total{signal}`: requests whose
-  records were already kept (a client's retry): stored once;
-- `memory_watchdog_ingest_refused_requests_total{status}`: requests answered
-  with an error (400, 401, 413, 415, 429, 503, ...);
-- `memory_watchdog_ingest_queued_bytes`: accepted, not yet in the store;
-- `memory_watchdog_ingest_load_rounds_total{outcome}`: ok | failed;
-- `memory_watchdog_ingest_last_load_seconds`: how long the last round held the store;
-- `memory_watchdog_ingest_set_aside_rows_total`: rows the store refused, moved to the
-  spool's quarantine.
-
-Read at scrape time from what the receiver and the loader counted.
-"""
+"""The receiver's Prometheus metrics, read at scrape time from its counts (docs/operations.md#prometheus-metrics)."""
 
 from __future__ import annotations
 
@@ -83,3 +67,15 @@ class IngestCollector(Collector):
             "Rows the store refused, moved to the spool's quarantine",
             value=loaded.set_aside,
         )
+        state = ingest.spool_state()
+        yield GaugeMetricFamily(
+            f"{PREFIX}_spool_writable",
+            "1 while the spool can keep what is sent, 0 while it cannot (503 to every request)",
+            value=1 if state.ok else 0,
+        )
+        if state.free_bytes is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_spool_free_bytes",
+                "Room left on the spool's filesystem, bytes",
+                value=state.free_bytes,
+            )

@@ -1,19 +1,10 @@
 """The receiver in the daemon: accept OTLP, spool it, load it in turns with the daemon's runs.
 
-`Ingest` owns the receiver (watchdog.daemon.ingest.receiver), the spool
-(watchdog.daemon.ingest.spool) and the loader thread. Every `load_every`
-(sooner when much is queued), when something waits, the thread takes the
-store's turn, plans loads of what was accepted, and runs them
-(watchdog.daemon.ingest.loader): in a fresh child process in the daemon
-(`ChildLoads`), in this process in tests. The turn is a lock the daemon's
-ticks take too (`TurnTakingTicks`): on the embedded engine one process at a
-time holds the store, so a load never meets a run of the daemon, and both
-hold the store only while they work, so `check`, `status`, `alerts` and
-`silence` get it in between (they wait up to `store.lock_timeout`).
-
-While the store cannot be used the spool grows, up to `max_queued`: then
-clients are answered 503 (429 when loading merely falls behind) with
-`Retry-After`, and the records stay with them until there is room.
+`Ingest` owns the receiver, its HTTP and gRPC servers, the spool and the
+loader thread, which takes the store's turn (a lock the daemon's ticks take
+too, `TurnTakingTicks`) every `load_every` and loads in a child process;
+admission answers 429/503 once `max_queued` waits
+(docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
 
 from __future__ import annotations
@@ -24,11 +15,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
+from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings
+from watchdog.core.text import printable
+from watchdog.core.urls import parse_store_url
 from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.ingest.loader import (
     ChildLoads,
@@ -38,9 +30,12 @@ from watchdog.daemon.ingest.loader import (
     load_round,
     open_request_store,
 )
-from watchdog.daemon.ingest.otlp import LOGS, TRACES
+from watchdog.daemon.ingest.otlp_grpc import GrpcServer
+from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
-from watchdog.daemon.ingest.spool import IngestSpool
+from watchdog.daemon.ingest.signals import SIGNALS, Signal
+from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load, SpoolUnusable
+from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
 from watchdog.daemon.tick import Progress, TickRequest, TickResult
 
 log = logging.getLogger(__name__)
@@ -49,17 +44,44 @@ log = logging.getLogger(__name__)
 REFUSALS_BEFORE_ASIDE = 3
 
 
-def spool_dir(settings: Settings) -> Path:
-    """`[ingest] spool_dir`, else `<data_dir>/ingest`."""
-    configured = settings.ingest.spool_dir
-    return Path(configured) if configured else settings.data_dir / "ingest"
+def _open_spool(settings: Settings) -> IngestSpool:
+    """The spool of `settings`; a directory it cannot use is a config error naming it (exit 2)."""
+    try:
+        return IngestSpool(
+            spool_dir(settings), destinations(settings), retry_window=settings.ingest.retry_window
+        )
+    except SpoolUnusable as exc:
+        raise ConfigError(
+            "ingest.spool_dir",
+            f"{printable(exc, None)}: the receiver needs a directory it can write"
+            " (set [ingest] spool_dir to one)",
+        ) from None
+
+
+def destinations(settings: Settings) -> dict[str, Destination]:
+    """Where each signal's rows go: the store (its URL, password masked) and the table."""
+    store = parse_store_url(settings.store.url).masked
+    return {s: Destination(store, h.table(settings.ingest)) for s, h in SIGNALS.items()}
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where the receiver listens: (host, port) of OTLP/HTTP and OTLP/gRPC, None when not."""
+
+    http: tuple[str, int] | None
+    grpc: tuple[str, int] | None
+
+
+def _joined(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass
 class Loaded:
     """What the loader did, for /metrics and the log."""
 
-    rows: dict[str, int] = field(default_factory=lambda: {LOGS: 0, TRACES: 0})
+    rows: dict[Signal, int] = field(default_factory=lambda: dict.fromkeys(SIGNALS, 0))
     rounds: int = 0
     failed_rounds: int = 0
     last_round_s: float = 0.0
@@ -79,9 +101,7 @@ class Ingest:
         debug: bool = False,
     ) -> None:
         self.settings = settings
-        self.spool = spool or IngestSpool(
-            spool_dir(settings), retry_window=settings.ingest.retry_window
-        )
+        self.spool = spool or _open_spool(settings)
         self.turn = threading.Lock()  # the store: one load or one tick at a time
         self.receiver = Receiver(settings.ingest, self.spool, admission=self.admission)
         self.loaded = Loaded()
@@ -94,12 +114,18 @@ class Ingest:
         self._failing_since: float | None = None
         self._refusals: dict[str, int] = {}
         self._warned: set[str] = set()
-        self._server: ThreadingHTTPServer | None = None
+        self._spool_said = ""  # the spool problem last logged (said once, not every round)
+        self._http: HttpServer | None = None
+        self._grpc: GrpcServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def tables(self) -> dict[str, str]:
-        return {LOGS: self.settings.ingest.logs_table, TRACES: self.settings.ingest.traces_table}
+        return {s: h.table(self.settings.ingest) for s, h in SIGNALS.items()}
+
+    def spool_state(self) -> SpoolState:
+        """The spool now: what waits, what was set aside, the room left, whether it can keep more."""
+        return read_spool_state(self.spool.directory, self.spool.problem)
 
     # -- admission ----------------------------------------------------------------------
 
@@ -119,20 +145,39 @@ class Ingest:
 
     # -- running ------------------------------------------------------------------------
 
-    def start(self, listen: str) -> ThreadingHTTPServer:
-        """Create the tables (first round), then serve on `listen` and load in a thread."""
+    def start(self, listen: str | None, grpc_listen: str | None = None) -> Listening:
+        """Create the tables (first round), then serve OTLP/HTTP on `listen` and OTLP/gRPC on
+        `grpc_listen` (each when given), and load in a thread."""
         self.round()
-        self._server = self.receiver.serve(listen)
-        host, port = self._server.server_address[:2]
-        log.info(
-            "receiving OTLP/HTTP on http://%s:%s (/v1/logs, /v1/traces) into %s and %s",
-            host,
-            port,
-            *self.tables.values(),
-        )
+        tables = " and ".join(self.tables.values())
+        http = grpc = None
+        try:
+            if listen is not None:
+                self._http = HttpServer(self.receiver, listen)
+                http = self._http.address
+                log.info(
+                    "receiving OTLP/HTTP on http://%s (/v1/logs, /v1/traces) into %s",
+                    _joined(http),
+                    tables,
+                )
+            if grpc_listen is not None:
+                self._grpc = GrpcServer(self.receiver, grpc_listen)
+                grpc = self._grpc.address
+                log.info("receiving OTLP/gRPC on %s (logs, traces) into %s", _joined(grpc), tables)
+        except BaseException:
+            self._close_servers()
+            raise
         self._thread = threading.Thread(target=self._loop, name="watchdog-ingest", daemon=True)
         self._thread.start()
-        return self._server
+        return Listening(http, grpc)
+
+    def _close_servers(self) -> None:
+        http, self._http = self._http, None
+        grpc, self._grpc = self._grpc, None
+        if http is not None:
+            http.close()
+        if grpc is not None:
+            grpc.close()
 
     def refuse_new(self) -> None:
         """From now on, answer every request 503 with Retry-After (the daemon is stopping)."""
@@ -141,10 +186,7 @@ class Ingest:
     def stop(self, timeout: timedelta = timedelta(seconds=30)) -> None:
         """Refuse new requests (503), finish the ones in progress, load what waits (bounded)."""
         self.refuse_new()
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        self._close_servers()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -187,7 +229,32 @@ class Ingest:
             return self._round_holding_turn()
 
     def _round_holding_turn(self) -> LoadResult:
-        self.spool.plan(self.tables)
+        """One round; a spool that cannot be written (a full disk) fails the round, never raises."""
+        try:
+            return self._rounds()
+        except OSError as exc:
+            problem = f"cannot write the spool {self.spool.directory}: {exc.strerror}"
+            if problem != self._spool_said:
+                log.warning("ingest: %s; loading waits for room", problem)
+            self._spool_said = problem
+            self.loaded.failed_rounds += 1
+            return LoadResult(problem=problem)
+
+    def _rounds(self) -> LoadResult:
+        result, split = self._load_planned()
+        if split:  # a refused load wrote nothing: its batches are tried each alone at once
+            again, _ = self._load_planned()
+            result = LoadResult(
+                outcomes=[*result.outcomes, *again.outcomes],
+                problem=again.problem,
+                busy=again.busy,
+                warnings=[*result.warnings, *again.warnings],
+            )
+        return result
+
+    def _load_planned(self) -> tuple[LoadResult, bool]:
+        """Plan and run the loads; the result, and whether a refused load was split."""
+        self.spool.plan()
         loads = self.spool.planned_loads()
         request = LoadRequest(
             store=self.settings.store,
@@ -202,10 +269,12 @@ class Ingest:
         )
         self.loaded.last_round_s = time.monotonic() - started
         self.loaded.rounds += 1
-        self._take(result, {load.token: load for load in loads})
-        return result
+        split = self._take(result, {load.token: load for load in loads})
+        return result, split
 
-    def _take(self, result: LoadResult, loads: dict[str, Any]) -> None:
+    def _take(self, result: LoadResult, loads: dict[str, Load]) -> bool:
+        """Mark what was loaded, split or set aside what was refused; True when a load was split."""
+        split = False
         for warning in result.warnings:
             if warning not in self._warned:
                 self._warned.add(warning)
@@ -214,10 +283,20 @@ class Ingest:
             load = loads[outcome.token]
             if outcome.loaded:
                 self.spool.done(load)
-                self.loaded.rows[load.signal] += load.rows
+                self.loaded.rows[Signal(load.signal)] += load.rows
                 self._refusals.pop(load.token, None)
+            elif outcome.refused and len(load.files) > 1:
+                self.spool.split(load)
+                split = True
             elif outcome.refused:
                 count = self._refusals[load.token] = self._refusals.get(load.token, 0) + 1
+                log.warning(
+                    "ingest: the store refuses %d %s rows (%s); %s",
+                    load.rows,
+                    load.signal,
+                    outcome.problem,
+                    "set aside" if count >= REFUSALS_BEFORE_ASIDE else "tried again next round",
+                )
                 if count >= REFUSALS_BEFORE_ASIDE:
                     self.spool.set_aside(load, outcome.problem)
                     self.loaded.set_aside += load.rows
@@ -242,6 +321,7 @@ class Ingest:
                 self.spool.queued_bytes,
             )
             self._failing_since = None
+        return split
 
 
 class TurnTakingTicks(ChildTicks):
@@ -261,7 +341,7 @@ def records(ingest: Ingest) -> Iterator[tuple[str, str, int]]:
     counts = ingest.receiver.counts
     with counts.lock:
         accepted, rejected = dict(counts.accepted), dict(counts.rejected)
-    for signal in (LOGS, TRACES):
+    for signal in SIGNALS:
         yield signal, "accepted", accepted[signal]
         yield signal, "rejected", rejected[signal]
         yield signal, "loaded", ingest.loaded.rows[signal]

@@ -1,28 +1,16 @@
 """The receiver's spool: what was acknowledged, on disk until it is in the store, exactly once.
 
-Three kinds of file under the spool directory (`[ingest] spool_dir`):
-
-- `batches/<signal>-<digest>.jsonl`: one accepted request's rows
-  (watchdog.daemon.ingest.otlp.Batch), written to `tmp/`, fsynced, renamed
-  here and the directory fsynced *before* the client is answered 200. The
-  digest names the records, so a client's retry of a request that is
-  still here (or was loaded recently) is recognised and stored once.
-- `loads/<token>.json`: a load, the batches one insert carries and the
-  insert's deduplication token, written before the insert. After a crash
-  the same load is inserted again with the same token, and ClickHouse keeps
-  one copy (the tables carry `non_replicated_deduplication_window`).
-- `loaded.log`: the digests loaded in the last `retry_window`, appended
-  (and fsynced) before a load's batches are deleted: a retry that arrives
-  after its batch was loaded is still recognised.
-
-One process, the daemon, owns the spool: the receiver's threads add
-batches, the loader thread plans loads and marks them done; the insert
-itself runs in a child (watchdog.daemon.ingest.loader), which only reads.
+Batches are fsynced before the client is answered, loads carry their
+deduplication token, the ledger of loaded digests recognises a retry for its
+store and table, and a reserve keeps a full disk drainable; the files and
+why they are there: docs/start-without-clickhouse.md#what-is-stored-where and
+docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -30,16 +18,42 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from watchdog.daemon.ingest.otlp import SIGNALS, Batch
+from watchdog.daemon.ingest.state import BATCH_SUFFIX, RESERVE_BYTES
 
 log = logging.getLogger(__name__)
 
-BATCH_SUFFIX = ".jsonl"
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+_UNUSABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+ANY = "*"  # the destination of names written before destinations were (they match every one)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a signal's rows go: the store, as its URL shows with the password masked, and a table."""
+
+    store: str
+    table: str
+
+    @property
+    def key(self) -> str:
+        """A short name of the destination, in batch names and the ledger."""
+        return hashlib.sha256(f"{self.store}\n{self.table}".encode()).hexdigest()[:12]
+
+
+def parse_name(name: str) -> tuple[str, str, str]:
+    """(signal, destination key, digest) of a batch file name; ANY for names without one."""
+    parts = name.removesuffix(BATCH_SUFFIX).split("-")
+    if len(parts) == 2:
+        return parts[0], ANY, parts[1]
+    return parts[0], parts[1], parts[-1]
+
+
 # One insert carries at most this much: the loader's memory and one insert's time stay bounded.
 MAX_LOAD_BYTES = 64 * 1024**2
 
@@ -56,8 +70,9 @@ class Load:
     size: int
 
     @property
-    def digests(self) -> tuple[str, ...]:
-        return tuple(Path(f).name.removesuffix(BATCH_SUFFIX).partition("-")[2] for f in self.files)
+    def entries(self) -> tuple[str, ...]:
+        """`<destination> <digest>` of each batch, as the ledger keeps them."""
+        return tuple(_entry(Path(f).name) for f in self.files)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -92,15 +107,29 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_tmp(tmp: Path, data: bytes) -> None:
+    """`data` in `tmp`, fsynced; on failure no file is left behind (a full disk leaves none)."""
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _write_durably(path: Path, data: bytes, tmp_dir: Path) -> None:
     """`data` at `path`, complete or not at all, surviving a crash once this returns."""
     tmp = tmp_dir / f"{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+    _write_tmp(tmp, data)
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+class SpoolUnusable(Exception):
+    """The spool directory cannot be used at all (read-only, not ours): one line names it."""
 
 
 class IngestSpool:
@@ -109,29 +138,41 @@ class IngestSpool:
     def __init__(
         self,
         directory: Path,
+        destinations: Mapping[str, Destination],
         *,
         retry_window: timedelta = timedelta(minutes=15),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.directory = directory
+        self.destinations = dict(destinations)  # signal -> where its rows go
+        self._keys = {d.key for d in destinations.values()} | {ANY}
         self.batches = directory / "batches"
         self.loads = directory / "loads"
         self.tmp = directory / "tmp"
         self.quarantine = directory / "quarantine"
         self.ledger = directory / "loaded.log"
         self.retry_window = retry_window.total_seconds()
+        self.reserve = directory / "reserve"
         self._clock = clock
         self._lock = threading.Lock()
-        for sub in (self.batches, self.loads, self.tmp):
-            sub.mkdir(parents=True, exist_ok=True)
-        for stale in self.tmp.iterdir():  # writes a crash interrupted: never acknowledged
-            with contextlib.suppress(OSError):
-                stale.unlink()
+        self.problem = ""  # why the last write failed, "" once writes succeed again
+        self._reserve_tried = 0.0
+        try:
+            for sub in (self.batches, self.loads, self.tmp):
+                sub.mkdir(parents=True, exist_ok=True)
+            for stale in self.tmp.iterdir():  # writes a crash interrupted: never acknowledged
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+        except OSError as exc:
+            raise SpoolUnusable(f"{directory}: {exc.strerror}") from None
+        self._reserved = self._keep_reserve()
         self._loaded = self._read_ledger()
         self._appended = 0
-        # Batch name -> (bytes, rows), in the order they were accepted.
+        # Batch name -> (bytes, rows), in the order they were accepted; another destination's
+        # batches (a daemon on another store shares the directory) are left for it.
         self._batches = {p.name: (p.stat().st_size, _count_rows(p)) for p in self._batch_files()}
         self._planned: set[str] = set()
+        self._solo: set[str] = set()  # batches of a refused load: each loaded on its own
         for load in self.planned_loads():
             self._planned.update(Path(f).name for f in load.files)
 
@@ -148,19 +189,24 @@ class IngestSpool:
 
         When this returns, a crash cannot lose the batch: answer the client then.
         """
-        name = f"{batch.signal}-{batch.digest}{BATCH_SUFFIX}"
+        key = self.destinations[batch.signal].key
+        name = f"{batch.signal}-{key}-{batch.digest}{BATCH_SUFFIX}"
         path = self.batches / name
-        if self._known(name, batch.digest):
+        if self._known(name, key, batch.digest):
             return False
+        if not self._reserved and not self._retry_reserve():
+            raise OSError(errno.ENOSPC, "no room kept for loading (the filesystem is full)")
         tmp = self.tmp / f"{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as out:
-            out.write(batch.data)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            _write_tmp(tmp, batch.data)
+        except OSError as exc:
+            self.problem = f"cannot write {self.directory}: {exc.strerror}"
+            raise
+        self.problem = ""
         with self._lock:
             # Checked again under the lock the loader takes to mark a load done: a batch
             # is either still here, or its digest is in the ledger already.
-            if name in self._batches or batch.digest in self._loaded:
+            if self._known_locked(name, key, batch.digest):
                 tmp.unlink()
                 return False
             os.replace(tmp, path)
@@ -168,15 +214,29 @@ class IngestSpool:
         _fsync_dir(self.batches)
         return True
 
-    def _known(self, name: str, digest: str) -> bool:
+    def _known(self, name: str, key: str, digest: str) -> bool:
         with self._lock:
-            return name in self._batches or digest in self._loaded
+            return self._known_locked(name, key, digest)
+
+    def _known_locked(self, name: str, key: str, digest: str) -> bool:
+        """Kept and waiting, or loaded lately into this destination (the caller holds the lock)."""
+        loaded = self._loaded
+        return (
+            name in self._batches
+            or f"{key} {digest}" in loaded
+            or f"{ANY} {digest}" in loaded
+            or f"{parse_name(name)[0]}-{digest}{BATCH_SUFFIX}" in self._batches
+        )
 
     # -- the loader's side --------------------------------------------------------------
 
     def _batch_files(self) -> list[Path]:
         return sorted(
-            (p for p in self.batches.iterdir() if p.name.endswith(BATCH_SUFFIX)),
+            (
+                p
+                for p in self.batches.iterdir()
+                if p.name.endswith(BATCH_SUFFIX) and parse_name(p.name)[1] in self._keys
+            ),
             key=lambda p: p.stat().st_mtime_ns,
         )
 
@@ -185,23 +245,30 @@ class IngestSpool:
         found = []
         for path in self.loads.glob("*.json"):
             try:
-                found.append((path.stat().st_mtime_ns, Load.from_json(path.read_text("utf-8"))))
+                load = Load.from_json(path.read_text("utf-8"))
+                found.append((path.stat().st_mtime_ns, load))
             except (OSError, ValueError, KeyError) as exc:
                 log.error("ingest spool: unreadable load %s (%s); left in place", path, exc)
-        return [load for _, load in sorted(found, key=lambda item: item[0])]
+        ours = [
+            (at, load)
+            for at, load in found
+            if all(parse_name(Path(f).name)[1] in self._keys for f in load.files)
+        ]
+        return [load for _, load in sorted(ours, key=lambda item: item[0])]
 
-    def plan(self, tables: dict[str, str]) -> list[Load]:
-        """New loads for the batches no load carries yet, each written down before its insert.
-
-        `tables` maps a signal to the table its rows go to.
-        """
+    def plan(self) -> list[Load]:
+        """New loads for the batches no load carries yet, each written down before its insert."""
         with self._lock:
             pending = {n: entry for n, entry in self._batches.items() if n not in self._planned}
+            solo = self._solo & pending.keys()
         planned: list[Load] = []
         for signal in SIGNALS:
             names = [n for n in pending if n.startswith(f"{signal}-")]
-            for group in _groups(names, pending):
-                planned.append(self._write_load(signal, tables[signal], group, pending))
+            groups = [[n] for n in names if n in solo]
+            groups += _groups([n for n in names if n not in solo], pending)
+            for group in groups:
+                table = self.destinations[signal].table
+                planned.append(self._write_load(signal, table, group, pending))
         return planned
 
     def _write_load(
@@ -216,7 +283,9 @@ class IngestSpool:
             rows=sum(entries[n][1] for n in names),
             size=sum(entries[n][0] for n in names),
         )
-        _write_durably(self.loads / f"{token}.json", load.to_json().encode(), self.tmp)
+        self._with_room(
+            lambda: _write_durably(self.loads / f"{token}.json", load.to_json().encode(), self.tmp)
+        )
         with self._lock:
             self._planned.update(names)
         return load
@@ -224,18 +293,30 @@ class IngestSpool:
     def done(self, load: Load) -> None:
         """The load is in the store: remember its digests, then drop its batches and itself."""
         now = self._clock()
-        digests = load.digests
-        with open(self.ledger, "a", encoding="ascii") as ledger:
-            ledger.writelines(f"{now:.3f} {d}\n" for d in digests)
-            ledger.flush()
-            os.fsync(ledger.fileno())
-        self._appended += len(digests)
+        entries = load.entries
+        self._with_room(lambda: self._append(f"{now:.3f} {e}\n" for e in entries))
+        self._appended += len(entries)
         with self._lock:
-            for digest in digests:
-                self._loaded[digest] = now
+            for entry in entries:
+                self._loaded[entry] = now
             self._drop(load)
         if self._appended > 10_000:
             self._compact_ledger()
+        if not self._reserved:  # room was freed: keep it for the next time the disk fills
+            self._reserved = self._keep_reserve()
+
+    def split(self, load: Load) -> None:
+        """Forget a load the store refused (it wrote nothing); plan each of its batches alone.
+
+        So a batch the store cannot take is set aside alone, and the others are loaded.
+        """
+        with self._lock:
+            for file in load.files:
+                name = Path(file).name
+                self._planned.discard(name)
+                self._solo.add(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.loads / f"{load.token}.json")
 
     def set_aside(self, load: Load, problem: str) -> None:
         """Move a load's batches to `quarantine/` (the store refuses their rows); never deleted."""
@@ -263,8 +344,69 @@ class IngestSpool:
                 os.unlink(file)
             self._batches.pop(name, None)
             self._planned.discard(name)
+            self._solo.discard(name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.loads / f"{load.token}.json")
+
+    # -- room to drain ------------------------------------------------------------------
+
+    def _append(self, lines: Iterator[str]) -> None:
+        with open(self.ledger, "a", encoding="ascii") as ledger:
+            ledger.writelines(lines)
+            ledger.flush()
+            os.fsync(ledger.fileno())
+
+    def _with_room(self, write: Callable[[], None]) -> None:
+        """`write`, given the reserve's room when the filesystem is full (the drain must go on)."""
+        try:
+            write()
+        except OSError as exc:
+            if exc.errno not in _NO_ROOM or not self._release_reserve():
+                self.problem = f"cannot write {self.directory}: {exc.strerror}"
+                raise
+            write()
+
+    def _keep_reserve(self) -> bool:
+        """Whether RESERVE_BYTES are set aside (written now if they were not); never raises."""
+        try:
+            if self.reserve.stat().st_size >= RESERVE_BYTES:
+                return True
+        except OSError:
+            pass
+        try:
+            _write_tmp(self.reserve, bytes(RESERVE_BYTES))
+        except OSError as exc:
+            if exc.errno in _UNUSABLE:
+                raise SpoolUnusable(f"{self.directory}: {exc.strerror}") from None
+            self.problem = f"the filesystem of {self.directory} is full: accepting nothing new"
+            log.warning("ingest spool: %s (%s)", self.problem, exc.strerror)
+            return False
+        if self.problem:
+            log.info("ingest spool: %s has room again", self.directory)
+        self.problem = ""
+        return True
+
+    def _retry_reserve(self) -> bool:
+        """Set the reserve aside again, tried at most once a second (the receiver asks)."""
+        now = time.monotonic()
+        if now - self._reserve_tried < 1.0:
+            return False
+        self._reserve_tried = now
+        try:
+            self._reserved = self._keep_reserve()
+        except SpoolUnusable:
+            return False
+        return self._reserved
+
+    def _release_reserve(self) -> bool:
+        """Give the reserve's room to a write of the drain; False when there was none."""
+        try:
+            self.reserve.unlink()
+        except FileNotFoundError:
+            return False
+        self._reserved = False
+        log.warning("ingest spool: %s is full; draining with the room kept for it", self.directory)
+        return True
 
     # -- the ledger ---------------------------------------------------------------------
 
@@ -273,10 +415,12 @@ class IngestSpool:
         oldest = self._clock() - self.retry_window
         with contextlib.suppress(FileNotFoundError):
             for line in self.ledger.read_text("ascii", errors="replace").splitlines():
-                at, _, digest = line.partition(" ")
+                at, _, entry = line.partition(" ")
+                if entry and " " not in entry:  # written before destinations: any destination
+                    entry = f"{ANY} {entry}"
                 with contextlib.suppress(ValueError):
-                    if float(at) >= oldest and digest:
-                        loaded[digest] = float(at)
+                    if float(at) >= oldest and entry.strip():
+                        loaded[entry] = float(at)
         return loaded
 
     def _compact_ledger(self) -> None:
@@ -285,7 +429,7 @@ class IngestSpool:
         with self._lock:
             self._loaded = {d: at for d, at in self._loaded.items() if at >= oldest}
             text = "".join(f"{at:.3f} {d}\n" for d, at in self._loaded.items())
-            _write_durably(self.ledger, text.encode("ascii"), self.tmp)
+            self._with_room(lambda: _write_durably(self.ledger, text.encode("ascii"), self.tmp))
             self._appended = 0
 
     def prune(self) -> None:
@@ -313,6 +457,12 @@ def _groups(names: list[str], entries: dict[str, tuple[int, int]]) -> Iterator[l
         total += size
     if group:
         yield group
+
+
+def _entry(name: str) -> str:
+    """`<destination> <digest>` of a batch file name, as the ledger keeps it."""
+    _, key, digest = parse_name(name)
+    return f"{key} {digest}"
 
 
 def _count_rows(path: Path) -> int:
