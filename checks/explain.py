@@ -222,5 +222,9 @@ def explain_session(
     }
     existing = _existing(store, source, {**source.params, **window.params()}, cited)
     events = _findings(rows, flags, existing)
-    had = _obligations(store, one, params, enabled) if rows else []
+    # Every obligation of the lookback: the scan's window as long as its lookback, so that
+    # it reads the role events of all of it.
+    whole = replace(window, length=window.lookback)
+    listing = {**params, **whole.params()}
+    had = _obligations(store, one, listing, enabled) if rows else []
     return Explained(session_id, window, tuple(events), total, tuple(had))

@@ -98,6 +98,18 @@ def test_a_healthy_session_meets_every_obligation_it_had(store: Store) -> None:
     assert document["events"][2]["latency_ms"] == 800
 
 
+def test_obligations_early_in_the_lookback_are_listed_with_what_met_them(store: Store) -> None:
+    """A session a day before `at` (well before the window): its obligations, met or not."""
+    sc = Scenario()
+    early = T0 + 4 * H - 20 * H
+    sc.session("early").starts(early).recalls(early + 2 * S).ends(early + 30 * M)
+    table = unique_table()
+    sc.write(store, table)
+    text = text_of(store, settings_for(table), "early")
+    assert lines_with(text, "start recall:", "met by ev-000002; recall_coverage")
+    assert lines_with(text, "end observe (end event):", "missed; observe_coverage")
+
+
 def test_an_obligation_due_after_at_is_not_yet_due(store: Store) -> None:
     """A silent end judged six hours after the last event is not due before then."""
     sc = Scenario()
