@@ -34,6 +34,7 @@ from watchdog.daemon.status import last_completed_at, read_status
 from watchdog.daemon.telemetry import CheckTiming, Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
+from watchdog.runner.backtest import run_windows
 from watchdog.runner.once import run_once, window_at
 
 log = logging.getLogger(__name__)
@@ -235,14 +236,17 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
         if not log_read:
             last_judged, log_read = last_completed_at(tick.store, settings, request.now), True
         plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
+        windows = [aligned_window(settings, tick.schedule, end) for end in plan.ends]
+        passed = in_one_pass(tick, windows)  # a catch-up's windows: evaluated together
         finished = True
         for index, end in enumerate(plan.ends):
             if tick.stop.is_set():
                 stopped_before, finished = end, False
                 break
             attempting = end
-            window = aligned_window(settings, tick.schedule, end)
-            run = judge(tick, window, catchup=index < len(plan.ends) - 1, guard=lease.ensure)
+            window = windows[index]
+            catchup = index < len(plan.ends) - 1
+            run = judge(tick, window, catchup=catchup, guard=lease.ensure, report=passed.get(end))
             runs.append(run)
             tick.report(run)
             if not run.judged:
@@ -360,19 +364,44 @@ def _status(tick: Tick) -> dict[str, Any] | None:
     return read_status(tick.store, tick.settings, tick.clock(), STATUS_RUNS).to_json()
 
 
+def in_one_pass(tick: Tick, windows: list[Window]) -> dict[datetime, Report]:
+    """A catch-up's windows evaluated in one pass, by window end (watchdog.runner.backtest).
+
+    Each report is the one `run_once` gives for its window alone, so
+    judging goes on window by window as before, the alert pipeline on each
+    in turn. Empty for a single window, and when the source cannot be read
+    (each window then runs alone and meets the error itself).
+    """
+    if len(windows) < 2:
+        return {}
+    try:
+        reports = run_windows(tick.store, tick.settings, windows, triage=tick.request.pages)
+    except StoreError as exc:
+        log.warning("the windows of this catch-up are judged one by one: %s", exc.problem)
+        return {}
+    log.info("one pass evaluated the %d windows of this catch-up", len(reports))
+    return {r.window.at: r for r in reports}
+
+
 def judge(
-    tick: Tick, window: Window, *, catchup: bool, guard: Callable[[], None] | None = None
+    tick: Tick,
+    window: Window,
+    *,
+    catchup: bool,
+    guard: Callable[[], None] | None = None,
+    report: Report | None = None,
 ) -> RunResult:
-    """Evaluate one window and run the alert pipeline; StoreError when the store itself fails.
+    """Evaluate one window (unless its `report` is given) and run the alert pipeline;
+    StoreError when the store itself fails.
 
     LeaseLost (from `guard`) when another process took the alert lease over.
     """
     store, settings, clock, pages = tick.store, tick.settings, tick.clock, tick.request.pages
     start_ns, started = time.time_ns(), time.monotonic()
     stopwatch = Stopwatch()
-    report: Report | None
     try:
-        report = run_once(store, settings, window, timed=stopwatch, triage=pages)
+        if report is None:
+            report = run_once(store, settings, window, timed=stopwatch, triage=pages)
     except StoreError as exc:  # the store answers, the source cannot be read
         report, problem = None, exc.problem
         outcome = process_store_error(
