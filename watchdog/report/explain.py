@@ -10,6 +10,7 @@ window that counted it (`not yet due` when its deadline is at or after
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +43,17 @@ ROLE_WORDS = (
     ("human_message", "human message"),
     ("agent_response", "response"),
 )
+
+
+def explain_command(session_id: str, at: datetime) -> str:
+    """The `memory-watchdog explain` of a listed session, as the window ending `at` saw it.
+
+    Quoted for a shell and printable: a hostile id is shown escaped (then
+    copy it from `--format json`).
+    """
+    return (
+        f"memory-watchdog explain {printable(shlex.quote(session_id), ID_CHARS)} --at {rfc3339(at)}"
+    )
 
 
 def outcomes(events: EventSettings) -> dict[str, str]:

@@ -40,6 +40,7 @@ from watchdog.report.charts import (
     value_chart,
     window_span,
 )
+from watchdog.report.explain import explain_command
 from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
 from watchdog.runner.once import run_once, window_at
 
@@ -178,6 +179,11 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
             "parameters": KINDS.describe(specs[r.id]) if r.id in specs else [],
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
+            "explain": (
+                explain_command(r.evidence.sessions[0], report.window.at)
+                if r.evidence.sessions
+                else ""
+            ),
         }
         for r in report.ordered()
         if r.status in BREACHING
