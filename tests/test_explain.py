@@ -21,13 +21,13 @@ AT = T0 + 4 * H
 
 # What the explanation of a session says of each fault the demo injects into it.
 SAYS: dict[str, tuple[str, ...]] = {
-    "cold start": ("start recall:", "missed; recall_coverage"),
-    "late recall": ("start recall:", "missed; recall_coverage"),
-    "silent end without observe": ("end observe (silent end):", "missed; observe_coverage"),
-    "end without observe": ("end observe (end event):", "missed; observe_coverage"),
-    "answer without recall": ("recall before response:", "missed; recall_before_response"),
-    "compaction without observe": ("compaction observe:", "missed; observe_coverage"),
-    "lost observe": ("observe outcome:", "missed; observe_failure_rate"),
+    "cold start": ("start recall:", "missed - recall_coverage"),
+    "late recall": ("start recall:", "missed - recall_coverage"),
+    "silent end without observe": ("end observe (silent end):", "missed - observe_coverage"),
+    "end without observe": ("end observe (end event):", "missed - observe_coverage"),
+    "answer without recall": ("recall before response:", "missed - recall_before_response"),
+    "compaction without observe": ("compaction observe:", "missed - observe_coverage"),
+    "lost observe": ("observe outcome:", "missed - observe_failure_rate"),
     "failure streak": ("counted by circuit_breaker",),
     "slow recall": ("counted by recall_latency_p95: latency_ms at or above the target 3000 ms",),
     "failed observe": ("counted by observe_failure_rate: failed",),
@@ -106,8 +106,9 @@ def test_obligations_early_in_the_lookback_are_listed_with_what_met_them(store: 
     table = unique_table()
     sc.write(store, table)
     text = text_of(store, settings_for(table), "early")
-    assert lines_with(text, "start recall:", "met by ev-000002; recall_coverage")
-    assert lines_with(text, "end observe (end event):", "missed; observe_coverage")
+    assert lines_with(text, "start recall: met - recall_coverage")
+    assert lines_with(text, "trigger first event at", "met by ev-000002")
+    assert lines_with(text, "end observe (end event):", "missed - observe_coverage")
 
 
 def test_an_obligation_due_after_at_is_not_yet_due(store: Store) -> None:
@@ -155,7 +156,7 @@ def test_explain_on_the_cli_tells_the_cold_start(cli_store: str) -> None:
     at = (T0 + 4 * H).strftime("%Y-%m-%dT%H:%M:%SZ")
     result = run("explain", "cold", "--store", cli_store, "--at", at)
     assert result.returncode == 0, result.stderr
-    assert lines_with(result.stdout, "start recall:", "missed; recall_coverage")
+    assert lines_with(result.stdout, "start recall:", "missed - recall_coverage")
 
 
 @pytest.mark.parametrize(

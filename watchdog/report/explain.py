@@ -178,18 +178,12 @@ def render_explain_text(
         out.append("  none within the lookback")
     for had in explained.obligations:
         judged = judgement(had, at, window_of)
-        if judged.status == "met":
-            state = f"met by {printable(had.met_by, ID_CHARS)}"
-        else:
-            state = judged.status
-        where = (
-            f"; {had.check_id}, window {rfc3339(judged.window[0])} .. {rfc3339(judged.window[1])}"
-            if judged.window and judged.status != "not judged"
-            else f"; {had.check_id}"
-        )
+        where = f"{had.check_id}"
+        if judged.window and judged.status != "not judged":
+            where += f", window {rfc3339(judged.window[0])} .. {rfc3339(judged.window[1])}"
         if judged.status == "not judged":
             where += " (the session is outside its scope)"
-        out.append(
-            f"  {had.label}: trigger {_trigger(had)}, due {rfc3339(had.deadline)}: {state}{where}"
-        )
+        out.append(f"  {had.label}: {judged.status} - {where}")
+        met = f", met by {printable(had.met_by, ID_CHARS)}" if had.met_by else ""
+        out.append(f"    trigger {_trigger(had)}, due {rfc3339(had.deadline)}{met}")
     return "\n".join(out) + "\n"
