@@ -1,7 +1,8 @@
 """A backtest judges every window as `check --at <its end>` does, in one pass.
 
 The property: over generated worlds (sessions spread over two days, with
-conversations, compactions, losses, failures, gate decisions, deviations),
+conversations, compactions, losses, failures, gate decisions, deviations,
+rows written again at another time),
 random periods, window lengths, grid steps, lookbacks and idle timeouts,
 and every check of the kind suite (every built-in check, a custom check of
 every declarable kind, `volume` defined in tests/test_kinds.py, and custom
@@ -13,6 +14,7 @@ quality and deviation aggregation, and with triage the same breakdowns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +37,9 @@ from watchdog.runner.once import run_once, window_at
 # greeting (trivial), or no answer at all (the grace is the deadline).
 TURNS = ("recalled", "unrecalled", "trivial", "unanswered")
 
+# Rows written again, the same event id at another time (a retry that stamped anew): a
+# duplicate that may straddle the bounds a pass splits a session at.
+retries = st.lists(st.tuples(st.integers(0, 10_000), st.integers(-300, 300)), max_size=4)
 world_sessions = st.lists(
     st.fixed_dictionaries(
         {
@@ -58,8 +63,8 @@ periods = st.fixed_dictionaries(
 )
 
 
-def world(sessions: list[dict[str, Any]]) -> Scenario:
-    """The sessions, each moved by its shift, with its conversation turns."""
+def world(sessions: list[dict[str, Any]], retried: Sequence[tuple[int, int]] = ()) -> Scenario:
+    """The sessions, each moved by its shift, with its conversation turns, and retried rows."""
     sc = Scenario()
     for i, s in enumerate(sessions):
         sid = f"s{i:02d}"
@@ -74,6 +79,9 @@ def world(sessions: list[dict[str, Any]]) -> Scenario:
                 talk.emits("memory.recall.started", at + 10 * S)
             if turn != "unanswered":
                 talk.answers(at + 20 * S)
+    for index, shift_min in retried if sc.events else ():
+        copy = sc.duplicate(sc.events[index % len(sc.events)])
+        copy.ts += timedelta(minutes=shift_min)
     return sc
 
 
@@ -112,13 +120,16 @@ def config(period: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.slow
 @hypothesis_settings(EXAMPLES, max_examples=12)
-@given(sessions=world_sessions, period=periods)
+@given(sessions=world_sessions, retried=retries, period=periods)
 def test_a_backtest_judges_each_window_as_check_at_its_end(
-    store: Store, sessions: list[dict[str, Any]], period: dict[str, Any]
+    store: Store,
+    sessions: list[dict[str, Any]],
+    retried: list[tuple[int, int]],
+    period: dict[str, Any],
 ) -> None:
     """Every window of the pass has the report of `check --at <its end>`, triage included."""
     table = unique_table()
-    world(sessions).write(store, table)
+    world(sessions, retried).write(store, table)
     settings = settings_from_mapping({**config(period), "source": {"table": table}}, env={})
     step = timedelta(minutes=period["step_min"])
     first = T0 + period["first_end_step"] * step

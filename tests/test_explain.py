@@ -200,3 +200,28 @@ def test_a_long_session_is_cut_in_the_text_and_counted(store: Store) -> None:
     assert explained.total_events == 8 == len(explained.events)
     assert explained.events[0].time == T0 + H
     assert explained.events[-1].time == T0 + H + timedelta(minutes=6)
+
+
+def test_custom_coverage_obligations_are_listed_and_out_of_scope_ones_not_judged(
+    store: Store,
+) -> None:
+    """A custom coverage check's obligations are the session's too; outside its session
+    filter they are listed as not judged."""
+    sc = Scenario()
+    s = sc.session("s1").starts(T0 + H).recalls(T0 + H + S)
+    s.emits("tool.call", T0 + H + M, source="ci")
+    table = unique_table()
+    sc.write(store, table)
+    custom = {
+        "id": "tool_recall",
+        "kind": "coverage",
+        "trigger": ["tool.call"],
+        "required": ["memory.recall.started"],
+        "grace": "1m",
+        "target": 0,
+    }
+    scoped = {**custom, "id": "ci_only", "session_filter": "source = 'nowhere'"}
+    settings = settings_for(table, {"checks": {"custom": [custom, scoped]}})
+    text = text_of(store, settings, "s1")
+    assert lines_with(text, "memory.recall.started after tool.call: missed - tool_recall")
+    assert lines_with(text, "not judged - ci_only", "outside its scope")

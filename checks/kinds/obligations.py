@@ -102,9 +102,6 @@ class _Rule:
 
     @staticmethod
     def of(scan: SessionScan, ob: Obligation) -> _Rule:
-        # Every deadline lies at most the grace (or, for a silent end, idle_timeout) after
-        # the session's last event.
-        scan.reaching(max(ob.grace_ms, ob.idle_ms))
         return _Rule(
             scan.bind(ob.grace_ms, "Int64"),
             scan.bind(ob.lead_ms, "Int64"),

@@ -14,11 +14,10 @@ each row.
 
 What makes it cheap: every column is merged per window before the rows are
 made (small arrays of the pieces' figures), and the role events (and the
-other inputs holding events) go only to the windows the session may have
-something due in: a session whose last event lies more than the scan's
-reach before a window's start gives that window's figures no event
-(`SessionScan`: they give what they give over none), and its row holds
-only numbers.
+other inputs holding events) are those `render_raw` keeps, from `near_ms`
+before the window on: a window the session's last event comes before gets
+none, and its row holds only numbers (most of a session's windows: they
+read it for the lookback's counts and summaries only).
 """
 
 from __future__ import annotations
@@ -210,7 +209,7 @@ def render(
         *,
         arrayFilter(i -> arrayExists(p -> p >= {lb}[i] AND p < {at}[i], _ps),
                     range(1, {n + 1})) AS _touched,
-        arrayFilter(i -> {last} + {{bt_reach:Int64}} >= {ws}[i], _touched) AS _near_list,
+        arrayFilter(i -> {last} >= {ws}[i] - {{near_ms:Int64}}, _touched) AS _near_list,
         arrayConcat(_near_list, arrayFilter(i -> NOT has(_near_list, i), _touched)) AS _wl,
         length(_near_list) AS _n_near,
         length(_ps) = 1 AS _one,
@@ -244,7 +243,7 @@ def render(
     )
   )
   ARRAY JOIN {joined}"""
-    extra = {"bt_bounds": bounds(windows), "bt_reach": scan.reach_ms}
+    extra = {"bt_bounds": bounds(windows)}
     return scan.around(per_session, windowed=True), extra
 
 

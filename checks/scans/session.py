@@ -230,13 +230,6 @@ class SessionScan:
     alias of the column it made; a kind reads its totals back by those
     aliases from the scan's one row. With `dims`, coverage kinds carry their
     triage breakdown too.
-
-    A figure over a session's role events (`_roles`, the side inputs) is
-    about the window: a session whose last event lies more than `reach_ms`
-    before the window's start gives it what it gives over no role event at
-    all (nothing due, nothing in the window). Many windows in one pass
-    (`checks.scans.per_window`) rely on it and give such a session none;
-    what counts events of the whole lookback is an input (`SetSummary`).
     """
 
     dims: tuple[str, ...] | None = None
@@ -249,7 +242,6 @@ class SessionScan:
     # Totals listing evidence events as (time, id hash, id): the session state fills in ids.
     evidence: list[str] = field(default_factory=list)
     near_ms: int = 0  # how far before the window the figures read role events
-    reach_ms: int = 0  # how far past a session's last event its figures look (`reaching`)
 
     def tag(self) -> str:
         """A prefix for the columns of one more check, unique in this scan."""
@@ -286,10 +278,6 @@ class SessionScan:
     def near(self, ms: int) -> None:
         """A figure reads role events from `ms` before the window on."""
         self.near_ms = max(self.near_ms, ms)
-
-    def reaching(self, ms: int) -> None:
-        """A figure of this scan looks `ms` past a session's last event (a grace, idle_timeout)."""
-        self.reach_ms = max(self.reach_ms, ms)
 
     def _summary(self, names: Sequence[str], what: Literal["first", "last", "count"]) -> str:
         return self._input(SetSummary(self.sets.bit(names), what))
