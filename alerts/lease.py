@@ -1,6 +1,6 @@
 """The alert lease: at most one process at a time runs the alert lifecycle and delivery of a
-source on a server store; the others stand by (docs/operations.md#two-watchdogs-on-one-store-the-alert-lease;
-the protocol is `Lease`'s)."""
+source on a server store, and delivers with the embedded store closed; the others stand by
+(docs/operations.md#two-watchdogs-on-one-store-the-alert-lease; the protocol is `Lease`'s)."""
 
 from __future__ import annotations
 
@@ -122,8 +122,10 @@ class Lease:
 
     `acquire` claims it (None: held; else the holder's LeaseInfo: standby),
     `ensure` is the checkpoint (renews, or raises LeaseLost), `release` ends it.
-    On the embedded store every call succeeds at once: its lock already makes
-    one process at a time.
+    On the embedded store its lock already makes one process at a time: the
+    lease is claimed only by `hold_closed`, before a process closes the store
+    to deliver (the daemon's ticks), and `acquire` there only reads it, so that
+    a process that opens the store meanwhile stands by.
 
     ClickHouse has no transactions, so the lease is decided by data every reader
     sees alike, every time in it the store's own clock (`now64()`): the lease of
@@ -162,13 +164,16 @@ class Lease:
         self._version = 0
         self._deadline = 0.0  # clock() by which the lease has surely expired
         self._schema = False  # the table is known to exist
+        self._claimed = False  # on the embedded store: a claim written by `hold_closed`
         self.held = False
 
     def acquire(self) -> LeaseInfo | None:
         """Hold the lease (None), or say who does (standby)."""
         if self.exclusive:
-            self.held = True
-            return None
+            # Only a process delivering with the store closed claims it here (`hold_closed`).
+            current = current_lease(self.store, self.settings, self.source)
+            self.held = current is None or not current.live or current.holder == self.holder
+            return None if self.held else current
         if not self._schema:
             ensure_schema(self.store, self.settings)
             self._schema = True
@@ -212,13 +217,32 @@ class Lease:
         if holder is not None:
             raise LeaseLost(holder)
 
-    def release(self) -> None:
-        """End the lease now, so that the next run (of any process) may claim it; never raises."""
-        if self.exclusive or not self.held:
+    def hold_closed(self) -> None:
+        """On the embedded store, before closing it to deliver: claim the lease in it, so that
+        a process that opens the store before `release(store)` stands by rather than sending
+        the same messages (if this one dies, the claim expires after `alerts.lease_ttl`).
+
+        Nothing on a server store, where the lease is held already. StoreError when the
+        claim cannot be written.
+        """
+        if not self.exclusive:
             return
-        self.held = False
+        ensure_schema(self.store, self.settings)
+        current = current_lease(self.store, self.settings, self.source, known_table=True)
+        term = (current.term if current is not None else 0) + 1
+        self._write(term, 1, claimed="now64(6)", expires=True)
+        self._term, self._version, self._claimed, self.held = term, 1, True, True
+
+    def release(self, store: Store | None = None) -> None:
+        """End the lease now, so that the next run (of any process) may claim it; never raises.
+
+        `store`: the store opened anew, when this one was closed (after `hold_closed`).
+        """
+        if not self.held or (self.exclusive and not self._claimed):
+            return
+        self.held = self._claimed = False
         try:
-            self._write(self._term, self._version + 1, claimed=None, expires=False)
+            self._write(self._term, self._version + 1, claimed=None, expires=False, store=store)
         except StoreError as exc:  # it expires on its own
             log.warning("could not release the alert lease (it expires by itself): %s", exc)
 
@@ -244,7 +268,15 @@ class Lease:
         self._deadline = started + self.ttl.total_seconds()
         self.held = True
 
-    def _write(self, term: int, version: int, *, claimed: str | None, expires: bool) -> None:
+    def _write(
+        self,
+        term: int,
+        version: int,
+        *,
+        claimed: str | None,
+        expires: bool,
+        store: Store | None = None,
+    ) -> None:
         """One row of the lease: a claim (`claimed` the store's clock), or a new version of
         ours keeping its claim time; expiring a TTL from now, or now (a release)."""
         until = "now64(3) + toIntervalMillisecond({ttl_ms:UInt64})" if expires else "now64(3)"
@@ -257,7 +289,7 @@ class Lease:
                 f" (SELECT max(claimed_at) FROM {leases} WHERE source = {{source:String}}"
                 " AND term = {term:UInt64} AND holder = {holder:String})"
             )
-        self.store.command(
+        (store or self.store).command(
             f"INSERT INTO {leases} (source, term, holder, claimed_at, expires_at, version)"
             f" {select}, {until}, {{version:UInt64}}",
             {

@@ -32,16 +32,22 @@ LOCKED = StoreLockedError("chdb:///store", "the embedded store is held by proces
 
 @dataclass
 class StoreOpener:
-    """Opens the shared test store (never closing it), or raises `failure` while one is set."""
+    """Opens the shared test store (never closing it), or raises `failure` while one is set;
+    `open` counts the uses in progress (0: the daemon holds no store)."""
 
     store: Store
     failure: StoreError | None = None
+    open: int = 0
 
     @contextlib.contextmanager
     def __call__(self, settings: Settings) -> Iterator[Store]:
         if self.failure is not None:
             raise self.failure
-        yield self.store
+        self.open += 1
+        try:
+            yield self.store
+        finally:
+            self.open -= 1
 
     def fail_with(self, failure: StoreError = LOCKED) -> None:
         self.failure = failure

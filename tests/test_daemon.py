@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from alerts.lease import Lease, holder_name
 from alerts.testing import RecordingNotifier
 from tests.alerts.slack_standin import SlackStandIn
 from tests.builder import M
 from tests.daemon_rig import (
     DELAY,
+    JUDGED,
     STORE_DOWN,
     Rig,
     end,
@@ -376,3 +378,51 @@ def test_the_stop_timeout_kills_a_stuck_tick_without_a_store_alert(
     assert any("did not finish within 1s; killing it" in line for line in log), log
     assert any(line.startswith("the run was stopped unfinished") for line in log), log
     assert not notifier.attempts and not spool and daemon.last_judged is None
+
+
+# ---- delivery with the store closed (issue 23, finding 4) ---------------------------------
+
+
+def test_a_tick_sends_with_the_store_closed_and_the_alert_lease_claimed(rig: Rig) -> None:
+    """On the embedded store a tick holds no store while a receiver answers (the receiver's
+    loads and the commands use it meanwhile), and a process that opens it then stands by."""
+    daemon = rig.daemon()
+    received, release = hold_first_answer(rig.slack)
+    rig.clock.now = end(5) + DELAY
+    running = threading.Thread(target=daemon.tick)
+    running.start()
+    try:
+        wait_until(received.is_set, "the first message")
+        assert rig.opener.open == 0
+        check = Lease(rig.store, rig.settings, holder_name("check")).acquire()
+        assert check is not None and check.holder == daemon.holder and check.live
+    finally:
+        release.set()
+        running.join()
+    assert Lease(rig.store, rig.settings, holder_name("check")).acquire() is None
+    assert len(rig.slack_texts()) == 1 and rig.opener.open == 0
+
+
+def test_catching_up_each_run_says_its_messages_wait_and_the_last_says_the_delivery(
+    rig: Rig, daemon_log: Callable[[], list[str]]
+) -> None:
+    """Catching up three windows that each remind: the first two say their message waits, the
+    last says what the delivery after the store was closed did (all three sent, in order)."""
+    alerts = rig.settings.alerts.model_copy(update={"repeat_interval": timedelta(hours=1)})
+    rig.settings = rig.settings.model_copy(update={"alerts": alerts})
+    daemon = rig.daemon()
+    rig.tick(daemon, end(5) + DELAY)
+    rig.tick(daemon, end(8) + DELAY)
+    lines = [line for line in daemon_log() if JUDGED.search(line)]
+    assert [JUDGED.search(line).group(3) for line in lines] == [  # type: ignore[union-attr]
+        rfc3339(end(hour)) for hour in (5, 6, 7, 8)
+    ]
+    assert [line.rsplit("; ", 1)[1] for line in lines[1:]] == [
+        "0 message(s) delivered, 1 waiting in the outbox",
+        "0 message(s) delivered, 1 waiting in the outbox",
+        "3 message(s) delivered",
+    ]
+    texts = rig.slack_texts()
+    assert len(texts) == 4
+    for text, hour in zip(texts, (5, 6, 7, 8), strict=True):
+        assert f"{end(hour - 1):%H:%M} – {end(hour):%H:%M} UTC" in text

@@ -33,6 +33,7 @@ from checks.scans.session import (
     Input,
     Scope,
     SessionScan,
+    SetEvents,
     SetSummary,
     SideEvents,
     SideTimes,
@@ -95,7 +96,7 @@ def _summary(item: SetSummary) -> tuple[str, Merge]:
     if item.what == "count":
         return raw_input(item), _of("arraySum")
     best = "arrayMin" if item.what == "first" else "arrayMax"
-    counted = f"(countIf(bitTest(_m, {item.bit})), {raw_input(item)})"
+    counted = f"({raw_input(SetSummary(item.bit, 'count'))}, {raw_input(item)})"
     return (
         counted,
         lambda values: f"{best}(arrayMap(x -> x.2, arrayFilter(x -> x.1 > 0, {values})))",
@@ -105,7 +106,7 @@ def _summary(item: SetSummary) -> tuple[str, Merge]:
 def _input_piece(alias: str, item: Input) -> Piece:
     if isinstance(item, SideTimes):
         return Piece(alias, raw_input(item), _of("arrayFlatten"), time=_itself)
-    if isinstance(item, SideEvents):
+    if isinstance(item, SideEvents | SetEvents):
         return Piece(alias, raw_input(item), _of("arrayFlatten"), time=_first)
     if isinstance(item, Scope):
         return Piece(alias, raw_input(item), _of("arrayMax"))
@@ -140,7 +141,9 @@ def render(
     windows' (`Context` binds those).
     """
     pieces = _pieces(scan)
-    per_piece = ",\n          ".join(f"{p.aggregate} AS {p.alias}" for p in pieces)
+    per_piece = ",\n          ".join(
+        [*scan.gathered(), *(f"{p.aggregate} AS {p.alias}" for p in pieces)]
+    )
     gathered = ",\n        ".join(f"groupArray({p.alias}) AS _g{p.alias}" for p in pieces)
     ws, at, lb = "{bt_ws:Array(Int64)}", "{bt_at:Array(Int64)}", "{bt_lb:Array(Int64)}"
     n = len(windows)

@@ -6,7 +6,7 @@ here and from the session state by `checks.state.read`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -166,6 +166,20 @@ class FirstDim:
 
 
 @dataclass(frozen=True)
+class SetEvents:
+    """Per session: (time, id hash, event id) of the events of role set `bit` (with results,
+    when `positive`) from near the window on: the events evidence may name, kept apart from
+    `_roles` so that the many passes over it carry no id."""
+
+    bit: int
+    positive: bool = False
+
+    @property
+    def alias(self) -> str:
+        return f"_events_{self.bit}{'_pos' if self.positive else ''}"
+
+
+@dataclass(frozen=True)
 class SetSummary:
     """Per session, over the whole lookback: the first or last time of the events of set `bit`,
     or how many there are (what needs no event near the window: an end, a source that never
@@ -179,7 +193,7 @@ class SetSummary:
         return f"_{self.what}_{self.bit}"
 
 
-Input = SideTimes | SideEvents | Scope | FirstDim | SetSummary
+Input = SideTimes | SideEvents | SetEvents | Scope | FirstDim | SetSummary
 
 # Per session, always: `scoped` (an event in source.session_filter), `first_seen`,
 # `last_seen`, `n_events`, `_roles` (its role events from `near_ms` before the window on:
@@ -194,7 +208,9 @@ DATA_QUALITY: dict[str, str] = {
     # per-session set of every event id would cost a hash set of the whole lookback.
     "duplicate_rows": "countIf(_mr != 0) - uniqExactIf(cityHash64(event_id), _mr != 0)",
     # A latency that is not a finite, non-negative number: left out of latency checks.
-    "latency_ignored": "countIf(_mr != 0 AND latency_invalid)",
+    # Counted with a product, not `AND`: evaluated for every event, the latency's test shares
+    # the parse of the metadata the session id already made (a lazy `AND` would parse again).
+    "latency_ignored": "sum(toUInt64(_mr != 0) * latency_invalid)",
     # A payload that is not a JSON object: contract checks count it, others ignore it. Any
     # event, not only role events: a session start whose metadata cannot be read loses the
     # session id it carries (joelclaw), and that must not go uncounted. `payload_is_object`
@@ -203,20 +219,17 @@ DATA_QUALITY: dict[str, str] = {
     # Names, session ids or payloads that are not valid UTF-8: kept byte for byte (a payload
     # with invalid bytes is also no JSON, so what it carries is lost).
     "invalid_utf8": (
-        "countIf(NOT isValidUTF8(name) OR NOT isValidUTF8(session_id) OR NOT payload_is_utf8)"
+        "countIf((NOT isValidUTF8(name)) + (NOT isValidUTF8(session_id)) + (NOT payload_is_utf8) > 0)"
     ),
     # Session ids over 1 KiB: kept (evidence shows them as they are).
     "session_id_over_1kib": "toUInt64(length(session_id) > 1024)",
 }
 
-# The role events' array, from the events: (t, mask, id hash, has results, id). The hash
-# is the event's identity (distinct counts, duplicates, the order of evidence at the same
-# millisecond), the id what evidence shows. The result count is parsed for role events
-# only (`if` evaluates its branch lazily).
-ROLES = (
-    "groupArrayIf((t, _m, cityHash64(event_id),"
-    " if(_mr != 0, ifNull(result_count, 0) > 0, false), event_id), _mr != 0 AND t >= _near)"
-)
+# The role events' array, from the events: (t, mask, id hash, has results). The hash is the
+# event's identity (distinct counts, duplicates, the order of evidence at the same
+# millisecond); the ids evidence shows are in `SetEvents`. The result count is read for every
+# event: it comes from the parse the session id made (a lazy branch would parse again).
+ROLES = "groupArrayIf((t, _m, cityHash64(event_id), ifNull(result_count, 0) > 0), _mr != 0 AND t >= _near)"
 # The start of the role events a scan reads: `near_ms` before the window (a grace and a lead
 # at most: no obligation due in the window looks further back at an event).
 NEAR = "{ws_ms:Int64} - {near_ms:Int64}"
@@ -313,11 +326,8 @@ class SessionScan:
         """
         k = self.sets.bit(names, skip, side)
         alias = f"triggers_{k}{'_pos' if positive else ''}_{tag}"
-        if side:
-            picked = f"arrayFilter(x -> {may_be_due('x.1')}, {self._input(SideEvents(k))})"
-        else:
-            roles = self._roles(k, may_be_due, positive)
-            picked = f"arrayMap(x -> (x.1, x.3, x.5), {roles})"
+        events = self._input(SideEvents(k) if side else SetEvents(k, positive))
+        picked = f"arrayFilter(x -> {may_be_due('x.1')}, {events})"
         return self.per_session(alias, f"if(session_id != '', arrayDistinct({picked}), [])")
 
     def first_of(self, names: Sequence[str]) -> tuple[str, str]:
@@ -331,9 +341,10 @@ class SessionScan:
         return self._summary(names, "last")
 
     def events_of(self, names: Sequence[str]) -> str:
-        """Per session: (time, event id) of its role events of `names`, oldest first."""
+        """Per session: (time, event id) of its role events of `names` from near the window on,
+        oldest first."""
         k = self.sets.bit(names)
-        picked = f"arraySort(arrayMap(x -> (x.1, x.5), {self._roles(k)}))"
+        picked = f"arraySort(arrayMap(x -> (x.1, x.3), {self._input(SetEvents(k))}))"
         return self.per_session(f"events_{k}", f"if(session_id != '', {picked}, [])")
 
     def first_id_of(self, names: Sequence[str]) -> str:
@@ -351,12 +362,10 @@ class SessionScan:
     def oldest_in_window(self, names: Sequence[str]) -> str:
         """Per session: the oldest 20 (time, id hash, event id) of `names` in W."""
         k = self.sets.bit(names)
-        events = self._roles(k, lambda t: f"{t} >= {WS}")
+        events = f"arrayFilter(x -> x.1 >= {WS}, {self._input(SetEvents(k))})"
         # Distinct first: a duplicated row must not take two of the 20 places.
         return self.per_session(
-            f"oldest_{k}",
-            f"arraySlice(arraySort(arrayDistinct(arrayMap(x -> (x.1, x.3, x.5), {events}))),"
-            f" 1, {EVIDENCE})",
+            f"oldest_{k}", f"arraySlice(arraySort(arrayDistinct({events})), 1, {EVIDENCE})"
         )
 
     def seen(self, names: Sequence[str]) -> tuple[str, str]:
@@ -399,10 +408,33 @@ class SessionScan:
         events = source.events() if self.dims is None else source.events_with_dims()
         return f"SELECT *, {masks}\n      FROM {events}"
 
+    def gathered(self) -> list[str]:
+        """The arrays per session several inputs are read from, as aggregates over its events.
+
+        The sets' events evidence names, and the lookback-wide figures of sets, each from one
+        array per session rather than an aggregate per set (each aggregate costs every event).
+        """
+        found = []
+        named = _mask_of(item.bit for item in self.inputs.values() if isinstance(item, SetEvents))
+        if named:
+            found.append(
+                "groupArrayIf((t, _m, cityHash64(event_id), ifNull(result_count, 0) > 0,"
+                f" event_id), bitAnd(_m, toUInt64({named})) != 0 AND t >= _near) AS _evidenced"
+            )
+        summarized = _mask_of(
+            item.bit for item in self.inputs.values() if isinstance(item, SetSummary)
+        )
+        if summarized:
+            found.append(
+                f"groupArrayIf((t, _m), bitAnd(_m, toUInt64({summarized})) != 0) AS _summarized"
+            )
+        return found
+
     def render_raw(self, source: CompiledSource) -> str:
         """The whole scan over the source's events (with their dimensions when carrying triage)."""
         inner = [f"{ROLES} AS _roles"]
         inner += [f"{expr} AS dq_{reason}" for reason, expr in DATA_QUALITY.items()]
+        inner += self.gathered()
         inner += [f"{raw_input(item)} AS {alias}" for alias, item in self.inputs.items()]
         aggregates = ",\n        ".join(inner)
         return self.around(f"""
@@ -443,8 +475,13 @@ FROM (
 ){group}"""
 
 
+def _mask_of(bits: Iterable[int]) -> int:
+    return sum(1 << bit for bit in set(bits))
+
+
 def raw_input(item: Input) -> str:
-    """SQL: a per-session input as an aggregate over the session's events."""
+    """SQL: a per-session input, an aggregate over the session's events (or over one of the
+    arrays `render_raw` gathers for several inputs)."""
     if isinstance(item, SideTimes):
         return f"groupArrayIf(t, bitTest(_m, {item.bit}) AND t >= _near)"
     if isinstance(item, SideEvents):
@@ -452,9 +489,15 @@ def raw_input(item: Input) -> str:
             f"groupArrayIf((t, cityHash64(event_id), event_id), bitTest(_m, {item.bit})"
             " AND t >= _near)"
         )
+    if isinstance(item, SetEvents):  # from the sets' events evidence names (`_evidenced`)
+        positive = " AND x.4" if item.positive else ""
+        picked = f"arrayFilter(x -> bitTest(x.2, {item.bit}){positive}, _evidenced)"
+        return f"arrayMap(x -> (x.1, x.3, x.5), {picked})"
     if isinstance(item, Scope):
         return f"max(scope_{item.check_id})"
-    if isinstance(item, SetSummary):
-        aggregate = {"first": "minIf(t, ", "last": "maxIf(t, ", "count": "countIf("}[item.what]
-        return f"{aggregate}bitTest(_m, {item.bit}))"
+    if isinstance(item, SetSummary):  # from the summarized sets' events (`_summarized`)
+        picked = f"arrayFilter(x -> bitTest(x.2, {item.bit}), _summarized)"
+        if item.what == "count":
+            return f"length({picked})"
+        return f"{'arrayMin' if item.what == 'first' else 'arrayMax'}(arrayMap(x -> x.1, {picked}))"
     return f"argMin(dim_{item.dim}, t)"

@@ -18,6 +18,7 @@ from checks.scans.session import (
     Input,
     Scope,
     SessionScan,
+    SetEvents,
     SetSummary,
     SideEvents,
     SideTimes,
@@ -169,7 +170,7 @@ def _codes(scan: SessionScan, kept: Needs, bind: Binder) -> tuple[str, str, str]
 
 
 def _input(item: Input, kept: Needs, masks: str) -> str:
-    """SQL: a per-session input from the merged state (`_all`: (t, mask, hash, results, id);
+    """SQL: a per-session input from the merged state (`_all`: (t, mask, hash, results);
     `_firsts`, `_lasts`, `_counts`: per name code over the lookback)."""
     if isinstance(item, SetSummary):
         column = {"first": "_firsts", "last": "_lasts", "count": "_counts"}[item.what]
@@ -180,8 +181,10 @@ def _input(item: Input, kept: Needs, masks: str) -> str:
         return f"{ {'first': 'arrayMin', 'last': 'arrayMax', 'count': 'arraySum'}[item.what] }({values})"
     if isinstance(item, SideTimes):
         return f"arrayMap(x -> x.1, arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
-    if isinstance(item, SideEvents):
-        return f"arrayMap(x -> (x.1, x.3, x.5), arrayFilter(x -> bitTest(x.2, {item.bit}), _all))"
+    if isinstance(item, SideEvents | SetEvents):
+        positive = " AND x.4" if isinstance(item, SetEvents) and item.positive else ""
+        picked = f"arrayFilter(x -> bitTest(x.2, {item.bit}){positive}, _all)"
+        return f"arrayMap(x -> (x.1, x.3, ''), {picked})"
     if isinstance(item, Scope):
         return f"toUInt8(has(_scopes, {quoted(item.check_id)}))"
     assert isinstance(item, FirstDim)
@@ -246,14 +249,16 @@ SELECT
     max(last_seen) AS last_seen,
     sum(n_events) AS n_events,
     groupUniqArrayArray(scopes) AS _scopes,
-    arrayMap(e -> (e.1, {event_mask}, e.2, bitTest(e.4, 0), ''),
+    arrayMap(e -> (e.1, {event_mask}, e.2, bitTest(e.4, 0)),
         arrayDistinct(arrayFilter(e -> {near}, groupArrayArray(roles)))) AS _all,
     arrayMap(f -> (f.4, {flag_mask}),
         arrayDistinct(arrayFilter(e -> {kept_at}, groupArrayArray(flagged)))) AS _flagged,
     min(first) AS _first,
-    minMap(firsts) AS _firsts,
-    maxMap(lasts) AS _lasts,
-    sumMap(counts) AS _counts,
+    -- The hours' per-code figures side by side (concatenated, not merged: merging the maps
+    -- per session costs several times what the few per-set figures below read of them).
+    (groupArrayArray(firsts.1), groupArrayArray(firsts.2)) AS _firsts,
+    (groupArrayArray(lasts.1), groupArrayArray(lasts.2)) AS _lasts,
+    (groupArrayArray(counts.1), groupArrayArray(counts.2)) AS _counts,
     {aggregates}
 FROM (
     SELECT if(sid IN {{ignore_sessions:Array(String)}}, '', sid) AS session_id, {rows}, roles

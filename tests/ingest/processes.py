@@ -111,6 +111,20 @@ class Daemon:
         return "\n".join(list(self.lines))
 
 
+def post_logs(port: int, body: bytes) -> int:
+    """One OTLP/HTTP logs request (protobuf) to 127.0.0.1:<port>; the status it was answered."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(
+            "POST", "/v1/logs", body=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
 def records_request(client: int, seq: int, records: int) -> bytes:
     """A logs request whose records each carry a unique `record.id` (client-seq-k)."""
     request = ExportLogsServiceRequest()

@@ -22,8 +22,15 @@ from typing import Any
 
 import pytest
 
-from tests.ingest.processes import BIN, REPO, clean_env, free_port, query, records_request
-from tests.ingest.test_receiver import PB
+from tests.ingest.processes import (
+    BIN,
+    REPO,
+    clean_env,
+    free_port,
+    post_logs,
+    query,
+    records_request,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -98,14 +105,7 @@ class Namespaced:
         return self.log.read_text() if self.log.exists() else "(no log)"
 
     def post(self, body: bytes) -> int:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            connection.request("POST", "/v1/logs", body=body, headers={"Content-Type": PB})
-            response = connection.getresponse()
-            response.read()
-            return response.status
-        finally:
-            connection.close()
+        return post_logs(self.port, body)
 
     def get(self, path: str) -> tuple[int, str]:
         connection = http.client.HTTPConnection("127.0.0.1", self.web, timeout=30)

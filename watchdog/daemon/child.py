@@ -8,7 +8,9 @@ can use it in between. In a child the engine lives and dies with the tick;
 the daemon process never loads it, so its memory stays flat, a crash in the
 engine costs one tick, and a stuck tick can be killed. Everything crossing
 the process boundary is a plain picklable value: `TickRequest` in, each
-window's `RunResult` as it is judged, then the `TickResult`. When the child
+window's `RunResult` as it is judged, a word when the tick has closed the
+store to deliver (the daemon's OTLP loads may have it meanwhile), then the
+`TickResult`. When the child
 dies without a result, `ChildCrashed` carries the runs it had finished and
 how it died, in words (a signal by name: SIGKILL is what the OOM killer and
 `kill -9` send).
@@ -23,7 +25,7 @@ import multiprocessing
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
@@ -32,15 +34,8 @@ from typing import Any
 from alerts.notifiers import build_notifiers
 from watchdog.core.logs import configure_logging
 from watchdog.core.times import system_clock
-from watchdog.daemon.tick import (
-    Progress,
-    RunResult,
-    StopFlag,
-    TickRequest,
-    TickResult,
-    open_settings_store,
-    run_tick,
-)
+from watchdog.daemon.runs import Progress, RunResult
+from watchdog.daemon.tick import StopFlag, TickRequest, TickResult, open_settings_store, run_tick
 
 
 def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> None:
@@ -60,12 +55,14 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
         clock=system_clock,
         stop=stop,
         progress=lambda run: writer.send((_RUN, run)),
+        store_closed=lambda: writer.send((_STORE_CLOSED, None)),
     )
     writer.send((_DONE, result))
     writer.close()
 
 
-_RUN, _DONE = "run", "done"  # what the child sends: a window's run, then the tick's result
+# What the child sends: each window's run, that it closed the store to deliver, the result.
+_RUN, _STORE_CLOSED, _DONE = "run", "store closed", "done"
 
 
 @contextlib.contextmanager
@@ -150,10 +147,17 @@ class ChildTicks:
             forkserver.ensure_running()
         self._child: Any = None
 
-    def run(self, request: TickRequest, progress: Progress | None = None) -> TickResult:
+    def run(
+        self,
+        request: TickRequest,
+        progress: Progress | None = None,
+        store_closed: Callable[[], None] | None = None,
+    ) -> TickResult:
         """Run one tick in a child and return its result; ChildCrashed when it died without one.
 
-        `progress` is told each window's run as the child reports it.
+        `progress` is told each window's run as the child reports it, `store_closed`
+        when the child has closed the store to deliver (it opens it again only for
+        each read and write, waiting for the engine's lock as the commands do).
         """
         reader, writer = self._ctx.Pipe(duplex=False)
         child = self._ctx.Process(
@@ -175,6 +179,10 @@ class ChildTicks:
                 if kind == _DONE:
                     result: TickResult = value
                     break
+                if kind == _STORE_CLOSED:
+                    if store_closed is not None:
+                        store_closed()
+                    continue
                 runs.append(value)
                 if progress is not None:
                     progress(value)

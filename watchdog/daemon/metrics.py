@@ -16,7 +16,7 @@ from prometheus_client.exposition import choose_encoder
 from alerts.lifecycle import STORE_CHECK
 from checks.base import Report, Status
 from watchdog.daemon.outcome import RunOutcome
-from watchdog.daemon.tick import RunResult
+from watchdog.daemon.runs import RunResult
 
 PREFIX = "memory_watchdog"
 OUTCOMES = tuple(RunOutcome)

@@ -32,14 +32,13 @@ from watchdog.daemon.narrate import Narrator, Outputs
 from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.reload import Loader, Reloads
+from watchdog.daemon.runs import OpenStore, RunResult
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import (
     Crash,
-    OpenStore,
-    RunResult,
     TickRequest,
     TickResult,
     aligned_window,

@@ -5,7 +5,12 @@ tick (watchdog.daemon.child) or in a test's process; everything crossing is
 a plain value (`TickRequest` in, `TickResult` out, each `RunResult` as soon
 as it is judged), and a tick whose alert lease another process holds is
 standby (docs/architecture.md#why-ticks-run-in-a-child-process,
-docs/operations.md#two-watchdogs-on-one-store-the-alert-lease).
+docs/operations.md#two-watchdogs-on-one-store-the-alert-lease). On the
+embedded store, which one process at a time may hold, the tick enqueues its
+messages with the store held and delivers them once it has closed it,
+opening it only for each read and write, so that a slow receiver never keeps
+the receiver's loads (or `check`) out
+(docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
 
 from __future__ import annotations
@@ -20,28 +25,43 @@ from typing import Any, Protocol
 
 from alerts.base import Notifier, Timer
 from alerts.lease import Lease, LeaseInfo, LeaseLost, holder_name
-from alerts.pipeline import process, process_crash, process_store_error, settle_run_alert
-from alerts.records import outbox_backlog
+from alerts.pipeline import (
+    ProcessOutcome,
+    process,
+    process_crash,
+    process_store_error,
+    settle_run_alert,
+)
 from checks.base import Report, Window
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import Clock, rfc3339
 from watchdog.daemon.outcome import RunOutcome
+from watchdog.daemon.runs import (
+    STATUS_RUNS,
+    Access,
+    OpenStore,
+    Progress,
+    Reports,
+    RunResult,
+    backlog_of,
+    claim_closed,
+    deliver_closed,
+    summary_of,
+    waiting,
+    with_delivery,
+)
 from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
 from watchdog.daemon.status import last_completed_at, read_status
-from watchdog.daemon.telemetry import CheckTiming, Stopwatch
+from watchdog.daemon.telemetry import Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
-from watchdog.runner.backtest import run_windows
+from watchdog.runner.backtest import catch_up_reports
 from watchdog.runner.once import run_once, window_at
 
 log = logging.getLogger(__name__)
-
-OpenStore = Callable[[Settings], AbstractContextManager[Store]]
-Progress = Callable[["RunResult"], None]
-STATUS_RUNS = 10  # runs in the status document served by `daemon --http`
 
 
 class StopFlag(Protocol):
@@ -78,35 +98,6 @@ class TickRequest:
     debug: bool = False
     holder: str = ""  # the daemon's name in the alert lease (default: this process's)
     crashes: tuple[Crash, ...] = ()  # earlier ticks that died, for the `run` alert
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One window's run, for the daemon's telemetry and log."""
-
-    window: Window
-    catchup: bool
-    status: RunOutcome
-    start_ns: int
-    end_ns: int
-    report: Report | None = None
-    timings: Mapping[str, CheckTiming] = field(default_factory=dict)
-    problem: str = ""
-    summary: str = ""  # the alert pipeline's one line
-    delivered: int = 0
-    failed: tuple[str, ...] = ()  # delivery errors, one line each
-    given_up: tuple[str, ...] = ()  # of those, the messages given up for good (dropped, ...)
-    backlog: Mapping[str, int] | None = None  # pending outbox rows per notifier
-    firing: tuple[str, ...] = ()  # check ids firing after it (`store` among them, maybe)
-    standby: bool = False  # evaluated only: another process holds the alert lease
-
-    @property
-    def judged(self) -> bool:
-        return self.status != RunOutcome.STORE_ERROR
-
-    @property
-    def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e9
 
 
 @dataclass(frozen=True)
@@ -150,16 +141,20 @@ class Tick:
     clock: Clock
     stop: StopFlag
     timer: Timer | None = None
-    progress: Progress | None = None
+    reports: Reports = field(default_factory=Reports)
 
     @property
     def settings(self) -> Settings:
         return self.request.settings
 
-    def report(self, run: RunResult) -> None:
-        """Tell the daemon one window's run, as soon as it is judged."""
-        if self.progress is not None:
-            self.progress(run)
+    @property
+    def delivers(self) -> bool:
+        """Whether the alert pipeline delivers with the store held (else after it is closed)."""
+        return not self.reports.hold
+
+    def report(self, run: RunResult, outcome: ProcessOutcome | None = None) -> None:
+        """Tell the daemon one window's run, as soon as it is judged (see Reports)."""
+        self.reports.run(run, outcome)
 
     def due_window(self) -> Window:
         """The aligned window due at the request's time."""
@@ -176,30 +171,49 @@ def run_tick(
     stop: StopFlag,
     timer: Timer | None = None,
     progress: Progress | None = None,
+    store_closed: Callable[[], None] | None = None,
 ) -> TickResult:
     """Judge every window due since the last judged one; a StoreError ends the tick as StoreDown.
 
-    `progress` is told each window's run as soon as it is judged.
+    `progress` is told each window's run as soon as it is judged. On the embedded
+    store, what the tick enqueued is delivered once the store is closed: then
+    `store_closed` is called, and the last window's run is told with that delivery.
     """
     settings = request.settings
     schedule = Schedule.from_settings(settings.schedule)
     result = TickResult(last_judged=request.last_judged, log_read=request.log_read)
+    reports = Reports(progress)
+    later = False  # messages wait to be delivered once the store is closed
     try:
         with open_store_fn(settings) as store:
-            tick = Tick(store, request, schedule, notifiers, clock, stop, timer, progress)
+            # A server store stays held while delivering: the alert lease is renewed in it.
+            reports.hold = store.url.embedded
+            tick = Tick(store, request, schedule, notifiers, clock, stop, timer, reports)
             lease = Lease(store, settings, request.holder or holder_name("daemon"))
+            held = False
             try:
                 holder = lease.acquire()
+                held = holder is None
                 result = _hold(tick, lease) if holder is None else _stand_by(tick, holder)
             except LeaseLost as lost:
-                result = _lost(tick, lost)
+                held, result = False, _lost(tick, lost)
             finally:
                 lease.release()
+            later = held and reports.hold and result.store_down is None
+            later = later and waiting(store, settings, clock())
+            if later:
+                claim_closed(lease)  # whoever opens the store while this one delivers stands by
     except StoreError as exc:
         if result.store_down is None:
             down = StoreDown(schedule.due_end(request.now), exc.problem)
             result = replace(result, store_down=down)
-    return result
+    if not later:
+        reports.flush()
+        return result
+    if store_closed is not None:
+        store_closed()
+    access = Access(open_store_fn, notifiers, clock, timer, lease)
+    return _deliver_closed(request, access, reports, result)
 
 
 def _hold(tick: Tick, lease: Lease) -> TickResult:
@@ -237,7 +251,8 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
             last_judged, log_read = last_completed_at(tick.store, settings, request.now), True
         plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
         windows = [aligned_window(settings, tick.schedule, end) for end in plan.ends]
-        passed = in_one_pass(tick, windows)  # a catch-up's windows: evaluated together
+        # A catch-up's windows evaluated together, each as alone; judged one by one below.
+        passed = catch_up_reports(tick.store, settings, windows, triage=tick.request.pages)
         finished = True
         for index, end in enumerate(plan.ends):
             if tick.stop.is_set():
@@ -246,9 +261,11 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
             attempting = end
             window = windows[index]
             catchup = index < len(plan.ends) - 1
-            run = judge(tick, window, catchup=catchup, guard=lease.ensure, report=passed.get(end))
+            run, outcome = judge(
+                tick, window, catchup=catchup, guard=lease.ensure, report=passed.get(end)
+            )
             runs.append(run)
-            tick.report(run)
+            tick.report(run, outcome)
             if not run.judged:
                 finished = False
                 break
@@ -272,8 +289,9 @@ def _record_crash(tick: Tick, crash: Crash, lease: Lease) -> str:
         notifiers=tick.notifiers,
         timer=tick.timer,
         guard=lease.ensure,
+        deliver=tick.delivers,
     )
-    return outcome.summary()
+    return summary_of(outcome, delivered=tick.delivers)
 
 
 def _flush_spooled(tick: Tick, lease: Lease) -> int:
@@ -291,6 +309,7 @@ def _flush_spooled(tick: Tick, lease: Lease) -> int:
             duration_s=spooled.duration_s,
             timer=tick.timer,
             guard=lease.ensure,
+            deliver=tick.delivers,
         )
     return len(request.spooled)
 
@@ -307,8 +326,9 @@ def _settle_run_alert(tick: Tick, lease: Lease) -> str:
         notifiers=tick.notifiers,
         timer=tick.timer,
         guard=lease.ensure,
+        deliver=tick.delivers,
     )
-    return settled.summary() if settled is not None else ""
+    return summary_of(settled, delivered=tick.delivers) if settled is not None else ""
 
 
 def _stand_by(tick: Tick, holder: LeaseInfo) -> TickResult:
@@ -364,23 +384,23 @@ def _status(tick: Tick) -> dict[str, Any] | None:
     return read_status(tick.store, tick.settings, tick.clock(), STATUS_RUNS).to_json()
 
 
-def in_one_pass(tick: Tick, windows: list[Window]) -> dict[datetime, Report]:
-    """A catch-up's windows evaluated in one pass, by window end (watchdog.runner.backtest).
-
-    Each report is the one `run_once` gives for its window alone, so
-    judging goes on window by window as before, the alert pipeline on each
-    in turn. Empty for a single window, and when the source cannot be read
-    (each window then runs alone and meets the error itself).
-    """
-    if len(windows) < 2:
-        return {}
-    try:
-        reports = run_windows(tick.store, tick.settings, windows, triage=tick.request.pages)
-    except StoreError as exc:
-        log.warning("the windows of this catch-up are judged one by one: %s", exc.problem)
-        return {}
-    log.info("one pass evaluated the %d windows of this catch-up", len(reports))
-    return {r.window.at: r for r in reports}
+def _deliver_closed(
+    request: TickRequest, access: Access, reports: Reports, result: TickResult
+) -> TickResult:
+    """The tick's delivery once the store is closed, folded into the last window's run."""
+    after = deliver_closed(access, request.settings, status=request.status)
+    status = after.status if after.status is not None else result.status
+    held = reports.take()
+    if held is None:  # no window judged (a tick that recorded a crash): said with the run alert
+        delivery = after.delivery
+        said = [result.run_alert, f"delivered later: {len(delivery.delivered)} message(s)"]
+        said += [f"not delivered: {error}" for error in delivery.errors]
+        return replace(result, status=status, run_alert="; ".join(line for line in said if line))
+    run, outcome = held
+    folded = with_delivery(run, outcome, after.delivery, after.backlog)
+    reports.tell(folded)
+    runs = tuple(folded if r is run else r for r in result.runs)
+    return replace(result, runs=runs, status=status)
 
 
 def judge(
@@ -390,9 +410,9 @@ def judge(
     catchup: bool,
     guard: Callable[[], None] | None = None,
     report: Report | None = None,
-) -> RunResult:
-    """Evaluate one window (unless its `report` is given) and run the alert pipeline;
-    StoreError when the store itself fails.
+) -> tuple[RunResult, ProcessOutcome]:
+    """Evaluate one window (unless its `report` is given) and run the alert pipeline
+    (delivering when `tick.delivers`); StoreError when the store itself fails.
 
     LeaseLost (from `guard`) when another process took the alert lease over.
     """
@@ -414,6 +434,7 @@ def judge(
             duration_s=time.monotonic() - started,
             timer=tick.timer,
             guard=guard,
+            deliver=tick.delivers,
         )
         status = RunOutcome.STORE_ERROR
     else:
@@ -427,16 +448,12 @@ def judge(
             duration_s=time.monotonic() - started,
             timer=tick.timer,
             guard=guard,
+            deliver=tick.delivers,
         )
-    backlog: dict[str, int] | None
-    try:
-        backlog = {b.notifier: b.pending for b in outbox_backlog(store, settings, now=clock())}
-    except StoreError as exc:
-        log.warning("cannot read the outbox backlog: %s", exc.problem)
-        backlog = None
+    backlog = backlog_of(store, settings, clock())
     if pages and report is not None:
         write_page(store, settings, report, clock())
-    return RunResult(
+    run = RunResult(
         window=window,
         catchup=catchup,
         status=status,
@@ -445,13 +462,14 @@ def judge(
         report=report,
         timings=dict(stopwatch.timings),
         problem=problem,
-        summary=outcome.summary(),
+        summary=summary_of(outcome, delivered=tick.delivers),
         delivered=len(outcome.delivery.delivered),
         failed=tuple(outcome.delivery.errors),
         given_up=tuple(outcome.delivery.given_up),
         backlog=backlog,
         firing=outcome.firing,
     )
+    return run, outcome
 
 
 def write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:

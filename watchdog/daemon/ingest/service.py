@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -36,7 +36,8 @@ from watchdog.daemon.ingest.receiver import Receiver, Refusal
 from watchdog.daemon.ingest.signals import SIGNALS, Signal
 from watchdog.daemon.ingest.spool import Destination, IngestSpool, Load, SpoolUnusable
 from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
-from watchdog.daemon.tick import Progress, TickRequest, TickResult
+from watchdog.daemon.runs import Progress
+from watchdog.daemon.tick import TickRequest, TickResult
 
 log = logging.getLogger(__name__)
 
@@ -325,15 +326,39 @@ class Ingest:
 
 
 class TurnTakingTicks(ChildTicks):
-    """The daemon's ticks, each taking the store's turn from the loader while it runs."""
+    """The daemon's ticks, each taking the store's turn from the loader until it has closed the
+    store to deliver: loads go on while a slow receiver answers (the tick's writes then wait
+    for the engine's own lock between them, as the commands do)."""
 
     def __init__(self, ingest: Ingest, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.ingest = ingest
 
-    def run(self, request: TickRequest, progress: Progress | None = None) -> TickResult:
-        with self.ingest.turn:
-            return super().run(request, progress)
+    def run(
+        self,
+        request: TickRequest,
+        progress: Progress | None = None,
+        store_closed: Callable[[], None] | None = None,
+    ) -> TickResult:
+        turn = self.ingest.turn
+        turn.acquire()
+        held = True
+
+        def release() -> None:  # in this thread only: at the child's word, or at the end
+            nonlocal held
+            if held:
+                held = False
+                turn.release()
+
+        def closed() -> None:
+            release()
+            if store_closed is not None:
+                store_closed()
+
+        try:
+            return super().run(request, progress, closed)
+        finally:
+            release()
 
 
 def records(ingest: Ingest) -> Iterator[tuple[str, str, int]]:
