@@ -54,7 +54,7 @@ periods = st.fixed_dictionaries(
     {
         "step_min": st.sampled_from([30, 60, 120, 240]),
         "length_min": st.sampled_from([30, 60, 120, 240]),
-        "windows": st.integers(1, 6),
+        "windows": st.integers(1, 5),
         "first_end_step": st.integers(-8, 40),
         "idle_min": st.sampled_from([60, 180, 360]),
         "extra_lookback_min": st.integers(0, 600),
@@ -119,7 +119,7 @@ def config(period: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@hypothesis_settings(EXAMPLES, max_examples=12)
+@hypothesis_settings(EXAMPLES, max_examples=8)
 @given(sessions=world_sessions, retried=retries, period=periods)
 def test_a_backtest_judges_each_window_as_check_at_its_end(
     store: Store,
