@@ -132,6 +132,11 @@ def test_the_environment_is_read_by_the_loader_only(monkeypatch: pytest.MonkeyPa
             "report.base_url",
             "no query, fragment, space or any of < > | &",
         ),
+        (
+            {"store": {"cluster": "prod`; DROP TABLE x"}},
+            "store.cluster",
+            "is not a cluster name (letters, digits, _)",
+        ),
     ],
 )
 def test_every_config_mistake_fails_at_load(

@@ -237,6 +237,8 @@ class JsonPost:
         timer.start()
         try:
             with _opener(cut).open(request, timeout=timeout) as response:
+                if cut.done:  # http.client took the cut inside the headers for their end
+                    raise _TooLate
                 # Accepted: the body says nothing more, and a slow one must not hold us.
                 return Answer(response.status, dict(response.headers), "")
         except urllib.error.HTTPError as exc:

@@ -232,6 +232,23 @@ def test_a_trickling_receiver_is_cut_at_the_delivery_timeout(
     assert later.delivery.pending == 0 and len(hook.documents()) == 1
 
 
+def test_an_answer_cut_inside_its_headers_is_no_delivery(
+    store: Store, hook: WebhookStandIn, pd: PagerDutyStandIn
+) -> None:
+    """A `200` status line whose headers never end within delivery_timeout is no complete
+    answer: the message waits for the next run (http.client takes the cut for the headers' end)."""
+    settings = two_receivers(hook, pd)
+    hook.default = trickle(0.02, 1000)  # the status line in 0.4s, the headers' end in 20s
+    outcome = process(
+        store, settings, report(T0, BREACH_TWO), now=T0, notifiers=build_notifiers(settings)
+    )
+    [cut] = hook.requests
+    assert len(b"HTTP/1.1 200 OK\r\n") < cut.sent < 1000 and not cut.delivered
+    assert outcome.delivery.pending == 1  # the webhook's message, kept for the next run
+    [line] = [e for e in outcome.errors if e.startswith("webhook.team")]
+    assert "no complete answer within alerts.delivery_timeout" in line
+
+
 def test_a_hanging_receiver_never_delays_another_receivers_messages(
     store: Store, hook: WebhookStandIn, pd: PagerDutyStandIn
 ) -> None:

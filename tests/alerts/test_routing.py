@@ -197,3 +197,25 @@ def test_a_failing_receiver_is_reported_by_its_own_name(store: Store) -> None:
     chat["webhook.team"].fail_with("HTTP 404: check alerts.webhook.team.url", Failure.PERMANENT)
     outcome = run(store, routed([]), chat, {"recall_coverage": Status.BREACHED})
     assert outcome.errors[0].startswith("webhook.team (recording): HTTP 404")
+
+
+def test_routes_reach_alertmanager_and_telegram_by_name(store: Store) -> None:
+    """The newer receiver kinds are routed by their names like the others: critical to an
+    Alertmanager, the rest to a Telegram chat."""
+    settings = make_settings(
+        {
+            "alerts": {
+                "alertmanager": {"am": {"url": "http://127.0.0.1:9093"}},
+                "telegram": {"ops": {"bot_token": "123456789:" + "A" * 35, "chat_id": "-100123"}},
+                "routes": [
+                    {"severity": "critical", "receivers": ["alertmanager.am"]},
+                    {"receivers": ["telegram.ops"]},
+                ],
+            }
+        }
+    )
+    assert sorted(settings.alerts.receivers()) == ["alertmanager.am", "telegram.ops"]
+    chat = {name: RecordingNotifier(name=name) for name in ("alertmanager.am", "telegram.ops")}
+    run(store, settings, chat, BREACH_BOTH)
+    assert checks_sent(chat["alertmanager.am"]) == ["recall_coverage"]
+    assert checks_sent(chat["telegram.ops"]) == ["recall_latency_p95"]

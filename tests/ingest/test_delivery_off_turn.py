@@ -8,6 +8,10 @@ answer (a byte every 2s, never complete): the delivery lasts until
 window as judged, which it does once the run's delivery is over. On the
 code before, the tick held the turn until its child exited, so every load
 waited for the delivery's end (and came after that line).
+
+The same holds on a ClickHouse server store (here the test's stand-in of
+one, over the test session's engine), which needs no turn at all: there
+the tick took the turn for its whole run, delivery included.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import clickhouse_connect
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.alerts.http_standin import WebhookStandIn, trickle
+from tests.faults.chserver import ClickHouseHTTPServer
 from tests.ingest.processes import Daemon, clean_env, free_port, post_logs, records_request
 
 pytestmark = pytest.mark.slow
@@ -84,6 +90,27 @@ def test_records_posted_while_a_tick_delivers_are_loaded_before_the_delivery_end
 ) -> None:
     """While a run delivers to a webhook trickling its answer, OTLP loads go on: what is posted
     during the delivery is in the store before the delivery ends (delivery is off the turn)."""
+    loads_go_on_while_delivering(tmp_path, ())
+
+
+def test_on_a_server_store_records_posted_while_a_tick_delivers_are_loaded_meanwhile(
+    tmp_path: Path, store_url: str
+) -> None:
+    """The same on a ClickHouse server store, where a tick holds the store open while it
+    delivers (its alert lease is renewed there) and loads need no turn."""
+    client = clickhouse_connect.get_client(dsn=store_url)
+    try:
+        client.command("CREATE DATABASE IF NOT EXISTS delivery_off_turn")
+        with ClickHouseHTTPServer(client, users={"default": "secret"}) as server:
+            store = server.url(database="delivery_off_turn")
+            loads_go_on_while_delivering(tmp_path, ("--store", store))
+    finally:
+        client.close()
+
+
+def loads_go_on_while_delivering(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A daemon (`args` added to its command line) whose first run's alert trickles: records
+    posted meanwhile are loaded before the run is said judged."""
     port, web = free_port(), free_port()
     with WebhookStandIn(default=trickle(2.0, 100_000)) as hook:
         config = tmp_path / "watchdog.toml"
@@ -91,7 +118,7 @@ def test_records_posted_while_a_tick_delivers_are_loaded_before_the_delivery_end
         daemon = Daemon(
             clean_env(tmp_path / "xdg"),
             port,
-            ("--config", str(config), "--http", f"127.0.0.1:{web}"),
+            ("--config", str(config), "--http", f"127.0.0.1:{web}", *args),
             flag=False,
         )
         daemon.start()

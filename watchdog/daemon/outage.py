@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from alerts.base import Deadline, Notifier, Timer
-from alerts.lifecycle import STORE_CHECK, Kind, Notification
+from alerts.lifecycle import STORE_CHECK, Cause, Kind, Notification
 from alerts.outbox import compose
 from alerts.pipeline import source_unreadable
 from alerts.render import templates
@@ -42,7 +42,7 @@ def announce_store_down(
         kind=Kind.FIRE,
         source=settings.source.display_name,
         check_id=STORE_CHECK,
-        cause="error",
+        cause=Cause.ERROR,
         result=source_unreadable(problem),
         window=window,
         firing_since=window.at,

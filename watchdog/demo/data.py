@@ -23,6 +23,7 @@ from typing import Any
 
 from checks.source_ddl import create_table_sql
 from watchdog.core.settings import EventSettings
+from watchdog.core.sql import is_table_name
 from watchdog.demo.builder import (
     Builder,
     build_background,
@@ -40,7 +41,6 @@ from watchdog.demo.model import (
     BREACH_KINDS,
     EPOCH,
     FAILURE_STREAK,
-    IDENTIFIER,
     INSERT_BATCH,
     JOELCLAW_COLUMNS,
     MIN_SESSIONS,
@@ -194,10 +194,9 @@ def write_demo(
     Rows are appended: a table that already holds demo rows for another `at`
     will mix both, so the demo command should start from a fresh store.
     """
-    database, _, name = table.rpartition(".")
-    for part in (database, name) if database else (name,):
-        if not IDENTIFIER.match(part):
-            raise ValueError(f"not a plain table name: {table!r}")
+    if not is_table_name(table):
+        raise ValueError(f"not a plain table name: {table!r}")
+    database = table.rpartition(".")[0]
     rows, plan = generate_rows(sessions=sessions, seed=seed, at=at)
     if database:
         store.command(f"CREATE DATABASE IF NOT EXISTS {database}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +45,6 @@ MIN_SESSIONS = 100
 INSERT_BATCH = 10_000
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 AGENTS = ("po", "arquiteto", "dev")
 DEVIATION_TYPES = ("laco", "cancelamento_pelo_usuario", "reparo_pelo_usuario")

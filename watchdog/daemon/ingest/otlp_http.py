@@ -3,7 +3,10 @@
 The WSGI application checks the path, token, content type and encoding,
 applies `max_body` to the decoded body and while decompressing, and hands
 the body to the receiver (watchdog.daemon.ingest.receiver); `HttpServer`
-runs waitress with its bounds. The answers: docs/start-without-clickhouse.md#answers-limits-and-backpressure;
+runs waitress with its bounds, one of them ours: a request not received
+whole within `MAX_REQUEST` of its first byte has its connection closed
+(`_Channel`, `_Server`), so a client trickling a byte at a time holds no
+connection for long. The answers: docs/start-without-clickhouse.md#answers-limits-and-backpressure;
 why waitress: docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
@@ -18,7 +22,10 @@ from typing import Any, BinaryIO
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from waitress import wasyncore
-from waitress.server import create_server
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
 from waitress.trigger import trigger
 
 from watchdog.core.errors import UsageError
@@ -32,6 +39,11 @@ PATHS = {handler.path: signal for signal, handler in SIGNALS.items()}
 WORKERS = 4  # threads decoding requests (the DecodeBudget bounds their memory together)
 MAX_CONNECTIONS = 256  # beyond, new connections wait in the listen backlog
 IDLE_TIMEOUT = 30  # seconds without a byte in either direction: the connection is closed
+# Seconds from a request's first byte until it is received whole, body included; slower, its
+# connection is closed unanswered. A max_body request (16 MiB) needs 0.6 MB/s to make it; the
+# SDK exporters give up on a request after 10 s anyway (OTEL_EXPORTER_OTLP_TIMEOUT).
+MAX_REQUEST = 30.0
+SWEEP_EVERY = 1  # seconds between the sweeps closing idle and slow connections
 READ_SIZE = 64 * 1024
 
 _REASONS = {
@@ -173,6 +185,48 @@ def status_body(status: int, message: str, content_type: str) -> bytes:
     return bytes(body.SerializeToString())
 
 
+class _Channel(HTTPChannel):  # type: ignore[misc]
+    """waitress's connection, noting when the request it is reading came (its first byte).
+
+    `received` runs in the server's loop thread only, as does `_Server.maintenance`.
+    """
+
+    began: float | None = None  # time.monotonic() of the request in progress; None between
+
+    def received(self, data: bytes) -> bool:
+        reading = self.request  # the parser of the request in progress, None between requests
+        taken = bool(super().received(data))
+        if self.request is None:  # every request begun is whole: keep-alive waits are idle time
+            self.began = None
+        elif self.request is not reading:  # a request began in this read
+            self.began = time.monotonic()
+        return taken
+
+
+class _Server(TcpWSGIServer):  # type: ignore[misc]
+    """waitress's server whose sweep also closes a connection whose request is overdue."""
+
+    channel_class = _Channel
+
+    def __init__(self, *args: Any, max_request: float, **kwargs: Any) -> None:
+        self.max_request = max_request
+        super().__init__(*args, **kwargs)
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)  # the idle ones
+        cutoff = time.monotonic() - self.max_request
+        for channel in self.active_channels.values():
+            # With a request being served the client is waiting on us; the sweep after judges.
+            if channel.began is not None and channel.began < cutoff and not channel.requests:
+                if not channel.will_close:
+                    log.debug(
+                        "otlp %s: closed: request not received whole within %gs",
+                        channel.addr[0] if channel.addr else "?",
+                        self.max_request,
+                    )
+                channel.will_close = True  # the loop closes it (`HTTPChannel.handle_write`)
+
+
 class HttpServer:
     """waitress serving the receiver on `listen`, in a thread of its own; `close()` stops it."""
 
@@ -183,6 +237,7 @@ class HttpServer:
         *,
         flag: str = "--otlp",
         idle_timeout: int = IDLE_TIMEOUT,
+        max_request: float = MAX_REQUEST,
     ) -> None:
         try:
             host, port = parse_listen(listen, flag)
@@ -191,27 +246,46 @@ class HttpServer:
         self._map: dict[int, Any] = {}
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "queue depth" per burst
         try:
-            self._server: Any = create_server(
-                make_app(receiver),
-                map=self._map,
+            adjustments = Adjustments(
                 host=host,
                 port=port,
                 threads=WORKERS,
                 connection_limit=MAX_CONNECTIONS,
                 channel_timeout=idle_timeout,
-                cleanup_interval=min(5, idle_timeout),
+                cleanup_interval=SWEEP_EVERY,
                 max_request_body_size=receiver.settings.max_body * 17 // 16 + 64 * 1024,
                 asyncore_use_poll=True,
                 ident="memory-watchdog-otlp",
                 clear_untrusted_proxy_headers=False,
             )
+        except ValueError:  # the host resolves to no address
+            raise UsageError(f"{flag}: cannot listen on {host}:{port}: no such address") from None
+        # What waitress.create_server does for TCP, with our server: one per address the host
+        # resolves to (localhost may be two), sharing the map (one loop) and the workers.
+        workers = ThreadedTaskDispatcher()
+        workers.set_thread_count(WORKERS)
+        app = make_app(receiver)
+        try:
+            servers = [
+                _Server(
+                    app,
+                    self._map,
+                    dispatcher=workers,
+                    adj=adjustments,
+                    sockinfo=sockinfo,
+                    max_request=max_request,
+                )
+                for sockinfo in adjustments.listen
+            ]
         except OSError as exc:
+            workers.shutdown(timeout=1)
+            wasyncore.close_all(self._map)
             raise UsageError(f"{flag}: cannot listen on {host}:{port}: {exc.strerror}") from None
-        listening = getattr(self._server, "effective_listen", None)
-        if listening:
-            self.address: tuple[str, int] = (str(listening[0][0]), int(listening[0][1]))
-        else:
-            self.address = (str(self._server.effective_host), int(self._server.effective_port))
+        self._server = servers[0]  # its loop serves every server in the map
+        self.address: tuple[str, int] = (
+            str(self._server.effective_host),
+            int(self._server.effective_port),
+        )
         self._thread = threading.Thread(target=self._run, name="watchdog-otlp-http", daemon=True)
         self._thread.start()
 

@@ -2,7 +2,7 @@
 
 `Ingest` owns the receiver, its HTTP and gRPC servers, the spool and the
 loader thread, which takes the store's turn (a lock the daemon's ticks take
-too, `TurnTakingTicks`) every `load_every` and loads in a child process;
+too on the embedded store, `TurnTakingTicks`) every `load_every` and loads in a child process;
 admission answers 429/503 once `max_queued` waits
 (docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
@@ -326,9 +326,10 @@ class Ingest:
 
 
 class TurnTakingTicks(ChildTicks):
-    """The daemon's ticks, each taking the store's turn from the loader until it has closed the
-    store to deliver: loads go on while a slow receiver answers (the tick's writes then wait
-    for the engine's own lock between them, as the commands do)."""
+    """The daemon's ticks, each taking the embedded store's turn from the loader until it has
+    closed the store to deliver: loads go on while a slow receiver answers (the tick's writes
+    then wait for the engine's own lock between them, as the commands do). A server store
+    takes many clients at once: there ticks and loads need no turn."""
 
     def __init__(self, ingest: Ingest, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -340,6 +341,8 @@ class TurnTakingTicks(ChildTicks):
         progress: Progress | None = None,
         store_closed: Callable[[], None] | None = None,
     ) -> TickResult:
+        if not parse_store_url(request.settings.store.url).embedded:
+            return super().run(request, progress, store_closed)
         turn = self.ingest.turn
         turn.acquire()
         held = True
