@@ -80,6 +80,7 @@ docs-check: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.backtest
 	$(BIN)/python -m benchmarks.ingest
 
 clean:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, Window
 from checks.breakdown import Triage
 from checks.kinds import KINDS
-from checks.scans.plans import Context, Judged, Plans
+from checks.scans.plans import Context, Group, Judged, Plans, Reader, Row
 from checks.scans.session import DATA_QUALITY
+from checks.scans.windows import Windows
 from checks.sources import CompiledSource
 from checks.triage import dimensions, plain
 from checks.verdict import disabled, errored
@@ -45,37 +46,92 @@ def evaluate(
     by_id = {spec.id: spec for spec in specs if spec.enabled}
     plans = Plans(source, dims=tuple(plain(source.dims)) if triage else None)
     readers = {spec.id: KINDS.of(spec).plan(plans, spec) for spec in by_id.values()}
-    judged: dict[str, Judged] = {}
-    data_quality: dict[str, int] = {}
-    default_session = plans.groups.get(("session", None))
+    found = _Found(plans)
     for group, ctx, row in plans.run(store, window, timed):
+        found.read(group, ctx, row, by_id, readers)
+    report = found.report(window, source, specs)
+    if not triage:
+        return report
+    return complete_triage(store, source, specs, report, error_classes=error_classes)
+
+
+def evaluate_windows(
+    store: Store,
+    source: CompiledSource,
+    windows: Windows,
+    specs: Sequence[CheckSpec],
+    *,
+    triage: bool = False,
+    error_classes: bool = True,
+) -> list[Report]:
+    """Judge every check in `specs` over each of `windows`, each scan reading them all once.
+
+    The reports are those `evaluate` gives for each window on its own (the
+    same verdicts, values, sample sizes and evidence; tests/test_backtest.py
+    holds them to it), oldest first. With `triage`, the scans carry the
+    breakdown where they can and each breached check of each window gets
+    the rest queried, as `evaluate` does.
+    """
+    by_id = {spec.id: spec for spec in specs if spec.enabled}
+    plans = Plans(source, dims=tuple(plain(source.dims)) if triage else None)
+    readers = {spec.id: KINDS.of(spec).plan(plans, spec) for spec in by_id.values()}
+    found = [_Found(plans) for _ in windows.windows]
+    for group, outcomes in plans.run_windows(store, windows):
+        for each, (ctx, row) in zip(found, outcomes, strict=True):
+            each.read(group, ctx, row, by_id, readers)
+    reports = [f.report(w, source, specs) for f, w in zip(found, windows.windows, strict=True)]
+    if not triage:
+        return reports
+    return [
+        complete_triage(store, source, specs, report, error_classes=error_classes)
+        for report in reports
+    ]
+
+
+@dataclass
+class _Found:
+    """What the scans of one window said: each check's verdict, the data-quality counts."""
+
+    plans: Plans
+    judged: dict[str, Judged] = field(default_factory=dict)
+    data_quality: dict[str, int] = field(default_factory=dict)
+
+    def read(
+        self,
+        group: Group,
+        ctx: Context,
+        row: Row | StoreError,
+        by_id: Mapping[str, CheckSpec],
+        readers: Mapping[str, Reader],
+    ) -> None:
+        """The verdicts of `group`'s checks from its scan's row (or the error it raised)."""
         for check_id in group.checks:
             spec = by_id[check_id]
             try:
                 if isinstance(row, StoreError):
                     raise row
-                judged[check_id] = readers[check_id](row, ctx)
+                self.judged[check_id] = readers[check_id](row, ctx)
             except StoreError as exc:
-                judged[check_id] = Judged(errored(spec, exc.problem))
+                self.judged[check_id] = Judged(errored(spec, exc.problem))
+        default_session = self.plans.groups.get(("session", None))
         if group is default_session and not isinstance(row, StoreError):
-            data_quality = {r: int(row[f"dq_{r}"] or 0) for r in DATA_QUALITY}
+            self.data_quality = {r: int(row[f"dq_{r}"] or 0) for r in DATA_QUALITY}
 
-    results = {s.id: judged[s.id].result if s.id in judged else disabled(s) for s in specs}
-    deviations: tuple[DeviationCount, ...] = ()
-    for found in judged.values():
-        deviations = found.deviations if found.deviations is not None else deviations
-    report = Report(
-        window=window,
-        source=source.name,
-        checks=results,
-        deviations=deviations,
-        data_quality=data_quality,
-        notes=_notes(source, data_quality),
-        triage={i: t for i, j in judged.items() if (t := j.triage) is not None},
-    )
-    if not triage:
-        return report
-    return complete_triage(store, source, specs, report, error_classes=error_classes)
+    def report(self, window: Window, source: CompiledSource, specs: Sequence[CheckSpec]) -> Report:
+        judged = self.judged
+        results = {s.id: judged[s.id].result if s.id in judged else disabled(s) for s in specs}
+        deviations: tuple[DeviationCount, ...] = ()
+        for each in judged.values():
+            deviations = each.deviations if each.deviations is not None else deviations
+        return Report(
+            window=window,
+            source=source.name,
+            checks=results,
+            deviations=deviations,
+            data_quality=self.data_quality,
+            notes=_notes(source, self.data_quality),
+            triage={i: t for i, j in judged.items() if (t := j.triage) is not None},
+        )
 
 
 def complete_triage(

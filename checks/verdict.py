@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from checks.base import CheckResult, CheckSpec, Status
+from checks.base import CheckResult, CheckSpec, Status, Unit
 from checks.evidence import Evidence
 from watchdog.core.durations import human_duration
 
@@ -79,13 +79,18 @@ def percent(value: float) -> str:
 
 def format_value(result: CheckResult, value: float | None) -> str:
     """A value in its unit: 7, 7.3%, 3120 ms, 4h; a dash when there is none."""
+    return value_in(result.unit, value)
+
+
+def value_in(unit: Unit, value: float | None) -> str:
+    """A value in `unit`: 7, 7.3%, 3120 ms, 4h; a dash when there is none."""
     if value is None:
         return "—"
-    if result.unit == "ratio":
+    if unit == "ratio":
         return percent(value)
-    if result.unit == "ms":
+    if unit == "ms":
         return f"{value:.0f} ms" if abs(value) < 1e15 else f"{value:.3g} ms"
-    if result.unit == "s":
+    if unit == "s":
         if value < 0 or value >= 1e12:  # not an age a clock gives: say the number
             return f"{value:.3g} s"
         return human_duration(value)

@@ -5,16 +5,22 @@ scan and the reading back, its triage and its description (docs/development.md#a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
 from checks.breakdown import Triage
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Plans, Reader
+from checks.scans.session import SessionScan
 from checks.triage import plain
 from watchdog.core.durations import format_duration
 from watchdog.core.settings.custom import CustomCheck
+
+if TYPE_CHECKING:
+    from checks.kinds.obligations import Obligation
 
 P = TypeVar("P", bound=KindParams)
 C = TypeVar("C", bound=CustomCheck)
@@ -25,6 +31,24 @@ Described = list[tuple[str, str]]  # (parameter, what it is set to), as the page
 def duration(ms: int) -> str:
     """A duration of a kind's parameters in milliseconds, as config writes it: 5m, 1h30m."""
     return format_duration(timedelta(milliseconds=ms))
+
+
+@dataclass(frozen=True)
+class Flag:
+    """What a check counts against one event, as SQL over a normalized event row (`explain`).
+
+    Among the events of `names`, those meeting `condition` count against
+    the check; `words` (SQL, a string) says how, in words of a closed
+    vocabulary or of the check's config, never a payload value. With
+    `cites` (SQL, the ids an event cites), the event counts only when one
+    of them exists nowhere in the lookback.
+    """
+
+    names: tuple[str, ...]
+    condition: str
+    words: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    cites: str = ""
 
 
 class Kind(ABC, Generic[P]):
@@ -65,6 +89,18 @@ class Kind(ABC, Generic[P]):
     @abstractmethod
     def describe(self, params: P) -> Described:
         """The parameters that define a check of this kind, in words (the page)."""
+
+    def obligations(self, params: P) -> Sequence[Obligation]:
+        """The obligations a check of this kind judges (`explain` lists those of a session)."""
+        return ()
+
+    def judges(self, scan: SessionScan, spec: CheckSpec) -> str:
+        """SQL per session of `scan`: whether the check judges its obligations (real sessions)."""
+        return "real"
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag | None:
+        """What a check of this kind counts against one event (`explain`), its values bound."""
+        return None
 
     def payload_names(self, params: P) -> Sequence[str]:
         """The event names whose payload a check of this kind reads (the narrow table keeps it)."""

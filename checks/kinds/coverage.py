@@ -101,7 +101,7 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
         scan = plans.session(spec)
         tag = scan.tag()
         judged = [judge(scan, f"{tag}_{j}", ob) for j, ob in enumerate(p.obligations)]
-        real = f"real AND {scan.scoped(spec.id, p.session_filter)}"
+        real = self.judges(scan, spec)
         dues = " + ".join(j.due for j in judged)
         unmets = " + ".join(j.unmet for j in judged)
         if p.counted is Counted.EVENTS:  # the trigger events: due in W, unmet, the oldest unmet
@@ -153,6 +153,13 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
 
     def describe(self, params: Coverage) -> Described:
         return [item for ob in params.obligations for item in ob.described()]
+
+    def obligations(self, params: Coverage) -> Sequence[Obligation]:
+        return params.obligations
+
+    def judges(self, scan: SessionScan, spec: CheckSpec) -> str:
+        """Real sessions in the check's scope (its session_filter, else the source's)."""
+        return f"real AND {scan.scoped(spec.id, self.of(spec).session_filter)}"
 
     def payload_names(self, params: Coverage) -> Sequence[str]:
         """Triggers a payload field may exempt (trivial human messages)."""

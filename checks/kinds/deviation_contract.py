@@ -18,9 +18,11 @@ from typing import Any
 from checks.base import CheckSpec, DeviationCount, KindParams, Status
 from checks.breakdown import Triage, grouped
 from checks.evidence import Evidence
-from checks.kinds.base import Kind
+from checks.kinds.base import Flag, Kind
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
+from checks.scans.windows import ONE, Windowing
 from checks.sources import CompiledSource
 from checks.verdict import judge
 
@@ -64,52 +66,88 @@ class DeviationContract(KindParams):
         return [("tipos", ", ".join(self.tipos)), ("max evidence ids", str(self.max_evidence))]
 
 
-def classified(source: CompiledSource, dims: Sequence[str] = ()) -> str:
+def _is_object(p: str) -> str:
+    return f"(isValidJSON({p}) AND JSONType({p}) = 'Object')"
+
+
+def _field(p: str, key: str) -> str:
+    """A string field of the payload ('' when the payload is no object)."""
+    return f"if({_is_object(p)}, JSONExtractString({p}, '{key}'), '')"
+
+
+def _ids_json(p: str) -> str:
+    """The evidence ids as JSON text: the array, or a string holding one (OTel maps)."""
+    return (
+        f"multiIf(NOT {_is_object(p)}, '',"
+        f" JSONType({p}, 'evidenceEventIds') = 'Array', JSONExtractRaw({p}, 'evidenceEventIds'),"
+        f" JSONType({p}, 'evidenceEventIds') = 'String',"
+        f" JSONExtractString({p}, 'evidenceEventIds'), '')"
+    )
+
+
+def _ids_ok(p: str) -> str:
+    ids = _ids_json(p)
+    return (
+        f"(isValidJSON({ids}) AND JSONType({ids}) = 'Array'"
+        f" AND arrayAll(x -> JSONType(x) = 'String', JSONExtractArrayRaw({ids})))"
+    )
+
+
+def cited(p: str) -> str:
+    """SQL: the evidence ids the payload `p` cites (none when they are no array of strings)."""
+    return (
+        f"if({_ids_ok(p)}, arrayMap(x -> JSONExtractString(x), JSONExtractArrayRaw({_ids_json(p)})),"
+        " CAST([] AS Array(String)))"
+    )
+
+
+def breaches(p: str) -> str:
+    """SQL: the ways the payload `p` breaks the contract (BREACH_KINDS; empty: it conforms).
+
+    The contract's one rule; its parameters are `DeviationContract.params()`.
+    Repeated parts of it are computed once (ClickHouse evaluates an
+    expression once per block, however often it appears).
+    """
+    obj, ok, ids = _is_object(p), _ids_ok(p), cited(p)
+    agente, tipo = _field(p, "agente"), _field(p, "tipo")
+    return f"""arrayFilter(k -> k != '', [
+    if(NOT {obj}, 'payload_not_object', ''),
+    if({obj} AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
+        JSONExtractKeys({p})), 'extra_key', ''),
+    if({obj} AND NOT (JSONType({p}, 'agente') = 'String'
+        AND if(empty({{dev_agents:Array(String)}}), match({agente}, {{dev_agent_name:String}}),
+               has({{dev_agents:Array(String)}}, {agente}))), 'agente_invalid', ''),
+    if({obj} AND NOT (JSONType({p}, 'tipo') = 'String'
+        AND has({{dev_tipos:Array(String)}}, {tipo})), 'tipo_invalid', ''),
+    if({obj} AND NOT {ok}, 'evidence_not_array', ''),
+    if({ok} AND length(arrayDistinct({ids})) != length({ids}), 'evidence_duplicates', ''),
+    if({ok} AND length({ids}) > {{dev_max:UInt32}}, 'evidence_too_many', '')
+  ])"""
+
+
+def classified(source: CompiledSource, dims: Sequence[str] = (), windowing: Windowing = ONE) -> str:
     """The deviation events of W, one row per event id, with their breach kinds.
 
     With `dims`, each event also carries `edim_<name>`: the dimension of any
-    of its rows (read from the source with its dimensions).
+    of its rows (read from the source with its dimensions). With many
+    windows, one row per event and window holding it (`_w`).
     """
     carried = "".join(f", edim_{d}" for d in dims)
     first = "".join(f", any(dim_{d}) AS edim_{d}" for d in dims)
     events = source.events_with_dims() if dims else source.events()
+    key = windowing.key
     return f"""
 SELECT
-  event_id, t, agente, tipo, ids{carried},
-  arrayFilter(k -> k != '', [
-    if(NOT is_object, 'payload_not_object', ''),
-    if(is_object AND arrayExists(k -> NOT has({{dev_allowed:Array(String)}}, k),
-        JSONExtractKeys(payload)), 'extra_key', ''),
-    if(is_object AND NOT (JSONType(payload, 'agente') = 'String'
-        AND if(empty({{dev_agents:Array(String)}}), match(agente, {{dev_agent_name:String}}),
-               has({{dev_agents:Array(String)}}, agente))), 'agente_invalid', ''),
-    if(is_object AND NOT (JSONType(payload, 'tipo') = 'String'
-        AND has({{dev_tipos:Array(String)}}, tipo)), 'tipo_invalid', ''),
-    if(is_object AND NOT ids_ok, 'evidence_not_array', ''),
-    if(ids_ok AND length(arrayDistinct(ids)) != length(ids), 'evidence_duplicates', ''),
-    if(ids_ok AND length(ids) > {{dev_max:UInt32}}, 'evidence_too_many', '')
-  ]) AS kinds
+  {key}event_id, t{carried},
+  {_field("payload", "agente")} AS agente,
+  {_field("payload", "tipo")} AS tipo,
+  {cited("payload")} AS ids,
+  {breaches("payload")} AS kinds
 FROM (
-  SELECT
-    event_id, t, payload{carried},
-    isValidJSON(payload) AND JSONType(payload) = 'Object' AS is_object,
-    if(is_object, JSONExtractString(payload, 'agente'), '') AS agente,
-    if(is_object, JSONExtractString(payload, 'tipo'), '') AS tipo,
-    multiIf(NOT is_object, '',
-            JSONType(payload, 'evidenceEventIds') = 'Array',
-            JSONExtractRaw(payload, 'evidenceEventIds'),
-            JSONType(payload, 'evidenceEventIds') = 'String',
-            JSONExtractString(payload, 'evidenceEventIds'), '') AS ids_json,
-    isValidJSON(ids_json) AND JSONType(ids_json) = 'Array'
-      AND arrayAll(x -> JSONType(x) = 'String', JSONExtractArrayRaw(ids_json)) AS ids_ok,
-    if(ids_ok, arrayMap(x -> JSONExtractString(x), JSONExtractArrayRaw(ids_json)), [])
-      AS ids
-  FROM (
-    SELECT event_id, any(t) AS t, any(payload) AS payload{first}
-    FROM (SELECT * FROM {events}
-          WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
-    GROUP BY event_id
-  )
+  SELECT {key}event_id, any(t) AS t, any(payload) AS payload{first}
+  FROM (SELECT *{windowing.holding("t")} FROM {events}
+        WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
+  {windowing.group("event_id")}
 )"""
 
 
@@ -139,10 +177,11 @@ class DeviationContractKind(Kind[DeviationContract]):
             )
             # The aggregation rides along: the conforming events' (agente, tipo) sorted, split
             # where the pair changes, one (agente, tipo, count) per chunk, biggest first.
+            w = ctx.windowing
             sql = f"""
 SELECT * EXCEPT (pairs, same_pair) FROM (
 SELECT
-  count() AS n,
+  {w.key}count() AS n,
   countIf({broken}) AS broken{by_dims},
   groupArraySortedIf({EVIDENCE})((t, event_id), {broken}) AS oldest,
   {counts},
@@ -151,7 +190,8 @@ SELECT
              arrayPopBack(arrayPushFront(pairs, pairs[1]))) AS same_pair,
   arraySort(x -> (-x.3, x.1, x.2),
             arrayMap(c -> (c[1].1, c[1].2, length(c)), same_pair)) AS aggregation
-FROM ({classified(ctx.source, dims or ())})
+FROM ({classified(ctx.source, dims or (), w)})
+{w.group()}
 )
 """
             return sql, p.params()
@@ -185,6 +225,13 @@ FROM ({classified(ctx.source, dims or ())})
             return Judged(result, triage, deviations=aggregation)
 
         return read
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        """A deviation event that breaks the contract, and how (its breach kinds)."""
+        p = self.of(spec)
+        kinds = breaches("payload")
+        words = f"concat('breaks the contract: ', arrayStringConcat({kinds}, ', '))"
+        return Flag(p.events, f"notEmpty({kinds})", words, p.params())
 
     def describe(self, params: DeviationContract) -> list[tuple[str, str]]:
         return params.described()

@@ -15,8 +15,15 @@ from typing import Any
 
 from checks.base import CheckSpec, KindParams
 from checks.evidence import Evidence
-from checks.kinds.base import Described, Kind
-from checks.kinds.deviation_contract import DeviationContract, carried_triage, classified
+from checks.kinds.base import Described, Flag, Kind
+from checks.kinds.deviation_contract import (
+    DeviationContract,
+    breaches,
+    carried_triage,
+    cited,
+    classified,
+)
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
 from checks.verdict import judge
@@ -46,26 +53,28 @@ class DeviationEvidenceKind(Kind[DeviationEvidence]):
                 for d in dims or ()
             )
             # `conforming` gives every cited id (an empty list gives one row, pos 0); `cited`
-            # the ids to look up.
+            # the ids to look up, each found in a window when it has a row in its lookback.
+            w = ctx.windowing
             sql = f"""
 WITH conforming AS (
-  SELECT event_id, t, ids{carried}
-  FROM ({classified(ctx.source, dims or ())})
+  SELECT {w.key}event_id, t, ids{carried}
+  FROM ({classified(ctx.source, dims or (), w)})
   WHERE length(kinds) = 0
 ),
 cited AS (SELECT arrayJoin(ids) FROM conforming)
 SELECT
-  uniqExact(event_id) AS n,
+  {w.key}uniqExact(event_id) AS n,
   uniqExactIf(event_id, missing) AS citing_missing,
   groupArraySortedIf({EVIDENCE})((t, event_id), missing) AS oldest,
   uniqExactIf(cited_id, missing) AS missing_ids{by_dims}
 FROM (
-  SELECT event_id, t, cited_id{carried}, pos > 0 AND cited_id NOT IN (
-    SELECT event_id FROM {ctx.source.events()}
+  SELECT {w.key}event_id, t, cited_id{carried}, pos > 0 AND {w.keyed("cited_id")} NOT IN (
+    SELECT event_id{w.reading("t")} FROM {ctx.source.events()}
     WHERE (event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited
   ) AS missing
   FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
 )
+{w.group()}
 """
             return sql, p.contract.params()
 
@@ -86,6 +95,12 @@ FROM (
             return Judged(result, carried_triage(result.status, value, row, dims))
 
         return read
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        """A conforming deviation event citing an evidence id that exists nowhere."""
+        p = self.of(spec).contract
+        words = "'cites evidence ids that exist nowhere in the lookback'"
+        return Flag(p.events, f"empty({breaches('payload')})", words, p.params(), cited("payload"))
 
     def describe(self, params: DeviationEvidence) -> Described:
         return params.contract.described()

@@ -9,6 +9,7 @@ outcome-rate kinds (and their triage) judge theirs with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -91,35 +92,90 @@ class Judging:
     has_end: str | None  # Anchor.END: whether the session had an end event
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """An obligation's bound durations in a scan, and where its deadline and met range lie."""
+
+    grace: str
+    lead: str
+    idle: str
+
+    @staticmethod
+    def of(scan: SessionScan, ob: Obligation) -> _Rule:
+        return _Rule(
+            scan.bind(ob.grace_ms, "Int64"),
+            scan.bind(ob.lead_ms, "Int64"),
+            scan.bind(ob.idle_ms, "Int64"),
+        )
+
+    def start(self) -> tuple[str, str, str]:
+        """(deadline, met from, met until) of the start obligation."""
+        deadline = f"first_seen + {self.grace}"
+        return deadline, f"first_seen - {self.lead}", deadline
+
+    def end(self, end: str, silent: bool) -> tuple[str, str, str]:
+        """(deadline, met from, met until) of the end obligation, with an end event or silent.
+
+        An end event sets the deadline at end + grace; without one the session
+        ends silently at last_seen, judged once idle for idle_timeout.
+        """
+        if silent:
+            return f"last_seen + {self.idle}", f"last_seen - {self.lead}", "last_seen"
+        return f"{end} + {self.grace}", f"{end} - {self.lead}", f"{end} + {self.grace}"
+
+    def deadlined(self, scan: SessionScan, tag: str, ob: Obligation, triggers: str) -> str:
+        """Per session: (time, id hash, event id, deadline) of each trigger in `triggers`.
+
+        The deadline is trigger + grace, or with `until` the first `until`
+        event after it (ts > the trigger's) when that comes sooner.
+        """
+        if not ob.until:
+            return f"arrayMap(c -> (c.1, c.2, c.3, c.1 + {self.grace}), {triggers})"
+        closers = scan.times(ob.until, side=True)
+        return scan.per_session(
+            f"{tag}_deadlined",
+            f"arrayMap(c -> (c.1, c.2, c.3, arrayMin(arrayConcat([c.1 + {self.grace}],"
+            f" arrayFilter(x -> x > c.1, {closers})))), {triggers})",
+        )
+
+
+def _triggers(scan: SessionScan, tag: str, ob: Obligation, may_be_due: Callable[[str], str]) -> str:
+    """Per session: (time, id hash, event id) of the obligation's triggers that may be due."""
+    # An obligation closed by `until` (a response to each human message) reads
+    # conversation events: they are kept aside from the memory events.
+    return scan.triggers(
+        ob.triggers,
+        tag=tag,
+        may_be_due=may_be_due,
+        positive=ob.positive_results,
+        skip=ob.skip,
+        side=bool(ob.until),
+    )
+
+
 def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
     """Add `ob` to `scan`: per session, how many are due in W and how many of those are unmet."""
     met_by = scan.times(ob.required)
-    grace = scan.bind(ob.grace_ms, "Int64")
-    lead = scan.bind(ob.lead_ms, "Int64")
+    rule = _Rule.of(scan, ob)
 
     def in_window(deadline: str) -> str:
         return f"{deadline} >= {WS} AND {deadline} < {AT}"
+
+    def met(low: str, high: str) -> str:
+        return f"arrayExists(x -> x >= {low} AND x <= {high}, {met_by})"
 
     due, unmet = f"{tag}_due", f"{tag}_unmet"
     # An obligation due in W looks back at events from its grace and lead before W at most.
     scan.near(ob.grace_ms + ob.lead_ms)
     if ob.anchor is Anchor.START:
-        deadline = f"first_seen + {grace}"
+        deadline, low, high = rule.start()
         scan.per_session(due, f"toUInt32({in_window(deadline)})")
-        scan.per_session(
-            unmet,
-            f"toUInt32({due} AND NOT arrayExists("
-            f"x -> x >= first_seen - {lead} AND x <= {deadline}, {met_by}))",
-        )
+        scan.per_session(unmet, f"toUInt32({due} AND NOT {met(low, high)})")
         return Judging(due, unmet, None, None)
     if ob.anchor is Anchor.END:
         has_end, end = scan.first_of(ob.ends)
-        idle = scan.bind(ob.idle_ms, "Int64")
-        # An end event sets the deadline at end + grace; without one the session
-        # ends silently at last_seen, judged once idle for idle_timeout.
-        deadline = scan.per_session(
-            f"{tag}_deadline", f"if({has_end}, {end} + {grace}, last_seen + {idle})"
-        )
+        ended, silent = rule.end(end, silent=False), rule.end(end, silent=True)
+        deadline = scan.per_session(f"{tag}_deadline", f"if({has_end}, {ended[0]}, {silent[0]})")
         scan.per_session(due, f"toUInt32({in_window(deadline)})")
         # A silent end is met by an event in [last_seen - lead, last_seen]: the last one of
         # `required` is at most last_seen, so it is met when that one is late enough.
@@ -127,50 +183,65 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
         last_met = scan.last_of(ob.required)
         scan.per_session(
             unmet,
-            f"toUInt32({due} AND NOT if({has_end},"
-            f" arrayExists(x -> x >= {end} - {lead} AND x <= {end} + {grace}, {met_by}),"
-            f" {met_any} AND {last_met} >= last_seen - {lead}))",
+            f"toUInt32({due} AND NOT if({has_end}, {met(*ended[1:])},"
+            f" {met_any} AND {last_met} >= {silent[1]}))",
         )
         return Judging(due, unmet, None, has_end)
 
     # A trigger's deadline is at most its time + grace (sooner with `until`), and every
     # trigger is before `at`: one whose time + grace is before W is never due.
     def may_be_due(t: str) -> str:
-        bound = f"{t} + {grace} >= {WS}"
-        return bound if ob.until else f"{bound} AND {t} + {grace} < {AT}"
+        bound = f"{t} + {rule.grace} >= {WS}"
+        return bound if ob.until else f"{bound} AND {t} + {rule.grace} < {AT}"
 
-    # An obligation closed by `until` (a response to each human message) reads
-    # conversation events: they are kept aside from the memory events.
-    side = bool(ob.until)
-    triggers = scan.triggers(
-        ob.triggers,
-        tag=tag,
-        may_be_due=may_be_due,
-        positive=ob.positive_results,
-        skip=ob.skip,
-        side=side,
-    )
+    triggers = _triggers(scan, tag, ob, may_be_due)
     if ob.until:
-        # Each trigger's deadline (c.4): trigger + grace, or the first `until` event
-        # after it (ts > the trigger's) when that comes sooner.
-        closers = scan.times(ob.until, side)
-        triggers = scan.per_session(
-            f"{tag}_deadlined",
-            f"arrayMap(c -> (c.1, c.2, c.3, arrayMin(arrayConcat([c.1 + {grace}],"
-            f" arrayFilter(x -> x > c.1, {closers})))), {triggers})",
-        )
+        triggers = rule.deadlined(scan, tag, ob, triggers)
         deadline = "c.4"
     else:
-        deadline = f"c.1 + {grace}"
+        deadline = f"c.1 + {rule.grace}"
     dues = scan.per_session(f"{tag}_dues", f"arrayFilter(c -> {in_window(deadline)}, {triggers})")
     scan.per_session(due, f"length({dues})")
-    missed = (
-        f"arrayFilter(c -> NOT arrayExists("
-        f"x -> x >= c.1 - {lead} AND x <= {deadline}, {met_by}), {dues})"
-    )
+    missed = f"arrayFilter(c -> NOT {met(f'c.1 - {rule.lead}', deadline)}, {dues})"
     # Misses are (time, id hash, event id), whatever the triggers carried.
     misses = scan.per_session(
         f"{tag}_misses", f"arrayMap(c -> (c.1, c.2, c.3), {missed})" if ob.until else missed
     )
     scan.per_session(unmet, f"length({misses})")
     return Judging(due, unmet, misses, None)
+
+
+def listed(scan: SessionScan, tag: str, ob: Obligation) -> str:
+    """Add `ob` to `scan` as a list: per session, every obligation it had.
+
+    Each is (trigger time, trigger event id, deadline, the event id that met
+    it or ''), by the rule `judge` counts with; the trigger of a start is the
+    session's first event (no id), of a silent end its last event. The scan
+    must read role events from the lookback's start (its window as long as
+    its lookback: `checks.explain`).
+    """
+    met_by = scan.events_of(ob.required)
+    rule = _Rule.of(scan, ob)
+
+    def met(low: str, high: str) -> str:
+        return f"arrayFirst(x -> x.1 >= {low} AND x.1 <= {high}, {met_by}).2"
+
+    if ob.anchor is Anchor.START:
+        deadline, low, high = rule.start()
+        return scan.per_session(
+            f"{tag}_listed", f"[(first_seen, '', {deadline}, {met(low, high)})]"
+        )
+    if ob.anchor is Anchor.END:
+        has_end, end = scan.first_of(ob.ends)
+        end_id = scan.first_id_of(ob.ends)
+        ended, silent = rule.end(end, silent=False), rule.end(end, silent=True)
+        return scan.per_session(
+            f"{tag}_listed",
+            f"if({has_end}, [({end}, {end_id}, {ended[0]}, {met(*ended[1:])})],"
+            f" [(last_seen, '', {silent[0]}, {met(*silent[1:])})])",
+        )
+    triggers = rule.deadlined(scan, tag, ob, _triggers(scan, tag, ob, lambda t: "1"))
+    return scan.per_session(
+        f"{tag}_listed",
+        f"arrayMap(c -> (c.1, c.3, c.4, {met(f'c.1 - {rule.lead}', 'c.4')}), {triggers})",
+    )

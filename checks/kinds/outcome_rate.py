@@ -20,8 +20,9 @@ from pydantic import Field
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
 from checks.breakdown import Triage
 from checks.evidence import Evidence
-from checks.kinds.base import Declared, Described, duration
+from checks.kinds.base import Declared, Described, Flag, duration
 from checks.kinds.obligations import Anchor, Obligation, judge
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row, session_sql
 from checks.scans.session import EVIDENCE, SessionScan
 from checks.triage import FREE_TEXT, events_in_window, group
@@ -52,7 +53,7 @@ class OutcomeRate(KindParams):
             required=self.completed + self.failed,
             grace_ms=self.grace_ms,
             triggers=self.started,
-            label="outcome",
+            label=f"{self.noun.removesuffix('s')} outcome",
         )
 
 
@@ -163,6 +164,12 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         )
         params = {**lost_params, "tr_failed": list(p.failed), "tr_started": list(p.started)}
         return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], params)
+
+    def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:
+        return (params.loss,)
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        return Flag(self.of(spec).failed, "1", "'failed'")
 
     def describe(self, params: OutcomeRate) -> Described:
         return [("lost after", f"{duration(params.grace_ms)} without an outcome")]

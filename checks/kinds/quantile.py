@@ -17,7 +17,8 @@ from pydantic import Field, field_validator
 
 from checks.base import CheckSpec, KindParams, Status, Unit
 from checks.evidence import Evidence
-from checks.kinds.base import Declared, Described
+from checks.kinds.base import Declared, Described, Flag
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
 from checks.scans.window import numeric_field
@@ -118,6 +119,16 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
             return Judged(result, scan.carried(row, tag) if breached else None)
 
         return read
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        """An event at or above the target (what the evidence and the triage list)."""
+        p = self.of(spec)
+        v = numeric_field(p.field, bind(p.field.removeprefix("payload."), "String"))
+        shown = f"{spec.target:g} ms" if spec.unit is Unit.MS else f"{spec.target:g}"
+        words = f"{p.field} at or above the target {shown}"
+        return Flag(
+            p.events, f"{v} >= {bind(float(spec.target), 'Float64')}", bind(words, "String")
+        )
 
     def describe(self, params: Quantile) -> Described:
         return [("quantile", f"{params.q_num}/{params.q_den} of {params.field}, nearest rank")]

@@ -14,7 +14,8 @@ from pydantic import Field
 
 from checks.base import CheckSpec, KindParams, Status, Unit
 from checks.evidence import Evidence
-from checks.kinds.base import Declared, Described
+from checks.kinds.base import Declared, Described, Flag
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
 from checks.verdict import judge, percent
@@ -82,6 +83,13 @@ class ShareKind(Declared[Share, ShareConfig]):
             return Judged(result, scan.carried(row, tag) if breached else None)
 
         return read
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        """An event whose field has the value counted (what the evidence lists)."""
+        p = self.of(spec)
+        field, value = bind(p.field, "String"), bind(p.value, "String")
+        words = bind(f"{p.field} = {p.value}", "String")
+        return Flag(p.events, f"JSONExtractString(payload, {field}) = {value}", words)
 
     def describe(self, params: Share) -> Described:
         return [("share of", f"{params.field} = {params.value}")]

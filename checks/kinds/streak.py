@@ -17,7 +17,8 @@ from pydantic import Field
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
 from checks.breakdown import Triage
 from checks.evidence import Evidence, FailureRun
-from checks.kinds.base import Declared, Described
+from checks.kinds.base import Declared, Described, Flag
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.triage import events_in_window, group
 from checks.verdict import judge
@@ -109,6 +110,9 @@ class StreakKind(Declared[Streak, StreakConfig]):
         condition = "name IN {tr_bad:Array(String)} AND t >= {tr_from:Int64} AND t <= {tr_to:Int64}"
         events = ctx.source.events_source
         return group(ctx, events_in_window(events, dims, condition), dims, params)
+
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        return Flag(self.of(spec).bad, "1", "'a failure: runs of consecutive ones count'")
 
     def describe(self, params: Streak) -> Described:
         return [("failures", ", ".join(params.bad))]

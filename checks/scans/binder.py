@@ -1,14 +1,23 @@
-"""Bound parameters: a value in, its `{name:Type}` placeholder out."""
+"""Bound parameters (a value in, its `{name:Type}` placeholder out), and the window's bounds.
+
+Every figure compares times with the window's bounds `WS`, `AT`, `LB`:
+columns, not parameters, so that one plan renders over one window (each
+rendering defines them from the bound `ws_ms`, `at_ms`, `lb_ms`) or over
+many in one pass (`checks.scans.windows`: one row per session and window,
+its bounds as that row's columns).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-# The window's bounds in epoch milliseconds, bound by every scan (`Window.params`).
-WS = "{ws_ms:Int64}"  # the window's start
-AT = "{at_ms:Int64}"  # its end: events at or after it do not exist
-LB = "{lb_ms:Int64}"  # the start of the lookback
+# The window's bounds in epoch milliseconds, as columns of the rows a figure reads.
+WS = "_ws"  # the window's start
+AT = "_at"  # its end: events at or after it do not exist
+LB = "_lb"  # the start of the lookback
+# One window's bounds as those columns, from the parameters every scan binds (`Window.params`).
+ONE_WINDOW = "{ws_ms:Int64} AS _ws, {at_ms:Int64} AS _at, {lb_ms:Int64} AS _lb"
 
 
 @dataclass

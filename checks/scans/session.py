@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from checks.scans.binder import WS, Binder
+from checks.scans.binder import ONE_WINDOW, WS, Binder
 from checks.sources import CompiledSource
 
 EVIDENCE = 20  # evidence items per check, oldest first
@@ -229,7 +229,7 @@ DATA_QUALITY: dict[str, str] = {
 # event's identity (distinct counts, duplicates, the order of evidence at the same
 # millisecond); the ids evidence shows are in `SetEvents`. The result count is read for every
 # event: it comes from the parse the session id made (a lazy branch would parse again).
-_ROLES = "groupArrayIf((t, _m, cityHash64(event_id), ifNull(result_count, 0) > 0), _mr != 0 AND t >= _near)"
+ROLES = "groupArrayIf((t, _m, cityHash64(event_id), ifNull(result_count, 0) > 0), _mr != 0 AND t >= _near)"
 # The start of the role events a scan reads: `near_ms` before the window (a grace and a lead
 # at most: no obligation due in the window looks further back at an event).
 NEAR = "{ws_ms:Int64} - {near_ms:Int64}"
@@ -340,6 +340,17 @@ class SessionScan:
         """Per session, over the lookback: the last time one of `names` happened (0: none)."""
         return self._summary(names, "last")
 
+    def events_of(self, names: Sequence[str]) -> str:
+        """Per session: (time, event id) of its role events of `names` from near the window on,
+        oldest first."""
+        k = self.sets.bit(names)
+        picked = f"arraySort(arrayMap(x -> (x.1, x.3), {self._input(SetEvents(k))}))"
+        return self.per_session(f"events_{k}", f"if(session_id != '', {picked}, [])")
+
+    def first_id_of(self, names: Sequence[str]) -> str:
+        """Per session: the event id of its first role event of `names` ('' when none)."""
+        return self.per_session(f"first_id_{self.sets.bit(names)}", f"{self.events_of(names)}[1].2")
+
     def count_in_window(self, names: Sequence[str]) -> str:
         """Per session (sessionless events included): distinct events of `names` in W."""
         k = self.sets.bit(names)
@@ -376,8 +387,12 @@ class SessionScan:
     def params(self) -> dict[str, Any]:
         return {**self.sets.params(), **self.bind.values, "near_ms": self.near_ms}
 
-    def render_raw(self, source: CompiledSource) -> str:
-        """The whole scan over the source's events (with their dimensions when carrying triage)."""
+    def masked(self, source: CompiledSource, near: str = NEAR) -> str:
+        """The source's events (with their dimensions when carrying triage), their masks, `_near`.
+
+        `_m`: the name sets an event is in; `_mr`: those kept in the role-event
+        array; `_near`: where the role events read start (`near`).
+        """
 
         def matches(i: int) -> str:
             return (
@@ -388,15 +403,21 @@ class SessionScan:
         mask = self.sets.mask("_m0", matches)
         masks = (
             f"{NameSets.name_mask('name')} AS _m0, {mask} AS _m, {self.sets.roles('_m')} AS _mr,"
-            f" {NEAR} AS _near"
+            f" {near} AS _near"
         )
-        inner = [f"{_ROLES} AS _roles"]
-        inner += [f"{expr} AS dq_{reason}" for reason, expr in DATA_QUALITY.items()]
-        # The sets' events evidence names, and the lookback-wide figures of sets, each from one
-        # array per session rather than an aggregate per set (each aggregate costs every event).
+        events = source.events() if self.dims is None else source.events_with_dims()
+        return f"SELECT *, {masks}\n      FROM {events}"
+
+    def gathered(self) -> list[str]:
+        """The arrays per session several inputs are read from, as aggregates over its events.
+
+        The sets' events evidence names, and the lookback-wide figures of sets, each from one
+        array per session rather than an aggregate per set (each aggregate costs every event).
+        """
+        found = []
         named = _mask_of(item.bit for item in self.inputs.values() if isinstance(item, SetEvents))
         if named:
-            inner.append(
+            found.append(
                 "groupArrayIf((t, _m, cityHash64(event_id), ifNull(result_count, 0) > 0,"
                 f" event_id), bitAnd(_m, toUInt64({named})) != 0 AND t >= _near) AS _evidenced"
             )
@@ -404,11 +425,17 @@ class SessionScan:
             item.bit for item in self.inputs.values() if isinstance(item, SetSummary)
         )
         if summarized:
-            inner.append(
+            found.append(
                 f"groupArrayIf((t, _m), bitAnd(_m, toUInt64({summarized})) != 0) AS _summarized"
             )
-        inner += [f"{_raw(item)} AS {alias}" for alias, item in self.inputs.items()]
-        events = source.events() if self.dims is None else source.events_with_dims()
+        return found
+
+    def render_raw(self, source: CompiledSource) -> str:
+        """The whole scan over the source's events (with their dimensions when carrying triage)."""
+        inner = [f"{ROLES} AS _roles"]
+        inner += [f"{expr} AS dq_{reason}" for reason, expr in DATA_QUALITY.items()]
+        inner += self.gathered()
+        inner += [f"{raw_input(item)} AS {alias}" for alias, item in self.inputs.items()]
         aggregates = ",\n        ".join(inner)
         return self.around(f"""
     SELECT
@@ -419,33 +446,40 @@ class SessionScan:
         count() AS n_events,
         {aggregates}
     FROM (
-      SELECT *, {masks}
-      FROM {events}
+      {self.masked(source)}
     )
     GROUP BY session_id""")
 
-    def around(self, per_session: str) -> str:
-        """The levels above the per-session one: per-session figures, then the totals."""
+    def around(self, per_session: str, windowed: bool = False) -> str:
+        """The levels above the per-session one: per-session figures, then the totals.
+
+        The figures compare times with the window's bounds (`WS`, `AT`, `LB`):
+        one window's, bound as parameters, or (`windowed`) those of each row of
+        `per_session`, one row per session and window, the totals then one row
+        per window (`_w`).
+        """
         outer = ",\n      ".join(f"{expr} AS {alias}" for alias, expr in self.outer.items())
         final = ",\n  ".join(f"{expr} AS {alias}" for alias, expr in self.final.items())
+        bounds = "" if windowed else f"\n      {ONE_WINDOW},"
+        key, group = ("_w,\n  ", "\nGROUP BY _w") if windowed else ("", "")
         return f"""
 SELECT
-  {final}
+  {key}{final}
 FROM (
   SELECT
-      *,
+      *,{bounds}
       session_id != '' AS real,
       {outer or "1 AS _none"}
   FROM ({per_session}
   )
-)"""
+){group}"""
 
 
 def _mask_of(bits: Iterable[int]) -> int:
     return sum(1 << bit for bit in set(bits))
 
 
-def _raw(item: Input) -> str:
+def raw_input(item: Input) -> str:
     """SQL: a per-session input, an aggregate over the session's events (or over one of the
     arrays `render_raw` gathers for several inputs)."""
     if isinstance(item, SideTimes):

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.breakdown import Triage, grouped
-from checks.scans.binder import WS, Binder
+from checks.scans.binder import Binder
+from checks.scans.windows import ONE, Windowing
 from checks.sources import CompiledSource
 
 
@@ -90,20 +91,27 @@ class WindowScan:
     def params(self) -> dict[str, Any]:
         return {**self.bind.values, "window_names": sorted(self.names)}
 
-    def render_raw(self, source: CompiledSource) -> str:
+    def render_raw(self, source: CompiledSource, windowing: Windowing = ONE) -> str:
+        """The whole scan over the source's events: one window's row, or one row per window.
+
+        With many windows an event counts in each window whose range holds
+        it (a check with a longer window has overlapping ones).
+        """
         per_event = ",\n      ".join(self.per_event)
         totals = ",\n    ".join(self.totals)
         events = source.events() if self.dims is None else source.events_with_dims()
+        w = windowing
         return f"""
-SELECT {", ".join(self.shown)} FROM (
+SELECT {w.key}{", ".join(self.shown)} FROM (
   SELECT
-    {totals}
+    {w.key}{totals}
   FROM (
     SELECT
-      event_id,
+      {w.key}event_id,
       {per_event}
-    FROM (SELECT * FROM {events}
-          WHERE name IN {{window_names:Array(String)}} AND t >= {WS})
-    GROUP BY event_id
+    FROM (SELECT *{w.holding("t")} FROM {events}
+          WHERE name IN {{window_names:Array(String)}} AND t >= {{ws_ms:Int64}})
+    {w.group("event_id")}
   )
+  {w.group()}
 )"""

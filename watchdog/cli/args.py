@@ -8,8 +8,10 @@ Flags are checked here, once: a duration flag (`--window 4h`, `--for 2h`,
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime, timedelta
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
@@ -80,6 +82,17 @@ def duration_flag(flag: str, text: str) -> timedelta:
     if value <= timedelta(0):
         raise UsageError(f"{flag}: must be positive")
     return value
+
+
+def emit(text: str, output: str | None) -> None:
+    """A command's output, to `--output FILE` when given, else to stdout."""
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output: cannot write {output}: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text)
 
 
 def time_flag(flag: str, text: str) -> datetime:

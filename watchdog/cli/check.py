@@ -17,14 +17,21 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from alerts.lease import Guard, Lease, LeaseLost, holder_name
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import ProcessOutcome, process, process_store_error
 from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
-from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
+from watchdog.cli.args import (
+    PROG,
+    Subparsers,
+    common_arguments,
+    duration_flag,
+    emit,
+    load,
+    time_flag,
+)
 from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
@@ -73,7 +80,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise
     duration_s = time.monotonic() - started
     color = not args.output and sys.stdout.isatty()
-    _emit(page or render(report, args.format, color=color), args.output)
+    emit(page or render(report, args.format, color=color), args.output)
     if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
         notify_after_check(settings, report, duration_s=duration_s, kind=run_kind)
     return exit_code(report)
@@ -94,16 +101,6 @@ def render(report: Report, fmt: str, *, color: bool) -> str:
 def exit_code(report: Report) -> int:
     """0 when nothing breached; 1 when a check breached or could not run."""
     return 0 if report.status is Status.OK else 1
-
-
-def _emit(text: str, output: str | None) -> None:
-    if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"--output: cannot write {output}: {exc.strerror}") from None
-    else:
-        sys.stdout.write(text)
 
 
 def _err(line: str) -> None:

@@ -26,6 +26,8 @@ from watchdog.core.logs import configure_logging
 # the time (docs/performance.md).
 COMMANDS: dict[str, str] = {
     "check": "watchdog.cli.check:add_check",
+    "backtest": "watchdog.cli.backtest:add_backtest",
+    "explain": "watchdog.cli.explain:add_explain",
     "demo": "watchdog.cli.demo:add_demo",
     "test-checks": "watchdog.cli.rules:add_test_checks",
     "silence": "watchdog.cli.silence:add_silence_commands",

@@ -58,6 +58,7 @@ from watchdog.daemon.status import last_completed_at, read_status
 from watchdog.daemon.telemetry import Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
+from watchdog.runner.backtest import catch_up_reports
 from watchdog.runner.once import run_once, window_at
 
 log = logging.getLogger(__name__)
@@ -249,15 +250,19 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
         if not log_read:
             last_judged, log_read = last_completed_at(tick.store, settings, request.now), True
         plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
+        windows = [aligned_window(settings, tick.schedule, end) for end in plan.ends]
+        # A catch-up's windows evaluated together, each as alone; judged one by one below.
+        passed = catch_up_reports(tick.store, settings, windows, triage=tick.request.pages)
         finished = True
         for index, end in enumerate(plan.ends):
             if tick.stop.is_set():
                 stopped_before, finished = end, False
                 break
             attempting = end
-            window = aligned_window(settings, tick.schedule, end)
+            window = windows[index]
+            catchup = index < len(plan.ends) - 1
             run, outcome = judge(
-                tick, window, catchup=index < len(plan.ends) - 1, guard=lease.ensure
+                tick, window, catchup=catchup, guard=lease.ensure, report=passed.get(end)
             )
             runs.append(run)
             tick.report(run, outcome)
@@ -399,19 +404,24 @@ def _deliver_closed(
 
 
 def judge(
-    tick: Tick, window: Window, *, catchup: bool, guard: Callable[[], None] | None = None
+    tick: Tick,
+    window: Window,
+    *,
+    catchup: bool,
+    guard: Callable[[], None] | None = None,
+    report: Report | None = None,
 ) -> tuple[RunResult, ProcessOutcome]:
-    """Evaluate one window and run the alert pipeline (delivering when `tick.delivers`);
-    StoreError when the store itself fails.
+    """Evaluate one window (unless its `report` is given) and run the alert pipeline
+    (delivering when `tick.delivers`); StoreError when the store itself fails.
 
     LeaseLost (from `guard`) when another process took the alert lease over.
     """
     store, settings, clock, pages = tick.store, tick.settings, tick.clock, tick.request.pages
     start_ns, started = time.time_ns(), time.monotonic()
     stopwatch = Stopwatch()
-    report: Report | None
     try:
-        report = run_once(store, settings, window, timed=stopwatch, triage=pages)
+        if report is None:
+            report = run_once(store, settings, window, timed=stopwatch, triage=pages)
     except StoreError as exc:  # the store answers, the source cannot be read
         report, problem = None, exc.problem
         outcome = process_store_error(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -118,6 +118,8 @@ class DemoData:
     retried: list[Event]  # written (or sent) again after all the events, as an outbox retries
     rows: list[list[Any]]  # `events`, then `retried`, as joelclaw rows
     plan: DemoPlan
+    # The sessions faults were injected into, and which (watchdog.demo.model.FAULTS).
+    faults: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def generate_rows(
@@ -170,7 +172,8 @@ def generate_demo(*, sessions: int = 500, seed: int = 0, at: datetime) -> DemoDa
         answered_without_recall=counts.answered_without_recall,
         duplicates=len(retried),
     )
-    return DemoData(events, [events[i] for i in retried], rows, plan)
+    faults = {s.id: tuple(s.faults) for s in builder.sessions if s.faults}
+    return DemoData(events, [events[i] for i in retried], rows, plan, faults)
 
 
 def write_demo(

@@ -41,38 +41,48 @@ def build_fault_sessions(builder: Builder, counts: FaultCounts) -> None:
     for _ in range(counts.cold):
         # Deadline first_seen + 5m lands in the window.
         start = rng.randint(w0 + 2 * MINUTE, at - 45 * MINUTE)
-        builder.session(start, rng.randint(10, 40) * MINUTE, recall_after=None, healthy=False)
+        cold = builder.session(
+            start, rng.randint(10, 40) * MINUTE, recall_after=None, healthy=False
+        )
+        cold.faults.append("cold start")
     for _ in range(counts.late):
         start = rng.randint(w0 + 2 * MINUTE, at - 45 * MINUTE)
         late = rng.randint(6 * MINUTE + 10 * SECOND, 9 * MINUTE + 50 * SECOND)
-        builder.session(start, rng.randint(15, 40) * MINUTE, recall_after=late, healthy=False)
+        session = builder.session(
+            start, rng.randint(15, 40) * MINUTE, recall_after=late, healthy=False
+        )
+        session.faults.append("late recall")
     for _ in range(counts.crashed):
         # A silent end is judged at last_seen + 6h: put that inside the window.
         last = rng.randint(
             at - WINDOW_MS - IDLE_TIMEOUT_MS + 10 * MINUTE, at - IDLE_TIMEOUT_MS - 10 * MINUTE
         )
         duration = rng.randint(10, 60) * MINUTE
-        builder.session(last - duration, duration, ends=False, healthy=False)
+        crashed = builder.session(last - duration, duration, ends=False, healthy=False)
+        crashed.faults.append("silent end without observe")
     for _ in range(counts.ended_without_observe):
         end = rng.randint(w0 + 5 * MINUTE, at - 20 * MINUTE)
         duration = rng.randint(10, 50) * MINUTE
-        builder.session(end - duration, duration, observe_end=False, healthy=False)
+        unobserved = builder.session(end - duration, duration, observe_end=False, healthy=False)
+        unobserved.faults.append("end without observe")
     for i in range(counts.answered_without_recall):
         # A question in the window answered without a recall: none at all, or one
         # only after the reply (alternately); the session is otherwise healthy.
         start = rng.randint(w0 + 2 * MINUTE, at - 60 * MINUTE)
         broken = ("no_recall", "recall_after_reply")[i % 2]
-        builder.session(
+        talking = builder.session(
             start, rng.randint(30, 50) * MINUTE, healthy=False, talks=True, broken_turn=broken
         )
+        talking.faults.append("answer without recall")
     for _ in range(counts.unobserved_compactions):
         # The session's only compaction, far from its end observe, so nothing else covers it.
         compaction = rng.randint(w0 + 10 * MINUTE, at - 90 * MINUTE)
         start = compaction - rng.randint(10, 30) * MINUTE
         end = compaction + rng.randint(25, 50) * MINUTE
-        builder.session(
+        compacted = builder.session(
             start, end - start, compactions=[compaction], unobserved=[compaction], healthy=False
         )
+        compacted.faults.append("compaction without observe")
 
 
 def _other_outcome_near(session: Session, run: ObserveRun) -> bool:
@@ -99,6 +109,7 @@ def inject_lost_observes(builder: Builder, runs: int) -> int:
         raise RuntimeError("too few observe runs in the window to lose some")
     for session, run in builder.rng.sample(candidates, runs):
         session.healthy = False  # keep its other events out of later faults
+        session.faults.append("lost observe")
         run.outcome.keep = False
         for gate in run.gates:
             gate.keep = False
@@ -163,6 +174,7 @@ def inject_failure_streak(builder: Builder) -> tuple[int, int]:
     end = low + step
     duration = builder.rng.randint(15, 45) * MINUTE
     session = builder.session(end - duration, duration, observe_end=False, healthy=False)
+    session.faults.append("failure streak")
     requested = builder.pi(
         session,
         low + 2 * step,
@@ -222,8 +234,12 @@ def inject_slow_recalls(builder: Builder, reserved: tuple[int, int]) -> int:
     ]
     if len(candidates) < needed:
         raise RuntimeError("too few recalls in the window to make the p95 slow")
-    for recall in builder.rng.sample(candidates, needed):
+    picked = builder.rng.sample(candidates, needed)
+    for recall in picked:
         _make_slow(builder, recall)
+    for session in builder.sessions:
+        if any(recall in picked for recall in session.recalls):
+            session.faults.append("slow recall")
     return needed
 
 
@@ -255,6 +271,9 @@ def inject_failed_observes(builder: Builder, lost: int) -> int:
         _fail(builder, outcomes[i], 1)
         failed.add(outcomes[i].id)
         picked += 1
+        for owner in builder.sessions:
+            if any(run.outcome is outcomes[i] for run in owner.runs):
+                owner.faults.append("failed observe")
     if picked < needed:
         raise RuntimeError("too few observe outcomes in the window to fail some")
     return len(failed)
@@ -330,6 +349,8 @@ def _place_deviation(builder: Builder, pool: list[Session], kind: str, low: int,
             system_id=session.system_id,
         )
         pool.pop(index)
+        if kind != "conforming":
+            session.faults.append(f"deviation {kind}")
         return True
     return False
 

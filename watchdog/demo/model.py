@@ -212,6 +212,25 @@ class Session:
     runs: list[ObserveRun] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     end: Event | None = None
+    faults: list[str] = field(default_factory=list)  # what was injected into it (FAULTS)
+
+
+# The faults a session can be given, each named in its session's `faults`; `explain` on the
+# session names it (tests/test_explain.py).
+FAULTS = (
+    "cold start",
+    "late recall",
+    "silent end without observe",
+    "end without observe",
+    "answer without recall",
+    "compaction without observe",
+    "lost observe",
+    "failure streak",
+    "slow recall",
+    "failed observe",
+    *(f"deviation {kind}" for kind in BREACH_KINDS),
+    "deviation missing_evidence",
+)
 
 
 @dataclass(frozen=True)

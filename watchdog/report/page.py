@@ -37,6 +37,7 @@ from watchdog.report.charts import (
     value_chart,
     window_span,
 )
+from watchdog.report.explain import explain_command
 from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
 from watchdog.runner.once import run_once, window_at
 
@@ -62,15 +63,17 @@ WORD = {
 
 
 @functools.cache
-def _environment() -> Environment:
-    environment = Environment(
+def environment() -> Environment:
+    """The pages' templates (this page's and the backtest's), values from the data escaped."""
+    found = Environment(
         loader=PackageLoader("watchdog.report", "templates"),
         autoescape=select_autoescape(["html", "j2"], default=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters["rfc3339"] = rfc3339
-    return environment
+    found.filters["rfc3339"] = rfc3339
+    found.filters["duration"] = format_duration
+    return found
 
 
 def _since(result: CheckResult, replay: AlertReplay, length: timedelta) -> str:
@@ -173,6 +176,11 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
             "parameters": KINDS.describe(specs[r.id]) if r.id in specs else [],
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
+            "explain": (
+                explain_command(r.evidence.sessions[0], report.window.at)
+                if r.evidence.sessions
+                else ""
+            ),
         }
         for r in report.ordered()
         if r.status in BREACHING
@@ -271,7 +279,7 @@ def render_page(
         "notes": list(report.notes),
         "data_quality": dict(report.data_quality),
     }
-    return _environment().get_template("report.html.j2").render(context)
+    return environment().get_template("report.html.j2").render(context)
 
 
 def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:

@@ -7,11 +7,14 @@ docs/spec.md#6-the-report-json---format-json-schema_version-1.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from checks.base import CheckResult, Report, Status
 from checks.verdict import format_target, format_value
 from watchdog.core import jsontext
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339
+from watchdog.report.explain import explain_command
 
 TEXT_EVIDENCE = 5  # items per check in the text report; the JSON report has up to 20
 ID_CHARS = 100  # an id longer than this is cut in the text report (JSON keeps it whole)
@@ -43,8 +46,9 @@ def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
 
 
-def _evidence_lines(result: CheckResult) -> list[str]:
-    """The result's evidence facts, ids capped at TEXT_EVIDENCE per list."""
+def _evidence_lines(result: CheckResult, at: datetime) -> list[str]:
+    """The result's evidence facts, ids capped at TEXT_EVIDENCE per list; for sessions, how to
+    explain one."""
     shown = result.evidence.shown()
     lines = []
     for found in shown.ids:
@@ -52,6 +56,8 @@ def _evidence_lines(result: CheckResult) -> list[str]:
         rest = len(found.ids) - TEXT_EVIDENCE
         more = f" (+{rest} more in --format json)" if rest > 0 else ""
         lines.append(f"    {found.noun}: {listed}{more}")
+        if found.noun == "sessions" and found.ids:
+            lines.append(f"    why one counted: {explain_command(found.ids[0], at)}")
     lines += [f"    {fact.label}: {printable(fact.text)}" for fact in shown.facts]
     return lines
 
@@ -74,7 +80,7 @@ def render_text(report: Report, *, color: bool = False) -> str:
         summary = printable(result.summary, SUMMARY_CHARS)
         out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {summary}")
     breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
-    evidence = [(r, _evidence_lines(r)) for r in breached]
+    evidence = [(r, _evidence_lines(r, report.window.at)) for r in breached]
     evidence = [(r, lines) for r, lines in evidence if lines]
     if evidence:
         out += ["", "Evidence (oldest first):"]

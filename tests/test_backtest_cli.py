@@ -1,0 +1,182 @@
+"""`memory-watchdog backtest` from outside, and its summary: exit codes, JSON, page, targets."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from checks.base import CheckResult, Comparison, Report, Severity, Status, Unit, Window
+from tests.test_cli import make_store, run
+from watchdog.report.backtest import (
+    WEEKLY,
+    allowed_breaches,
+    nearest_rank,
+    summarize,
+    weekly_target,
+)
+from watchdog.report.backtest_page import render_backtest_page
+
+DAY = "--from", "2026-11-27T04:00:00Z", "--to", "2026-11-28T04:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def breached(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A store whose window ending 04:00 has a cold start (made by a process of its own)."""
+    return make_store(tmp_path_factory.mktemp("backtest"), "breached")
+
+
+def test_a_day_of_windows_in_json_each_the_check_report_of_its_window(breached: str) -> None:
+    """Six 4h windows end in the day; each is `check --at <end> --format json`'s report."""
+    result = run("backtest", "--store", breached, *DAY, "--format", "json")
+    assert result.returncode == 1, result.stderr  # the last window breaches
+    document = json.loads(result.stdout)
+    assert (document["schema_version"], document["from"], document["to"]) == (
+        1,
+        "2026-11-27T04:00:00Z",
+        "2026-11-28T04:00:00Z",
+    )
+    ends = [w["window"]["end"] for w in document["windows"]]
+    assert ends == [f"2026-11-27T{h:02d}:00:00Z" for h in (8, 12, 16, 20)] + [
+        "2026-11-28T00:00:00Z",
+        "2026-11-28T04:00:00Z",
+    ]
+    check = run("check", "--store", breached, "--at", ends[-1], "--format", "json")
+    assert document["windows"][-1] == json.loads(check.stdout)
+    coverage = document["summary"]["recall_coverage"]
+    assert (coverage["windows"], coverage["breached"], coverage["max"]) == (6, 1, 1)
+    assert {"target": 0, "breached": 1, "why": "current"} in coverage["candidates"]
+
+
+def test_the_text_names_the_breached_window_and_how_to_see_it_whole(breached: str) -> None:
+    """The text: a row per check, the candidate targets, the windows that breached."""
+    result = run("backtest", "--store", breached, *DAY)
+    assert result.returncode == 1, result.stderr
+    text = result.stdout
+    assert "6 windows ending in (2026-11-27T04:00:00Z, 2026-11-28T04:00:00Z]" in text
+    assert "2026-11-28T04:00:00Z  recall_coverage" in text
+    assert "one window in full: memory-watchdog check --at 2026-11-27T08:00:00Z --window 4h" in text
+
+
+def test_a_period_without_a_breach_exits_0(tmp_path: Path) -> None:
+    """The one window of a healthy store's period: exit 0."""
+    healthy = make_store(tmp_path / "healthy", "healthy")
+    result = run(
+        "backtest",
+        "--store",
+        healthy,
+        "--from",
+        "2026-11-28T00:00:00Z",
+        "--to",
+        "2026-11-28T04:00:00Z",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "memory-watchdog backtest: 1 window ending" in result.stdout
+
+
+def test_the_page_has_one_chart_per_check(breached: str, tmp_path: Path) -> None:
+    """--format html --output: one figure per enabled check, with its candidates."""
+    page = tmp_path / "backtest.html"
+    result = run("backtest", "--store", breached, *DAY, "--format", "html", "--output", str(page))
+    assert result.returncode == 1 and result.stdout == ""
+    html = page.read_text()
+    assert html.count('<figure class="status-') == 12
+    assert 'id="chart-recall_coverage"' in html and 'class="candidates"' in html
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ("--last", "1d", "--from", "2026-11-27T04:00:00Z"),
+            "exactly one of --from TIME or --last",
+        ),
+        ((), "exactly one of --from TIME or --last"),
+        (("--from", "2026-11-28T04:00:00Z", "--to", "2026-11-27T04:00:00Z"), "is not before --to"),
+        (("--from", "9999-01-01T00:00:00Z"), "--from:"),
+        (("--from", "nan"), "--from:"),
+        (("--last", "-4h"), "--last: must be positive"),
+        (("--last", "1000y"), "--last:"),
+        (("--from", "2026-11-28T01:00:00Z", "--to", "2026-11-28T03:00:00Z"), "no window"),
+        (("--last", "2000d", "--to", "2026-11-28T04:00:00Z"), "more than 3000 windows"),
+        ((*DAY, "--format", "xml"), "--format:"),
+    ],
+)
+def test_a_bad_period_is_one_line_and_exit_2(
+    breached: str, args: tuple[str, ...], says: str
+) -> None:
+    """A period that cannot be judged: exit 2, one line naming what to fix."""
+    result = run("backtest", "--store", breached, *args)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert says in line
+
+
+def test_a_store_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    """Exit 3, one line; nothing created."""
+    missing = tmp_path / "none"
+    result = run("backtest", "--store", f"chdb://{missing}", *DAY)
+    assert result.returncode == 3
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not missing.exists()
+
+
+# --- the summary ---------------------------------------------------------------------------
+
+T = datetime(2026, 11, 28, tzinfo=UTC)
+
+
+def result(value: float | None, status: Status = Status.OK, unit: Unit = Unit.MS) -> CheckResult:
+    return CheckResult(
+        id="p95",
+        status=status,
+        value=value,
+        target=3000,
+        severity=Severity.WARNING,
+        sample_size=40,
+        summary="",
+        comparison=Comparison.GE,
+        unit=unit,
+    )
+
+
+def report(i: int, r: CheckResult) -> Report:
+    window = Window(at=T + i * timedelta(hours=4), length=timedelta(hours=4), lookback=timedelta(1))
+    return Report(window=window, source="s", checks={"p95": r})
+
+
+def test_the_weekly_target_breaches_in_at_most_one_window_a_week() -> None:
+    """Over a week, the tightest target breaching one window at most, by the check's rule."""
+    values = [1000.0, 1200, 2900, 3100, 4500, 1100]
+    results = [result(v, Status.BREACHED if v >= 3000 else Status.OK) for v in values]
+    assert allowed_breaches(T, T + timedelta(days=7)) == 1
+    target = weekly_target(results, 1)
+    assert target == 3101  # >= 3101 ms: only 4500 breaches
+    bt = summarize(T, T + timedelta(days=7), [report(i, r) for i, r in enumerate(results)])
+    s = bt.summary["p95"]
+    assert (s.windows, s.breached, s.low, s.high) == (6, 2, 1000, 4500)
+    assert s.median == 2050 and s.p95 == nearest_rank(sorted(values), 0.95) == 4500
+    weekly = next(c for c in s.candidates if c.why == WEEKLY)
+    assert (weekly.target, weekly.breached) == (3101, 1)
+
+
+def test_windows_without_a_verdict_breach_at_no_candidate_target() -> None:
+    """Too few samples or no data: never counted as a breach, whatever the target."""
+    results = [result(5000, Status.INSUFFICIENT_DATA), result(None, Status.NO_DATA), result(100)]
+    bt = summarize(T, T + timedelta(days=1), [report(i, r) for i, r in enumerate(results)])
+    s = bt.summary["p95"]
+    assert all(c.breached == 0 for c in s.candidates if c.target > 100)
+    assert s.statuses == {"insufficient_data": 1, "no_data": 1, "ok": 1}
+
+
+def test_the_page_escapes_what_comes_from_the_data() -> None:
+    """A hostile source name is escaped on the page."""
+    bad = Report(
+        window=Window(at=T, length=timedelta(hours=4), lookback=timedelta(1)),
+        source="<script>x</script>",
+        checks={"p95": result(100)},
+    )
+    html = render_backtest_page(summarize(T - timedelta(hours=4), T, [bad]))
+    assert "<script>x" not in html and "&lt;script&gt;x" in html

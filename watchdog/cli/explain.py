@@ -1,0 +1,94 @@
+"""`memory-watchdog explain SESSION_ID [--at TIME]`: why a session counted, event by event.
+
+It reads what `check --at` reads (the lookback before `--at`, default now):
+the session's events, what each check counts against them, and each
+obligation the session had, with the check and the window of the schedule
+that counted it (watchdog.report.explain). Read-only. Exit 0 with the
+explanation, 1 when the session has no event in the lookback (one line), 2
+for a bad command line or config (an id that cannot be a session among
+them), 3 when the store cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timedelta
+
+from watchdog.cli.args import PROG, Subparsers, common_arguments, emit, load, time_flag
+from watchdog.core.errors import UsageError, WatchdogError
+from watchdog.core.settings import Settings
+from watchdog.core.store import open_configured
+from watchdog.core.text import printable
+from watchdog.core.times import rfc3339, system_clock
+from watchdog.daemon.schedule import Schedule
+from watchdog.report.explain import WindowOf, render_explain_json, render_explain_text
+from watchdog.runner.explain import explain
+
+FORMATS = ("text", "json")
+MAX_ID_CHARS = 65_536  # longer is no session id a source keeps
+
+
+class NoSuchSession(WatchdogError):
+    """The session has no event in the lookback (exit 1, one line)."""
+
+    exit_code = 1
+
+
+def add_explain(sub: Subparsers) -> None:
+    p = sub.add_parser("explain", help="one session's events and obligations, and what counted")
+    p.add_argument("session_id", metavar="SESSION_ID", help="the session to explain")
+    common_arguments(p)
+    p.add_argument("--at", help="as a check at this time sees it, RFC 3339 (default: now)")
+    p.add_argument("--format", default="text", help="text | json")
+    p.add_argument("--output", help="write the explanation to this file instead of stdout")
+    p.set_defaults(run=cmd_explain)
+
+
+def session_id_of(text: str, settings: Settings) -> str:
+    """The session id argument, or a usage error saying why it cannot be one."""
+    shown = printable(text, 80)
+    if len(text) > MAX_ID_CHARS:
+        raise UsageError(f"explain: the session id is over {MAX_ID_CHARS} characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"explain: the session id {shown!r} is not valid UTF-8") from None
+    if text in settings.source.ignore_sessions:
+        raise UsageError(
+            f"explain: {shown!r} is no session: source.ignore_sessions lists it"
+            " (its events belong to no session)"
+        )
+    return text
+
+
+def window_of(settings: Settings) -> WindowOf:
+    """The schedule's window that judges a deadline: the first to end after it."""
+    schedule = Schedule.from_settings(settings.schedule)
+
+    def found(deadline: datetime, window_ms: int | None) -> tuple[datetime, datetime]:
+        end = schedule.next_end(deadline)
+        if window_ms is None:
+            return schedule.previous_end(end), end
+        return end - timedelta(milliseconds=window_ms), end
+
+    return found
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    if args.format not in FORMATS:
+        raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
+    at = time_flag("--at", args.at) if args.at else system_clock()
+    settings = load(args)
+    session_id = session_id_of(args.session_id, settings)
+    with open_configured(settings.store) as store:
+        explained = explain(store, settings, session_id, at)
+    if not explained.events:
+        raise NoSuchSession(
+            f"explain: session {printable(session_id, 80)!r} has no event in the lookback"
+            f" {rfc3339(explained.window.read_from)} .. {rfc3339(at)}"
+            f" (an earlier --at? see {PROG} check --format json for the sessions of a window)"
+        )
+    source = settings.source.display_name
+    render = render_explain_json if args.format == "json" else render_explain_text
+    emit(render(explained, source, settings.events, window_of(settings)), args.output)
+    return 0

@@ -1,0 +1,189 @@
+"""One session explained, for people (text) and scripts (JSON).
+
+The events first (time, name, event id, outcome, latency, and what each
+check counts against them), then the obligations by deadline: what
+triggered each, when it was due, what met it or `missed`, and the check and
+window that counted it (`not yet due` when its deadline is at or after
+`at`). Every id and name from the data is printed through
+`watchdog.core.text.printable`: a hostile one cannot rewrite the terminal.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from checks.explain import Explained, Had
+from watchdog.core import jsontext
+from watchdog.core.settings import EventSettings
+from watchdog.core.text import plural, printable
+from watchdog.core.times import rfc3339
+
+ID_CHARS = 100  # an id longer than this is cut in the text (JSON keeps it whole)
+# The window of the schedule that judges a deadline, for a check of the given own window
+# length (None: the run's): (start, end).
+WindowOf = Callable[[datetime, int | None], tuple[datetime, datetime]]
+
+# What an event's role says of it (docs/spec.md section 3), in the report's words.
+ROLE_WORDS = (
+    ("recall_started", "recall started"),
+    ("recall_completed", "completed"),
+    ("recall_failed", "failed"),
+    ("recall_injected", "injected"),
+    ("observe_requested", "observe requested"),
+    ("observe_completed", "completed"),
+    ("observe_failed", "failed"),
+    ("session_end", "session end"),
+    ("compaction", "compaction"),
+    ("gate_decision", "gate decision"),
+    ("agent_deviation", "deviation"),
+    ("human_message", "human message"),
+    ("agent_response", "response"),
+)
+
+
+def explain_command(session_id: str, at: datetime) -> str:
+    """The `memory-watchdog explain` of a listed session, as the window ending `at` saw it.
+
+    Quoted for a shell and printable: a hostile id is shown escaped (then
+    copy it from `--format json`).
+    """
+    return (
+        f"memory-watchdog explain {printable(shlex.quote(session_id), ID_CHARS)} --at {rfc3339(at)}"
+    )
+
+
+def outcomes(events: EventSettings) -> dict[str, str]:
+    """Event name -> its role's word, from the configured roles."""
+    found: dict[str, str] = {}
+    for role, word in ROLE_WORDS:
+        for name in getattr(events, role):
+            found.setdefault(name, word)
+    return found
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """An obligation as the report states it: met, missed, or not yet due; where counted."""
+
+    status: str  # met | missed | not yet due | not judged
+    window: tuple[datetime, datetime] | None
+
+
+def judgement(had: Had, at: datetime, window_of: WindowOf) -> Judgement:
+    if had.deadline >= at:
+        return Judgement("not yet due", None)
+    window = window_of(had.deadline, had.window_ms)
+    if not had.judged:
+        return Judgement("not judged", window)
+    return Judgement("met" if had.met_by else "missed", window)
+
+
+def _trigger(had: Had) -> str:
+    if had.trigger_id:
+        return f"{printable(had.trigger_id, ID_CHARS)} at {rfc3339(had.trigger_time)}"
+    if had.obligation.anchor == "start":
+        return f"first event at {rfc3339(had.trigger_time)}"
+    return f"last event at {rfc3339(had.trigger_time)}"
+
+
+def to_json(
+    explained: Explained, source: str, events: EventSettings, window_of: WindowOf
+) -> dict[str, Any]:
+    at = explained.window.at
+    words = outcomes(events)
+    obligations = []
+    for had in explained.obligations:
+        judged = judgement(had, at, window_of)
+        obligations.append(
+            {
+                "check": had.check_id,
+                "obligation": had.label,
+                "trigger": {
+                    "event_id": had.trigger_id or None,
+                    "time": rfc3339(had.trigger_time),
+                },
+                "deadline": rfc3339(had.deadline),
+                "met_by": had.met_by or None,
+                "status": judged.status,
+                "window": (
+                    {"start": rfc3339(judged.window[0]), "end": rfc3339(judged.window[1])}
+                    if judged.window
+                    else None
+                ),
+            }
+        )
+    return {
+        "schema_version": 1,
+        "session_id": explained.session_id,
+        "source": source,
+        "at": rfc3339(at),
+        "read": {"from": rfc3339(explained.window.read_from), "to": rfc3339(at)},
+        "events_total": explained.total_events,
+        "events": [
+            {
+                "time": rfc3339(e.time),
+                "name": e.name,
+                "event_id": e.event_id,
+                "outcome": words.get(e.name, ""),
+                "latency_ms": e.latency_ms,
+                "counted_by": [{"check": f.check_id, "as": f.words} for f in e.findings],
+            }
+            for e in explained.events
+        ],
+        "obligations": obligations,
+    }
+
+
+def render_explain_json(
+    explained: Explained, source: str, events: EventSettings, window_of: WindowOf
+) -> str:
+    document = to_json(explained, source, events, window_of)
+    return jsontext.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_explain_text(
+    explained: Explained, source: str, events: EventSettings, window_of: WindowOf
+) -> str:
+    """The session's story: events, what counts against them, then its obligations."""
+    at = explained.window.at
+    words = outcomes(events)
+    shown = len(explained.events)
+    listed = (
+        f"{plural(explained.total_events, 'event')}"
+        if shown == explained.total_events
+        else f"{explained.total_events} events, the oldest {shown} shown (--format json: the same)"
+    )
+    out = [
+        f"memory-watchdog explain: session {printable(explained.session_id, ID_CHARS)}"
+        f"  source {printable(source)}",
+        f"read from {rfc3339(explained.window.read_from)} to {rfc3339(at)}"
+        f" (the lookback of check --at {rfc3339(at)}): {listed}, oldest first",
+        "",
+        f"{'time':<25} {'name':<34} {'event id':<28} {'outcome':<18} latency",
+    ]
+    for e in explained.events:
+        latency = f"{e.latency_ms:.0f} ms" if e.latency_ms is not None else ""
+        out.append(
+            f"{rfc3339(e.time):<25} {printable(e.name, 64):<34}"
+            f" {printable(e.event_id, ID_CHARS):<28} {words.get(e.name, ''):<18} {latency}".rstrip()
+        )
+        for f in e.findings:
+            out.append(f"    counted by {f.check_id}: {printable(f.words, 200)}")
+    out += ["", "Obligations (by deadline):"]
+    if not explained.obligations:
+        out.append("  none within the lookback")
+    for had in explained.obligations:
+        judged = judgement(had, at, window_of)
+        where = f"{had.check_id}"
+        if judged.window and judged.status != "not judged":
+            where += f", window {rfc3339(judged.window[0])} .. {rfc3339(judged.window[1])}"
+        if judged.status == "not judged":
+            where += " (the session is outside its scope)"
+        out.append(f"  {had.label}: {judged.status} - {where}")
+        met = f", met by {printable(had.met_by, ID_CHARS)}" if had.met_by else ""
+        out.append(f"    trigger {_trigger(had)}, due {rfc3339(had.deadline)}{met}")
+    return "\n".join(out) + "\n"
