@@ -257,7 +257,10 @@ def unexpected_tracebacks(log: str) -> list[str]:
 
 
 # What pickle.load says of a pipe closed before the process object was written, or part-way.
-_UNBORN_ERRORS = ("EOFError: Ran out of input", "_pickle.UnpicklingError: pickle data was truncated")
+_UNBORN_ERRORS = (
+    "EOFError: Ran out of input",
+    "_pickle.UnpicklingError: pickle data was truncated",
+)
 
 
 def _unborn(block: str, error: str) -> bool:
