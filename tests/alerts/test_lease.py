@@ -121,7 +121,10 @@ def test_a_holder_keeps_the_lease_past_its_ttl_by_renewing_it(
     wait_until(checkpoint_past_the_first_expiry)
     assert other.acquire() is not None
     info = current_lease(first, settings, settings.source.display_name)
-    assert info is not None and info.holder == "long run" and info.live
+    # Renewed past its first expiry, and live when the other asked (it was refused). Not `live`
+    # now: a loaded machine may let the 600 ms lease lapse between the two reads.
+    assert info is not None and info.holder == "long run"
+    assert info.expires_at > claimed.expires_at
 
 
 def test_concurrent_claims_elect_exactly_one_holder(
