@@ -6,9 +6,10 @@ each of them (the kinds' `flag`: a failed outcome, a slow recall, a
 deviation that breaks the contract...), and every obligation the session
 had (the kinds' `obligations`, listed by the rule the checks judge with:
 `checks.kinds.obligations.listed`): its trigger, its deadline, the event
-that met it or none, and whether the check judges this session at all.
-Three reads of the lookback at most: the events, the obligations, and
-(when a deviation cites evidence) the cited ids.
+that met it or none, and whether the check judges this session at all
+(docs/spec.md#9-looking-back-backtest-and-explain). Three reads of the
+lookback at most: the events, the obligations, and (when a deviation cites
+evidence) the cited ids.
 """
 
 from __future__ import annotations

@@ -97,37 +97,6 @@ def test_module_docstrings_link_to_docs_that_exist(module: str) -> None:
             assert anchor in anchors(REPO / page), f"{module}: {page} has no heading #{anchor}"
 
 
-# The modules others are editing right now (issue 22), whose docstrings link no doc page yet:
-# their own branches bring them up to date, and then they leave this set.
-_LINKED_ELSEWHERE = {
-    # linked by its owner's branch
-    "checks/kinds/coverage.py",
-    "checks/kinds/deviation_contract.py",
-    "checks/kinds/deviation_evidence.py",
-    "checks/kinds/freshness.py",
-    "checks/kinds/outcome_rate.py",
-    "checks/kinds/quantile.py",
-    "checks/kinds/share.py",
-    "checks/kinds/streak.py",
-    "checks/scans/binder.py",
-    "watchdog/daemon/ingest/loader.py",
-    "watchdog/daemon/ingest/receiver.py",
-    "watchdog/daemon/ingest/state.py",
-    "watchdog/daemon/ingest/values.py",
-    # linked by its owner's branch: new on the backtest branch, not on main yet
-    "checks/explain.py",
-    "checks/scans/per_window.py",
-    "checks/scans/windows.py",
-    "watchdog/cli/backtest.py",
-    "watchdog/cli/explain.py",
-    "watchdog/report/backtest.py",
-    "watchdog/report/backtest_page.py",
-    "watchdog/report/explain.py",
-    "watchdog/runner/backtest.py",
-    "watchdog/runner/explain.py",
-}
-
-
 def _only_reexports(tree: ast.Module) -> bool:
     """A package's `__init__` with nothing of its own: a docstring, imports and `__all__`."""
     for node in tree.body:
@@ -143,12 +112,12 @@ def _only_reexports(tree: ast.Module) -> bool:
 
 def _documented_modules() -> list[str]:
     """The modules of watchdog/, checks/ and alerts/ whose docstring must say what they are and
-    link the docs: all but `__main__.py` (one call), the `__init__.py`s that only re-export (or
-    are empty) and `_LINKED_ELSEWHERE`."""
+    link the docs: all but `__main__.py` (one call) and the `__init__.py`s that only re-export (or
+    are empty)."""
     chosen = []
     for module in _modules():
         path = Path(module)
-        if path.name == "__main__.py" or module in _LINKED_ELSEWHERE:
+        if path.name == "__main__.py":
             continue
         if path.name == "__init__.py" and _only_reexports(
             ast.parse((REPO / module).read_text(encoding="utf-8"))

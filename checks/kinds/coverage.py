@@ -1,9 +1,10 @@
 """Coverage: sessions (or trigger events) with an obligation due in W and unmet.
 
 recall_coverage, observe_coverage, recall_injection, recall_before_response
-and `kind = "coverage"` custom checks. Judged in the session scan; with
-triage dimensions, the failing sessions ride along: counted by each
-dimension of their first event, and the oldest 20 with what each missed.
+and `kind = "coverage"` custom checks (docs/checks.md#your-own-checks). Judged
+in the session scan; with triage dimensions, the failing sessions ride along:
+counted by each dimension of their first event, and the oldest 20 with what
+each missed.
 """
 
 from __future__ import annotations

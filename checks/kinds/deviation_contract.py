@@ -2,11 +2,12 @@
 
 A deviation event's payload may hold only `agente`, `tipo` and
 `evidenceEventIds` (plus envelope keys); `tipo` comes from a closed
-vocabulary; evidence is an array of at most 20 distinct strings (a string
-holding a JSON array counts as one, as OTel attribute maps store arrays as
-text). The classification (`classified`) runs in ClickHouse; Python receives
-counts per breach kind and event ids, never a payload value. The conforming
-events, counted by agente x tipo, ride along as the report's aggregation.
+vocabulary; evidence is an array of at most 20 distinct strings, a string
+holding a JSON array counting as one, as OTel attribute maps store arrays as
+text (docs/checks.md#each-check-in-a-sentence). The classification
+(`classified`) runs in ClickHouse; Python receives counts per breach kind and
+event ids, never a payload value. The conforming events, counted by agente x
+tipo, ride along as the report's aggregation.
 """
 
 from __future__ import annotations

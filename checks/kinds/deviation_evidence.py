@@ -2,9 +2,9 @@
 
 The contract's events that conform (those that break it are the contract
 check's) cite evidence ids; each is looked up among every event of the
-lookback. The lookup filters on the preset's cheap `event_id_hint` before
-`event_id`. Triage counts each citing event once, however many missing ids
-it cites.
+lookback (docs/checks.md#each-check-in-a-sentence). The lookup filters on the
+preset's cheap `event_id_hint` before `event_id`. Triage counts each citing
+event once, however many missing ids it cites.
 """
 
 from __future__ import annotations

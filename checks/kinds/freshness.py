@@ -1,10 +1,10 @@
 """Freshness: seconds from the newest event (of some names, or any) to the evaluation time.
 
-telemetry_freshness and `kind = "freshness"` custom checks. Judged in the
-session scan; when the lookback holds no such event, the whole table is
-asked for its newest one before `at`, so a source silent for longer than the
-lookback still says since when. No event at all is `breached` with no value:
-silence is not health.
+telemetry_freshness and `kind = "freshness"` custom checks
+(docs/checks.md#your-own-checks). Judged in the session scan; when the
+lookback holds no such event, the whole table is asked for its newest one
+before `at`, so a source silent for longer than the lookback still says since
+when. No event at all is `breached` with no value: silence is not health.
 """
 
 from __future__ import annotations

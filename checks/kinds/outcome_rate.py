@@ -1,11 +1,11 @@
 """Outcome rate: (failed + lost) / (completed + failed + lost) of an operation in W.
 
 observe_failure_rate, recall_failure_rate and `kind = "outcome_rate"` custom
-checks. Judged in the session scan: completed and failed are every event of
-W (with or without a session), lost the outcome obligations (a started event
-with no completed or failed of its session within the grace) due in W. The
-triage groups the failed events and the lost ones, which the same
-obligation rule finds.
+checks (docs/checks.md#your-own-checks). Judged in the session scan: completed
+and failed are every event of W (with or without a session), lost the outcome
+obligations (a started event with no completed or failed of its session within
+the grace) due in W. The triage groups the failed events and the lost ones,
+which the same obligation rule finds.
 """
 
 from __future__ import annotations

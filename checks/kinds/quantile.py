@@ -1,9 +1,10 @@
 """Quantile: the exact nearest-rank quantile of a numeric field of some events in W.
 
-recall_latency_p95 and `kind = "quantile"` custom checks. Judged in the
-window scan: each event once (by id), its value the field of its row of
-those names; the sorted sample stays in ClickHouse. Failing events (the
-triage's, and the evidence's) are those at or above the target.
+recall_latency_p95 and `kind = "quantile"` custom checks
+(docs/checks.md#your-own-checks). Judged in the window scan: each event once
+(by id), its value the field of its row of those names; the sorted sample stays
+in ClickHouse. Failing events (the triage's, and the evidence's) are those at
+or above the target.
 """
 
 from __future__ import annotations

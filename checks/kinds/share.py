@@ -1,8 +1,8 @@
 """Share: the share of some events in W whose payload field equals a value.
 
-write_gate_drift (discarded gate decisions) and `kind = "share"` custom
-checks. Judged in the window scan, each event once; the matching events are
-the failing ones (evidence and triage).
+write_gate_drift (discarded gate decisions) and `kind = "share"` custom checks
+(docs/checks.md#your-own-checks). Judged in the window scan, each event once;
+the matching events are the failing ones (evidence and triage).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Streak: the longest run of consecutive failed outcomes in W (the circuit breaker).
 
-circuit_breaker and `kind = "streak"` custom checks. Judged in the window
-scan: the bad and good events of W in (ts, event id) order, split before
-each good one; each chunk's bad events are one run. The triage groups the
-events of the earliest longest run.
+circuit_breaker and `kind = "streak"` custom checks
+(docs/checks.md#your-own-checks). Judged in the window scan: the bad and good
+events of W in (ts, event id) order, split before each good one; each chunk's
+bad events are one run. The triage groups the events of the earliest longest
+run.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Every figure compares times with the window's bounds `WS`, `AT`, `LB`:
 columns, not parameters, so that one plan renders over one window (each
 rendering defines them from the bound `ws_ms`, `at_ms`, `lb_ms`) or over
 many in one pass (`checks.scans.windows`: one row per session and window,
-its bounds as that row's columns).
+its bounds as that row's columns). How the scans bind data values:
+docs/architecture.md#a-check-kind-one-module.
 """
 
 from __future__ import annotations

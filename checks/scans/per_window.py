@@ -1,23 +1,22 @@
 """The session scan over many windows in one pass: the third rendering of its per-session level.
 
 One check reads `[at - lookback, at)` and groups its events by session
-(`SessionScan.render_raw`). Many windows read the span of all their
-lookbacks once: the events are grouped by session and by *piece*, the
-pieces being the intervals between consecutive window bounds (every
-window's lookback start and end), so that each window's read range is a
-union of whole pieces. Each session then gets one row per window whose
-read range holds any of its events (`_w`), its per-session columns merged
-from those pieces only: what `render_raw` computes over that window's
-events. The levels above (the figures, then the totals, one row per window)
-are the scan's own (`SessionScan.around`), the window's bounds those of
-each row.
-
-What makes it cheap: every column is merged per window before the rows are
+(`SessionScan.render_raw`); many windows read the span of all their
+lookbacks once, the events grouped by session and by *piece*, the pieces
+being the intervals between consecutive window bounds (every window's
+lookback start and end), so that each window's read range is a union of
+whole pieces. Each session then gets one row per window whose read range
+holds any of its events (`_w`), its per-session columns merged from those
+pieces only: what `render_raw` computes over that window's events. The
+levels above (the figures, then the totals, one row per window) are the
+scan's own (`SessionScan.around`), the window's bounds those of each row.
+It is cheap because every column is merged per window before the rows are
 made (small arrays of the pieces' figures), and the role events (and the
 other inputs holding events) are those `render_raw` keeps, from `near_ms`
 before the window on: a window the session's last event comes before gets
 none, and its row holds only numbers (most of a session's windows: they
-read it for the lookback's counts and summaries only).
+read it for the lookback's counts and summaries only). The pass and what it
+costs: docs/performance.md#backtest-one-pass-over-a-period.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ bounds of the row's window (the columns `WS`, `AT`, `LB` of
 by its index `_w` (1 for the oldest). The window and deviation scans write
 their SQL against `Windowing`, which says how: `ONE` (nothing to add: the
 bounds are bound parameters) or `Many`. The session scan has a rendering
-of its own for many windows (`checks.scans.per_window`).
+of its own for many windows (`checks.scans.per_window`). The pass and what
+it costs: docs/performance.md#backtest-one-pass-over-a-period.
 """
 
 from __future__ import annotations

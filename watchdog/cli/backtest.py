@@ -7,7 +7,7 @@ period's events once for all of them (watchdog.runner.backtest). Nothing is
 written: no alert state, no run record, no watermark. The report says per
 check how it would have behaved (watchdog.report.backtest); exit 0 when no
 window breached, 1 when one did (or could not be judged), 2 and 3 as for
-`check`.
+`check` (docs/spec.md#9-looking-back-backtest-and-explain).
 """
 
 from __future__ import annotations

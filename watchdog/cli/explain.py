@@ -6,7 +6,8 @@ obligation the session had, with the check and the window of the schedule
 that counted it (watchdog.report.explain). Read-only. Exit 0 with the
 explanation, 1 when the session has no event in the lookback (one line), 2
 for a bad command line or config (an id that cannot be a session among
-them), 3 when the store cannot be read.
+them), 3 when the store cannot be read
+(docs/spec.md#9-looking-back-backtest-and-explain).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ breached, among them the tightest that breaches in at most one window a
 week. A candidate is judged by the check's own rule (its comparison; a
 window with too few samples or no data breaches at no target). For a
 quantile check (recall_latency_p95), the share of its sample at or above
-its target in each window too. Text and JSON here; the page in
+its target in each window too. Text and JSON here (the JSON's fields:
+docs/spec.md#9-looking-back-backtest-and-explain); the page in
 `watchdog.report.backtest_page`.
 """
 

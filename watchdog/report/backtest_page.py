@@ -4,8 +4,9 @@ In the style of the triage page (watchdog.report.page: the same stylesheet,
 the same charts): per check its value in each window of the period, the
 target as a dashed line, breached windows shaded and marked; beside it the
 summary and the candidate targets; then the windows that breached, each
-with the `check` that shows it in full. No script, nothing fetched, every
-value from the data escaped by Jinja2.
+with the `check` that shows it in full
+(docs/operations.md#the-first-week-backtest-set-targets-explain-the-outliers).
+No script, nothing fetched, every value from the data escaped by Jinja2.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The events first (time, name, event id, outcome, latency, and what each
 check counts against them), then the obligations by deadline: what
 triggered each, when it was due, what met it or `missed`, and the check and
 window that counted it (`not yet due` when its deadline is at or after
-`at`). Every id and name from the data is printed through
-`watchdog.core.text.printable`: a hostile one cannot rewrite the terminal.
+`at`; the fields: docs/spec.md#9-looking-back-backtest-and-explain). Every
+id and name from the data is printed through `watchdog.core.text.printable`:
+a hostile one cannot rewrite the terminal.
 """
 
 from __future__ import annotations

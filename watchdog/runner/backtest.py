@@ -1,5 +1,10 @@
-"""Many windows judged in one pass, from settings to Reports: what `backtest` and the daemon's
-catch-up run (the checks' scans each read the period's events once: checks.evaluate)."""
+"""Many windows judged in one pass, from settings to Reports: what `backtest` and catch-up run.
+
+Each of the checks' scans reads the period's events once for all the windows
+(checks.evaluate), and each window's report is the one `run_once` gives for
+that window alone; the daemon's catch-up after downtime evaluates its windows
+the same way (docs/performance.md#backtest-one-pass-over-a-period).
+"""
 
 from __future__ import annotations
 

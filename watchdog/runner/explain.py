@@ -1,4 +1,8 @@
-"""One session explained, from settings: its events and obligations before `at` (checks.explain)."""
+"""One session explained, from settings: its events and obligations before `at` (checks.explain).
+
+The checks are the configured ones, and the lookback is the one `check --at`
+reads at `at` (docs/spec.md#9-looking-back-backtest-and-explain).
+"""
 
 from __future__ import annotations
 

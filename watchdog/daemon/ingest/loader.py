@@ -7,7 +7,8 @@ inserted twice (a crash between the insert and its being marked done) is
 kept once. In the daemon it runs in a short-lived child (`ChildLoads`), for
 the reasons ticks do (watchdog.daemon.child): the embedded engine never
 lives in the daemon, whose memory stays flat, and the store is held only
-while loading, so `check`, `status` and the daemon's own runs take turns with it.
+while loading, so `check`, `status` and the daemon's own runs take turns with it
+(docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 `Receiver.accept` takes one export request's body (decompressed) and returns
 its batch once the batch is durable in the spool
 (watchdog.daemon.ingest.spool), or raises `Refused` with the HTTP status
-that says why; OTLP/gRPC maps each status to its code
-(watchdog.daemon.ingest.otlp_grpc). What one request may make the daemon
-hold is bounded before anything is built: the records are counted on the
-bytes (watchdog.daemon.ingest.wire), and the bodies decoded at once add up
-to at most `max_body` (one body alone may be that large), so a burst of
-large or hostile requests waits its turn instead of taking the memory.
+that says why (docs/start-without-clickhouse.md#answers-limits-and-backpressure);
+OTLP/gRPC maps each status to its code (watchdog.daemon.ingest.otlp_grpc).
+What one request may make the daemon hold is bounded before anything is
+built: the records are counted on the bytes (watchdog.daemon.ingest.wire),
+and the bodies decoded at once add up to at most `max_body` (one body alone
+may be that large), so a burst of large or hostile requests waits its turn
+instead of taking the memory.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 What waits to be loaded, what was set aside, the room left on the spool's
 filesystem, and whether the receiver can keep what it is sent: the running
 receiver knows why its last write failed; `status`, which runs apart from
-the daemon, reads the directory and its filesystem.
+the daemon, reads the directory and its filesystem
+(docs/operations.md#is-the-watchdog-alive-status-and---max-age).
 """
 
 from __future__ import annotations

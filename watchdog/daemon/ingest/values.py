@@ -6,7 +6,8 @@ is; an int in decimal; a double as Go's JSON encoder writes a number
 (`1`, `0.25`, `1e+21`, `1e-7`); `true`/`false`; bytes in base64; an array
 or a map as Go's `json.Marshal` writes it (keys sorted, no spaces, `<`, `>`,
 `&`, U+2028 and U+2029 escaped); an empty value as "". The same strings
-here mean the same rows as a Collector would have written.
+here mean the same rows as a Collector would have written
+(docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
 
 from __future__ import annotations
