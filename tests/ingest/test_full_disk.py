@@ -231,6 +231,20 @@ def test_a_spool_full_at_start_leaves_the_daemon_judging_and_says_so(
     assert sorted(row[0] for row in stored) == _records([1])
 
 
+def in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`script` run by sh in a private user and mount namespace (its mounts vanish with it),
+    in a clean environment whose data directory is under `tmp_path`."""
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(tmp_path / "xdg"),
+        cwd=REPO,
+        check=False,
+    )
+
+
 STATUS = """
 set -eu
 mount -t tmpfs -o size=2m tmpfs {spool}
@@ -264,15 +278,7 @@ def status_of_spool(tmp_path: Path, prepare: str) -> tuple[str, dict[str, Any]]:
         text=text,
         json=document,
     )
-    done = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(tmp_path / "xdg"),
-        cwd=REPO,
-        check=False,
-    )
+    done = in_namespace(script, tmp_path)
     assert done.returncode == 0, done.stderr
     (line,) = [ln for ln in text.read_text().splitlines() if ln.startswith("Receiver spool")]
     return line, json.loads(document.read_text())["ingest"]
@@ -338,15 +344,7 @@ def test_a_read_only_spool_is_one_line_naming_it_and_exit_2(tmp_path: Path) -> N
     config = tmp_path / "watchdog.toml"
     config.write_text(f'[ingest]\nlisten = "127.0.0.1:{free_port()}"\nspool_dir = "{spool}"\n')
     script = f"mount -t tmpfs -o ro,size=1m tmpfs {spool} && exec {BIN} daemon --config {config}"
-    done = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(tmp_path / "xdg"),
-        cwd=REPO,
-        check=False,
-    )
+    done = in_namespace(script, tmp_path)
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "ingest.spool_dir" in line and str(spool) in line and "Read-only" in line
