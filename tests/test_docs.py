@@ -21,7 +21,9 @@ from tests.docs_examples import (
     same,
 )
 
-pytestmark = pytest.mark.slow
+# Regenerating the examples takes a minute and a half: every example on one worker of
+# `pytest -n 2 --dist loadgroup` (the Makefile's), so it is done once, not once per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]
 
 EXAMPLES = [b for b in collect() if b.kind in ("example", "include")]
 
