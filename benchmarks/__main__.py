@@ -25,7 +25,12 @@ DEFAULT_EVENTS = (5_000_000, 20_000_000)
 LARGE = 20_000_000  # from here on, --large-reps repetitions
 DEFAULT_PRESETS = ("joelclaw", "otel_logs")
 RESULTS = Path(__file__).with_name("results.json")
-KEPT = ("ingest", "state_cases", "state_path_cases", "backtest")  # results of other runs, kept when not redone
+KEPT = (
+    "ingest",
+    "state_cases",
+    "state_path_cases",
+    "backtest",
+)  # results of other runs, kept when not redone
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
