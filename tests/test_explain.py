@@ -151,6 +151,16 @@ def test_a_session_without_events_in_the_lookback_exits_1_in_one_line(cli_store:
     assert "'nobody' has no event in the lookback 2026-11-27T04:00:00Z" in line
 
 
+def test_a_hostile_id_without_events_is_named_escaped_once(cli_store: str) -> None:
+    """The one line names a hostile id as `printable` shows it everywhere: an ESC is `\\x1b`
+    (one backslash on the screen), not doubled by a second quoting."""
+    hostile = "a\x1b[31m\r\nb"
+    result = run("explain", hostile, "--store", cli_store, "--at", "2026-11-28T04:00:00Z")
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "session 'a\\x1b[31m\\r\\nb' has no event in the lookback" in line
+
+
 def test_explain_on_the_cli_tells_the_cold_start(cli_store: str) -> None:
     """The console script explains a session: exit 0, its missed start recall."""
     at = (T0 + 4 * H).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -85,7 +85,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         explained = explain(store, settings, session_id, at)
     if not explained.events:
         raise NoSuchSession(
-            f"explain: session {printable(session_id, 80)!r} has no event in the lookback"
+            f"explain: session '{printable(session_id, 80)}' has no event in the lookback"
             f" {rfc3339(explained.window.read_from)} .. {rfc3339(at)}"
             f" (an earlier --at? see {PROG} check --format json for the sessions of a window)"
         )
