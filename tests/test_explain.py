@@ -172,7 +172,11 @@ def test_explain_on_the_cli_tells_the_cold_start(cli_store: str) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
-        (("explain", "unknown"), 2, "source.ignore_sessions lists it"),
+        (
+            ("explain", "unknown"),
+            2,
+            "explain: 'unknown' is no session: source.ignore_sessions lists it",
+        ),
         (("explain", ""), 2, "source.ignore_sessions lists it"),
         (("explain", "s1", "--at", "9999-12-31T23:59:59Z"), 2, "--at:"),
         (("explain", "s1", "--at", "nan"), 2, "--at:"),

@@ -53,10 +53,10 @@ def session_id_of(text: str, settings: Settings) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise UsageError(f"explain: the session id {shown!r} is not valid UTF-8") from None
+        raise UsageError(f"explain: the session id '{shown}' is not valid UTF-8") from None
     if text in settings.source.ignore_sessions:
         raise UsageError(
-            f"explain: {shown!r} is no session: source.ignore_sessions lists it"
+            f"explain: '{shown}' is no session: source.ignore_sessions lists it"
             " (its events belong to no session)"
         )
     return text
