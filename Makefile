@@ -29,10 +29,8 @@ typecheck: $(STAMP)
 
 # Two worker processes (pytest-xdist): the suite mostly waits on processes it starts and
 # the engine, so two halves it on two cores; each worker has its own store (tests/conftest.py).
-# `--dist loadgroup` keeps a module marked `xdist_group` on one worker, so its costly
-# module-wide set-up runs once (tests/test_docs.py's examples).
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2
 
 # Headless Chromium for tests/test_browser.py: Debian packages, installed system-wide, so
 # never as part of `make test` (which needs only Python and PyPI). `make test` runs the

@@ -21,9 +21,7 @@ from tests.docs_examples import (
     same,
 )
 
-# Regenerating the examples takes a minute and a half: every example on one worker of
-# `pytest -n 2 --dist loadgroup` (the Makefile's), so it is done once, not once per worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]
+pytestmark = pytest.mark.slow
 
 EXAMPLES = [b for b in collect() if b.kind in ("example", "include")]
 
