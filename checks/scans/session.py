@@ -1,8 +1,8 @@
-"""The session scan: every per-session rule of every check in one read, as a typed plan (fixed
-per-session columns and typed `Input`s, per-session figures, totals) rendered from the events
-here and from the session state by `checks.state.read`
-(docs/architecture.md#a-check-kind-one-module).
-"""
+"""The session scan: every per-session rule of every check in one read, as a typed plan.
+
+Fixed per-session columns and typed `Input`s, per-session figures and totals, rendered from the
+events here and from the session state by `checks.state.read`
+(docs/architecture.md#a-check-kind-one-module)."""
 
 from __future__ import annotations
 
@@ -141,10 +141,8 @@ class SideEvents:
 
 @dataclass(frozen=True)
 class Scope:
-    """Per session: whether an event of it matches `predicate`, the session filter of a check.
-
-    The compiled source computes it per event as `scope_<check_id>`.
-    """
+    """Per session: whether an event of it matches `predicate`, a check's session filter (the
+    compiled source computes it per event as `scope_<check_id>`)."""
 
     check_id: str
     predicate: str
@@ -199,7 +197,6 @@ Input = SideTimes | SideEvents | SetEvents | Scope | FirstDim | SetSummary
 # `last_seen`, `n_events`, `_roles` (its role events from `near_ms` before the window on:
 # (t, mask, id hash, has results, id), the sets kept here, not the side sets) and a count
 # per data-quality reason.
-#
 # Rows the checks ignore or keep with a caveat, per session, by reason (the report's
 # `data_quality`). Role events are those in a set of `_roles` (`_mr != 0`).
 DATA_QUALITY: dict[str, str] = {
