@@ -19,38 +19,14 @@ import chdb
 if TYPE_CHECKING:
     from tests.faults.chserver import ClickHouseHTTPServer
 
-from tests.faults.chprotocol import (  # noqa: F401  (ClickHouseError: raised to callers)
-    _BAD_REQUEST,
-    _CHDB_SPECIAL_FORMATS,
-    _CODE_RE,
-    _DDL_TARGET_RE,
-    _HTTP_ONLY_SETTINGS,
-    _INSERT_WITH_DATA_RE,
-    _LEADING_NOISE_RE,
-    _NAME_RE,
-    _NOT_A_DATA_INSERT_RE,
-    _NOT_FOUND,
-    _READONLY_KEYWORDS,
-    _RESULT_KEYWORDS,
+from tests.faults.chprotocol import (
     _SETTING_NAME_RE,
-    _SETTINGS_SPLIT_RE,
-    _STATUS_BY_NAME,
-    _TRAILING_FORMAT_RE,
-    _TRANSPORT_PARAMS,
-    HOST,
     ClickHouseError,
-    RequestRecord,
     _compress_response,
-    _connection_string_of,
     _content_type,
     _decompress_request,
-    _first_keyword,
-    _optional_codec,
-    _Outcome,
     _parse_multipart,
     _quote_setting_value,
-    _quote_sql_string,
-    _split_data_insert,
 )
 
 
