@@ -21,6 +21,7 @@ import pytest
 
 from tests.alerts.slack_standin import SlackStandIn
 from tests.daemon_rig import hold_first_answer, judged_lines, wait_until
+from tests.process_env import clean_env
 
 
 @pytest.fixture
@@ -42,15 +43,6 @@ from watchdog.demo.data import write_demo
 with open_store(sys.argv[1], create=True) as store:
     write_demo(store, "joelclaw.otel_events", sessions=100, seed=3, at=datetime.now(UTC))
 """
-
-
-def clean_env(data_home: Path) -> dict[str, str]:
-    """The environment without our variables or OTLP endpoints: no export, our own data dir."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
-    }
-    env["XDG_DATA_HOME"] = str(data_home)
-    return env
 
 
 @dataclass

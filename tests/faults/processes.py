@@ -30,6 +30,7 @@ import pytest
 from tests.alerts.slack_standin import Reply, SlackStandIn
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.proxy import FaultProxy
+from tests.process_env import clean_env as clean_env  # also theirs to import
 from watchdog.core.store import Store
 from watchdog.demo.data import write_demo
 
@@ -37,14 +38,6 @@ REPO = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent / "memory-watchdog"
 JUDGED = re.compile(r"(judged|caught up) \[(\S+), (\S+)\): (\w+)")
 AT = datetime.fromisoformat("2026-11-28T04:00:00+00:00")
-
-
-def clean_env(data_home: Path) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
-    }
-    env["XDG_DATA_HOME"] = str(data_home)
-    return env
 
 
 def cmdline(pid: int) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import random
 import socket
 import subprocess
@@ -24,6 +23,8 @@ import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
 
+from tests.process_env import clean_env as clean_env  # also theirs to import
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[2]
 T = 1_764_000_000_000_000_000
@@ -33,15 +34,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def clean_env(data_home: Path) -> dict[str, str]:
-    """The environment without our variables or OTLP endpoints: our own data directory."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
-    }
-    env["XDG_DATA_HOME"] = str(data_home)
-    return env
 
 
 @dataclass
