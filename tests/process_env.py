@@ -4,6 +4,9 @@ endpoint, no Slack, and a data directory of the test's own (docs/development.md#
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -15,3 +18,23 @@ def clean_env(data_home: Path) -> dict[str, str]:
     }
     env["XDG_DATA_HOME"] = str(data_home)
     return env
+
+
+@dataclass
+class Logged:
+    """A process started with `stderr=PIPE` (text) and the lines it wrote there so far, read as
+    they come by a thread of its own."""
+
+    proc: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def log(self) -> str:
+        return "\n".join(list(self.lines))

@@ -11,9 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pytest
 
 from tests.alerts.slack_standin import SlackStandIn
 from tests.daemon_rig import hold_first_answer, judged_lines, wait_until
-from tests.process_env import clean_env
+from tests.process_env import Logged, clean_env
 
 
 @pytest.fixture
@@ -43,25 +41,6 @@ from watchdog.demo.data import write_demo
 with open_store(sys.argv[1], create=True) as store:
     write_demo(store, "joelclaw.otel_events", sessions=100, seed=3, at=datetime.now(UTC))
 """
-
-
-@dataclass
-class Process:
-    """A running `memory-watchdog daemon` and the log lines it wrote so far."""
-
-    proc: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    def log(self) -> str:
-        return "\n".join(list(self.lines))
 
 
 def smoke_config(tmp_path: Path, slack: SlackStandIn) -> Path:
@@ -105,7 +84,7 @@ def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
     subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
     config = smoke_config(tmp_path, slack)
     received, release = hold_first_answer(slack)
-    daemon = Process(
+    daemon = Logged(
         subprocess.Popen(
             [str(BIN), "daemon", "--config", str(config), "--store", store],
             stdout=subprocess.DEVNULL,
@@ -168,7 +147,7 @@ def test_sighup_to_the_process_group_mid_run_reloads_and_the_daemon_lives_on(
     subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
     config = smoke_config(tmp_path, slack)
     received, release = hold_first_answer(slack)
-    daemon = Process(
+    daemon = Logged(
         subprocess.Popen(
             [str(BIN), "daemon", "--config", str(config), "--store", store],
             stdout=subprocess.DEVNULL,

@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ import pytest
 from tests.alerts.slack_standin import Reply, SlackStandIn
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.proxy import FaultProxy
+from tests.process_env import Logged
 from tests.process_env import clean_env as clean_env  # also theirs to import
 from watchdog.core.store import Store
 from watchdog.demo.data import write_demo
@@ -79,20 +79,8 @@ def tick_processes(daemon_pid: int) -> list[int]:
     return [p for p, ppid in parents.items() if ppid in servers]
 
 
-@dataclass
-class Daemon:
+class Daemon(Logged):
     """A running `memory-watchdog daemon` and its log lines so far."""
-
-    proc: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
 
     def judged(self) -> list[tuple[str, str]]:
         return [(m.group(2), m.group(3)) for line in list(self.lines) if (m := JUDGED.search(line))]
