@@ -13,22 +13,31 @@ import json
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+
+def fresh(body: bytes, offsets: list[int], number: int) -> Iterator[bytes]:
+    """`body` again and again, each time its fixed64 timestamps (at `offsets`) rewritten past
+    the previous ones; client `number`'s never meet another client's."""
+    buffer = bytearray(body)
+    base = time.time_ns() + number * 10**15
+    while True:
+        base += len(offsets)
+        for k, offset in enumerate(offsets):
+            struct.pack_into("<Q", buffer, offset, base + k)
+        yield bytes(buffer)
 
 
 def send(
     port: int, path: str, body: bytes, offsets: list[int], number: int, stop_at: float
 ) -> dict[str, int]:
-    buffer = bytearray(body)
+    requests = fresh(body, offsets, number)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Content-Type": "application/x-protobuf"}
-    base = time.time_ns() + number * 10**15  # clients never share a timestamp
     sent = refused = 0
     while time.time() < stop_at:
-        base += len(offsets)
-        for k, offset in enumerate(offsets):
-            struct.pack_into("<Q", buffer, offset, base + k)
-        request = bytes(buffer)
+        request = next(requests)
         while time.time() < stop_at:
             try:
                 connection.request("POST", path, body=request, headers=headers)
@@ -52,16 +61,12 @@ def send_grpc(
 ) -> dict[str, int]:
     import grpc  # only this mode needs it
 
-    buffer = bytearray(body)
+    requests = fresh(body, offsets, number)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     export = channel.unary_unary(method)  # the request as bytes, the response as bytes
-    base = time.time_ns() + number * 10**15
     sent = refused = 0
     while time.time() < stop_at:
-        base += len(offsets)
-        for k, offset in enumerate(offsets):
-            struct.pack_into("<Q", buffer, offset, base + k)
-        request = bytes(buffer)
+        request = next(requests)
         while time.time() < stop_at:
             try:
                 export(request, timeout=120)
