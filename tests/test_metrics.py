@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alerts.records import last_runs
 from alerts.testing import RecordingNotifier
-from tests.builder import T0, H, M, Scenario
+from tests.builder import T0, H, M
+from tests.daemon_rig import write_source
 from watchdog.core.errors import StoreLockedError
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
@@ -62,12 +63,7 @@ class Opener:
 @pytest.fixture(scope="module")
 def source(store: Store) -> str:
     """One session with a recall in the first hour of T0's day, then silence: freshness breaches."""
-    scenario = Scenario()
-    scenario.session("s1").starts(T0 + 10 * M).recalls(T0 + 11 * M).ends(T0 + 40 * M)
-    scenario.session("s1").observes(T0 + 41 * M)
-    table = f"m_{uuid.uuid4().hex[:10]}.otel_events"
-    scenario.write(store, table)
-    return table
+    return write_source(store)
 
 
 @dataclass
