@@ -76,7 +76,7 @@ class OutcomeRateConfig(CustomCheck):
 
 
 def _lost(scan: SessionScan, p: OutcomeRate) -> str:
-    """Per session: (time, event id) of its started events lost in W (real sessions only)."""
+    """Per session: its started events (EVENT) lost in W (real sessions only)."""
     misses = judge(scan, f"{scan.tag()}_loss", p.loss).misses
     assert misses is not None
     return scan.per_session(f"{misses}_real", f"if(real, {misses}, [])")
@@ -107,13 +107,14 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
             n_completed, n_failed, n_lost = (int(row[a]) for a in (completed, failed, lost_n))
             denominator = n_completed + n_failed + n_lost
             value = (n_failed + n_lost) / denominator if denominator else None
-            # (time, id hash, id): by time, then the id's hash, as the scan chose them.
-            ids = sorted(list(row[lost_ids]) + list(row[failed_ids]))[:EVIDENCE]
+            # By time, then the id's hash, as the scan chose them.
+            listed = [*row[lost_ids], *row[failed_ids]]
+            ids = sorted(listed, key=lambda e: (e["t"], e["hash"]))[:EVIDENCE]
             evidence = Evidence(
                 completed=n_completed,
                 failed=n_failed,
                 lost=n_lost,
-                events=tuple(str(event_id) for _, _, event_id in ids),
+                events=tuple(str(e["id"]) for e in ids),
             )
             summary = (
                 f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
@@ -145,7 +146,7 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         p = self.of(spec)
         scan = SessionScan()
         lost = _lost(scan, p)
-        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.2, {lost}))")  # id hashes
+        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.hash, {lost}))")  # id hashes
         lost_sql, lost_params = session_sql(ctx, scan)
         events = ctx.source.events_source  # beside a session state: the narrow table
         failed = events_in_window(

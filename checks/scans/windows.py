@@ -60,9 +60,9 @@ class Windows:
         )
 
     def params(self) -> dict[str, Any]:
-        """The windows' bounds (`bt_ws`, `bt_at`, `bt_lb`) and the span's (`ws_ms`, ...)."""
+        """The windows' bounds (`bt_ws`, `bt_at`, `bt_lb`); the span's are the context's window."""
         ws, at, lb = self.bounds()
-        return {**self.span.params(), "bt_ws": ws, "bt_at": at, "bt_lb": lb}
+        return {"bt_ws": ws, "bt_at": at, "bt_lb": lb}
 
 
 def empty(window: Window) -> Window:
