@@ -24,6 +24,7 @@ from checks.presets import (
     Expr,
     Preset,
 )
+from checks.scans.binder import merged
 from watchdog.core.errors import ConfigError, StoreError
 from watchdog.core.settings import SourceSettings
 from watchdog.core.settings.presets import PRESETS
@@ -468,7 +469,7 @@ def _compiles(
     is a ConfigError naming its key (exit 2); anything else that keeps the
     preset from compiling is a StoreError (exit 3).
     """
-    params = {**source.params, "lb_ms": 0, "at_ms": 0}
+    params = merged(source.params, {"lb_ms": 0, "at_ms": 0})
     try:
         store.aggregate(_planned(f"SELECT * FROM {source.events_with_dims()}"), params)
     except StoreError as exc:

@@ -22,14 +22,15 @@ from checks.breakdown import Triage
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag, duration
 from checks.kinds.obligations import Anchor, Obligation, judge
-from checks.scans.binder import Binder
+from checks.scans.binder import Binder, merged
 from checks.scans.plans import Context, Judged, Plans, Reader, Row, session_sql
 from checks.scans.session import EVIDENCE, SessionScan
-from checks.triage import FREE_TEXT, events_in_window, group
+from checks.triage import FREE_TEXT, events_in_window, group, items
 from checks.verdict import judge as verdict
 from checks.verdict import percent
 from watchdog.core.durations import Duration, duration_ms
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.sql import quoted
 
 # The error class of a lost operation: it has no error text of its own.
 LOST_CLASS = "(lost: no outcome within the grace period)"
@@ -152,18 +153,15 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         failed = events_in_window(
             events, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
         )
-        columns = "".join(
-            f", '{LOST_CLASS}' AS dim_{d}" if d in FREE_TEXT else f", any(dim_{d}) AS dim_{d}"
-            for d in dims
+        lost_items = items(
+            events,
+            dims,
+            "name IN {tr_started:Array(String)}"
+            f" AND cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))",
+            "lost",
+            shown={d: quoted(LOST_CLASS) for d in dims if d in FREE_TEXT},
         )
-        lost_items = (
-            f"SELECT event_id AS item, any(t) AS t{columns}, 'lost' AS dim_outcome"
-            f" FROM {events.events_with_dims()}"
-            " WHERE name IN {tr_started:Array(String)}"
-            f" AND cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))"
-            " GROUP BY event_id"
-        )
-        params = {**lost_params, "tr_failed": list(p.failed), "tr_started": list(p.started)}
+        params = merged(lost_params, {"tr_failed": list(p.failed), "tr_started": list(p.started)})
         return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], params)
 
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from checks.scans.binder import ONE_WINDOW, WS, Binder
+from checks.scans.binder import ONE_WINDOW, WS, Binder, merged
 from checks.scans.row import (
     QUALITY,
     SEEN,
@@ -287,7 +287,7 @@ class SessionScan:
     # --- the per-session level: the one session row, then its inputs --------------------------
 
     def params(self) -> dict[str, Any]:
-        return {**self.bind.values, "near_ms": self.near_ms}
+        return merged(self.bind.values, {"near_ms": self.near_ms})
 
     def needs(self) -> Needs:
         """What this scan reads of each event."""
