@@ -63,7 +63,7 @@ def distribute(
     spreads them (copies of one event may then lie on different shards, as
     they do behind `rand()`).
     """
-    database, _, table = local.rpartition(".")
+    database = local.rpartition(".")[0]
     view = f"{local}_shard_{cluster}"
     spread = rows_by or key
     store.command(

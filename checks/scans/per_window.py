@@ -61,7 +61,8 @@ def render(
     terms = scan.terms(needs, near="")  # a piece keeps every kept event: windows choose
     ws, at, lb = "{bt_ws:Array(Int64)}", "{bt_at:Array(Int64)}", "{bt_lb:Array(Int64)}"
     n = len(windows)
-    part = source.select(
+    shards = source.on_shards()  # sessions whole on each shard: each judges its own
+    part = (shards or source).select(
         f"session_id, roundDown(t, {{bt_bounds:Array(Int64)}}) AS _p,\n    {aggregates(terms)}",
         group="session_id, _p",
         dims=bool(needs.dims),
@@ -103,7 +104,8 @@ def render(
   )
   ARRAY JOIN {joined}"""
     extra = {"bt_bounds": bounds(windows)}
-    return scan.around(scan.finalize(per_session, needs), windowed=True), extra
+    on = source.sharding if shards else None
+    return scan.around(scan.finalize(per_session, needs), windowed=True, on=on), extra
 
 
 def bounds(windows: Windows) -> list[int]:
