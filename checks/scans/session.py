@@ -17,7 +17,6 @@ from typing import Any, Literal
 from checks.scans.binder import ONE_WINDOW, WS, Binder, merged
 from checks.scans.row import (
     QUALITY,
-    SEEN,
     FirstDim,
     Input,
     Needs,
@@ -310,8 +309,7 @@ class SessionScan:
             return f"bitTest(e.flags, {needs.flag(skip.field, skip.values)})"
 
         mask = self.sets.mask(name_mask, matched, self.bind)
-        seen = f"CAST((e.t, {mask}, e.hash, bitTest(e.flags, 0), e.id) AS {SEEN})"
-        return Reading(masks, seen, lambda m: self.sets.roles(m, self.bind))
+        return Reading(masks, mask, lambda m: self.sets.roles(m, self.bind))
 
     def finalize(self, merged: str, needs: Needs) -> str:
         """The per-session level: the merged session rows of `merged`, with the scan's inputs."""
