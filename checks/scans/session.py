@@ -31,7 +31,8 @@ from checks.scans.row import (
     finalized,
     id_names,
 )
-from checks.sources import CompiledSource, Sharding
+from checks.sharding import Sharding
+from checks.sources import CompiledSource
 from watchdog.core.sql import quoted
 
 EVIDENCE = 20  # evidence items per check, oldest first
