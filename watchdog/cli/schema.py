@@ -16,7 +16,14 @@ from typing import Any
 
 from alerts.state import TABLES, create_table_sql
 from checks.builtin import configured_checks
-from checks.materialize import NarrowPlan, Statement, materialize_statements, plan_for, source_ttl
+from checks.materialize import (
+    NarrowPlan,
+    Statement,
+    materialize_statements,
+    plan_for,
+    replacing_of,
+    source_ttl,
+)
 from checks.sources import SourceSchemaError
 from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load
 from watchdog.core.errors import StoreError, UsageError
@@ -100,7 +107,13 @@ def cmd_schema_apply(args: argparse.Namespace) -> int:
             until = system_clock().astimezone(UTC).replace(microsecond=0)
             try:
                 statements += materialize_statements(
-                    settings, plan, present, specs, since=until - since_length, until=until
+                    settings,
+                    plan,
+                    present,
+                    specs,
+                    since=until - since_length,
+                    until=until,
+                    replacing=replacing_of(store, plan.source_local),
                 )
             except SourceSchemaError as exc:
                 raise StoreError(store.url.masked, str(exc)) from None
