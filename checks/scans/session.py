@@ -30,6 +30,7 @@ from checks.scans.row import (
     aggregates,
     finalized,
     id_names,
+    summary_names,
 )
 from checks.sharding import Sharding
 from checks.sources import CompiledSource
@@ -294,9 +295,15 @@ class SessionScan:
         return Needs.of([self], self.dims or ())
 
     def terms(self, needs: Needs, near: str = NEAR) -> Terms:
-        """The event terms this scan aggregates, its evidence events keeping their ids."""
+        """The event terms this scan aggregates: its evidence events keep their ids, its
+        summaries' names their times over the lookback."""
+        items, names_of = self.inputs.values(), self.sets.names_of
         return Terms(
-            needs, self.bind, near=near, ids=id_names(self.inputs.values(), self.sets.names_of)
+            needs,
+            self.bind,
+            near=near,
+            ids=id_names(items, names_of),
+            summaries=summary_names(items, names_of),
         )
 
     def reading(self, needs: Needs) -> Reading:
