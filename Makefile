@@ -82,6 +82,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.backtest
 	$(BIN)/python -m benchmarks.ingest
+	$(BIN)/python -m benchmarks.cluster --output benchmarks/cluster.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
