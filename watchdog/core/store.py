@@ -113,6 +113,41 @@ _UNREACHABLE_SIGNS = (
 _CUT_SIGNS = ("Connection aborted", "Connection broken", "Connection reset", "Stream failed")
 
 
+# Server errors that say the store cannot run a statement now (its time, its load, its disk, its
+# replication), not that the statement or its data is wrong: the same statement may succeed
+# later, and an insert may even have been done (UNKNOWN_STATUS_OF_INSERT, a timeout after the
+# write). By code, which the driver carries even when it hides the server's words.
+_NOT_REFUSALS = frozenset(
+    {
+        3,  # UNEXPECTED_END_OF_FILE: the request was cut on its way
+        159,  # TIMEOUT_EXCEEDED
+        160,  # TOO_SLOW
+        202,  # TOO_MANY_SIMULTANEOUS_QUERIES
+        209,  # SOCKET_TIMEOUT
+        210,  # NETWORK_ERROR
+        236,  # ABORTED
+        241,  # MEMORY_LIMIT_EXCEEDED
+        242,  # TABLE_IS_READ_ONLY
+        243,  # NOT_ENOUGH_SPACE
+        252,  # TOO_MANY_PARTS
+        319,  # UNKNOWN_STATUS_OF_INSERT
+        394,  # QUERY_WAS_CANCELLED
+        999,  # KEEPER_EXCEPTION
+    }
+)
+
+
+def refused_by_store(exc: BaseException) -> bool:
+    """Whether a driver error is the store's answer refusing the statement (it was not done).
+
+    A transport error (no answer, a timeout, a connection cut after the request went) carries
+    no server code: its outcome is unknown. A server error about the store's own condition
+    (`_NOT_REFUSALS`) is no refusal of the statement either.
+    """
+    code = getattr(exc, "code", None)
+    return isinstance(code, int) and code > 0 and code not in _NOT_REFUSALS
+
+
 def _driver_errors() -> tuple[type[BaseException], ...]:
     """What the drivers raise for a store problem; anything else is a bug of ours."""
     # Deferred: importing clickhouse_connect loads the engine's driver (half a second).
@@ -162,7 +197,9 @@ class Store:
                 sql, parameters=dict(parameters or {}), settings=self._settings(extra_settings)
             )
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
         rows = list(result.result_rows)
         if not self.url.embedded:
             self._check_complete(result.summary, len(rows))
@@ -218,7 +255,9 @@ class Store:
                 sql, parameters=dict(parameters or {}), settings=self._settings(extra_settings)
             )
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
 
     def insert(
         self, table: str, rows: Sequence[Sequence[Any]], column_names: Sequence[str]
@@ -228,7 +267,9 @@ class Store:
         try:
             self._client.insert(table, list(rows), column_names=list(column_names))
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
 
     def insert_formatted(
         self,
@@ -240,7 +281,9 @@ class Store:
     ) -> None:
         """Insert rows already written in ClickHouse's input format `fmt` (e.g. JSONCompactEachRow).
 
-        `settings` are the insert's own (an `insert_deduplication_token`, ...).
+        `settings` are the insert's own (an `insert_deduplication_token`, ...). A StoreError
+        says with `refused` whether the store refused the rows (they are not in) or the outcome
+        is unknown (they may be in: insert them again only under the same token).
         """
         try:
             self._client.raw_insert(
@@ -251,7 +294,9 @@ class Store:
                 fmt=fmt,
             )
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
 
     def table_columns(self, table: str) -> dict[str, str]:
         """Column name -> type of `table`; StoreError naming it when it does not exist."""
