@@ -222,6 +222,7 @@ class Ingest:
             self.spool.prune()
 
     def _has_work(self) -> bool:
+        self.spool.rescan()  # batches moved back from quarantine/ are work too
         return self.spool.queued_bytes > 0 or bool(self.spool.planned_loads())
 
     def round(self) -> LoadResult:
@@ -313,7 +314,9 @@ class Ingest:
                     log.info("ingest: the store is busy (%s); loading again in a moment", problem)
                 else:
                     log.warning(
-                        "ingest: cannot load into the store: %s (kept in the spool)", problem
+                        "ingest: cannot load into the store: %s (kept in the spool; a load"
+                        " whose outcome is unknown is sent again whole, under its own token)",
+                        problem,
                     )
         elif self._failing_since is not None:
             log.info(
