@@ -12,12 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from alerts.base import Notifier
 from alerts.notifiers import build_notifiers
 from watchdog.core.errors import ConfigError, WatchdogError
 from watchdog.core.settings import Settings
+from watchdog.core.settings.load import read_config_bytes
 from watchdog.daemon.schedule import Schedule
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,7 @@ def settled(
 
 
 def _contents(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError("", f"cannot be read: {exc.strerror}", origin=path) from None
+    return read_config_bytes(path)  # bounded: a FIFO or a device is refused, a huge file too
 
 
 def merge(loaded: Settings, running: Settings) -> Reload:
