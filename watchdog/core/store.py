@@ -403,6 +403,15 @@ def _demo_store_beside(missing: Path) -> str | None:
 _OPEN_ATTEMPTS = 4
 
 
+def _read_only(directory: str) -> str:
+    """What to say of an embedded store in a directory this process cannot write."""
+    return (
+        f"the store directory {directory} is read-only: the embedded engine writes to its"
+        " directory even to read (its lock and logs); give it a writable one, or point"
+        " --store at a ClickHouse server"
+    )
+
+
 def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> Any:
     import clickhouse_connect  # deferred: importing the engine costs half a second
 
@@ -426,6 +435,8 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> 
             holder = _lock_holder(url.path) if url.path != MEMORY else None
             if holder is None and url.path != MEMORY:
                 holder = _flock_holder(url.path)
+            if holder is None and url.path != MEMORY and not os.access(url.path, os.W_OK):
+                raise StoreError(url.masked, _read_only(url.path)) from None
             if holder is None:
                 # The engine words a held lock only on stderr, and a holder that has just
                 # exited (a short-lived run or load of the daemon) leaves no live PID behind:
