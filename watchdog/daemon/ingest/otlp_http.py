@@ -13,6 +13,7 @@ why waitress: docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -26,13 +27,14 @@ from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
+from waitress.receiver import ChunkedReceiver, FixedStreamReceiver
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher, WSGITask
 from waitress.trigger import trigger
 
 from watchdog.core.errors import UsageError
 from watchdog.core.settings.ingest import parse_listen
-from watchdog.daemon.ingest.otlp import JSON, PROTOBUF, SIGNALS, Signal, response
+from watchdog.daemon.ingest.otlp import JSON, LOGS, PROTOBUF, SIGNALS, Signal, response
 from watchdog.daemon.ingest.receiver import Receiver, Refused
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ MAX_REQUEST = 30.0
 SWEEP_EVERY = 1  # seconds between the sweeps closing idle and slow connections
 READ_SIZE = 64 * 1024
 CUT = "memory_watchdog.cut"  # in the WSGI environ: True when the client stopped mid-body
+REFUSED = "memory_watchdog.refused"  # in the WSGI environ: the refusal its headers earned
+SCREENED = "memory_watchdog.screened"  # in the WSGI environ: True once its headers were judged
 
 _REASONS = {
     200: "OK",
@@ -78,27 +82,69 @@ _ENCODINGS["deflate"] = zlib.MAX_WBITS
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
+# How a header is read: by waitress's parser name (`AUTHORIZATION`, `CONTENT_TYPE`, ...).
+Header = Callable[[str], str | None]
+
+
+def screen(
+    receiver: Receiver, method: str, path: str, header: Header
+) -> tuple[Signal, Refused | None]:
+    """What the headers alone decide, the token first (a stranger learns nothing else): the
+    signal, and the refusal when the request is not to be taken (its body then never kept)."""
+    signal = PATHS.get(path, LOGS)
+    try:
+        receiver.check_token(header("AUTHORIZATION"))
+        if path not in PATHS:
+            raise Refused(404, f"no such path {path[:200]!r} (POST /v1/logs or /v1/traces)")
+        if method != "POST":
+            raise Refused(405, "use POST")
+        content_type = _media_type(header("CONTENT_TYPE"))
+        if content_type not in (PROTOBUF, JSON):
+            raise Refused(415, f"unsupported content type {content_type!r}")
+        encoding = (header("CONTENT_ENCODING") or "identity").strip().lower()
+        if encoding not in _ENCODINGS:
+            raise Refused(415, f"unsupported content encoding {encoding!r}")
+        size = int(header("CONTENT_LENGTH") or 0)  # a chunked body's: once decoded
+        max_body = receiver.settings.max_body
+        if size > max_body:
+            raise Refused(413, f"body of {size} bytes; the limit is {max_body}")
+        receiver.admit()
+    except Refused as refused:
+        return signal, refused
+    return signal, None
+
+
 def make_app(receiver: Receiver) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """The WSGI application answering OTLP/HTTP requests into `receiver`."""
     max_body = receiver.settings.max_body
+    names = {"AUTHORIZATION": "HTTP_AUTHORIZATION", "CONTENT_ENCODING": "HTTP_CONTENT_ENCODING"}
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         content_type = _media_type(environ.get("CONTENT_TYPE"))
         reply_type = JSON if content_type == JSON else PROTOBUF
         try:
+            early = environ.get(REFUSED)
+            if early is not None:  # refused on its headers: its body was never kept
+                raise early
             if environ.get(CUT):
                 raise Refused(400, "the body was cut short: the client stopped sending mid-body")
-            signal = _route(environ)
-            receiver.check_token(environ.get("HTTP_AUTHORIZATION"))
-            if content_type not in (PROTOBUF, JSON):
-                raise Refused(415, f"unsupported content type {content_type!r}")
+            path = environ.get("PATH_INFO") or ""
+            if environ.get(SCREENED) and path in PATHS:  # its headers were judged as it came
+                signal = PATHS[path]
+                receiver.admit()  # again: the queue may have filled while its body came
+            else:
+                signal, refused = screen(
+                    receiver,
+                    environ.get("REQUEST_METHOD") or "",
+                    path,
+                    lambda name: environ.get(names.get(name, name)),
+                )
+                if refused is not None:
+                    raise refused
             encoding = (environ.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
-            if encoding not in _ENCODINGS:
-                raise Refused(415, f"unsupported content encoding {encoding!r}")
             size = int(environ.get("CONTENT_LENGTH") or 0)  # decoded: waitress sets it
             if size > max_body:
                 raise Refused(413, f"body of {size} bytes; the limit is {max_body}")
-            receiver.admit()
             body = _read(environ["wsgi.input"], size, _ENCODINGS[encoding], max_body)
             batch = receiver.accept(signal, body, content_type)
         except Refused as refused:
@@ -121,16 +167,6 @@ def make_app(receiver: Receiver) -> Callable[[dict[str, Any], StartResponse], It
         return [body]
 
     return app
-
-
-def _route(environ: dict[str, Any]) -> Signal:
-    path = environ.get("PATH_INFO") or ""
-    signal = PATHS.get(path)
-    if signal is None:
-        raise Refused(404, f"no such path {path[:200]!r} (POST /v1/logs or /v1/traces)")
-    if environ.get("REQUEST_METHOD") != "POST":
-        raise Refused(405, "use POST")
-    return signal
 
 
 def _answer(
@@ -190,18 +226,70 @@ def status_body(status: int, message: str, content_type: str) -> bytes:
     return bytes(body.SerializeToString())
 
 
+# The headers of a request -> the refusal they earn (None: read its body).
+Screen = Callable[[str, str, Header], Refused | None]
+
+
+class _Dropped:
+    """Where a refused request's body goes as it arrives: nowhere (its length only is kept)."""
+
+    def __init__(self) -> None:
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def append(self, data: bytes) -> None:
+        self.length += len(data)
+
+    def getfile(self) -> BinaryIO:
+        return io.BytesIO()
+
+    def close(self) -> None:
+        return
+
+
 class _Request(HTTPRequestParser):  # type: ignore[misc]
-    """waitress's request, which may be cut: its client closed its sending side mid-body."""
+    """waitress's request, which may be cut (its client closed its sending side mid-body) or
+    refused on its headers: then its body is read and dropped, never kept, and no `100
+    Continue` is sent (a client waiting for one gets the refusal and the connection closes)."""
 
     cut = False
+    refused: Refused | None = None
+    expect_continue: bool  # waitress's
+    body_rcv: Any  # waitress's: what receives the body, None without one
+
+    def __init__(self, adj: Adjustments, screen: Screen | None = None) -> None:
+        super().__init__(adj)
+        self.screen = screen
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        if self.screen is None:
+            return
+        self.refused = self.screen(self.command, self.path, self.headers.get)
+        if self.refused is None:
+            return
+        if self.expect_continue or self.body_rcv is None:  # no body comes before an answer
+            self.expect_continue = False
+            self.body_rcv = None  # complete now: answered at once
+            if self.content_length or self.chunked:
+                self.headers["CONNECTION"] = "close"  # its body may still come: not read
+        elif self.chunked:
+            self.body_rcv = ChunkedReceiver(_Dropped())
+        else:
+            self.body_rcv = FixedStreamReceiver(self.content_length, _Dropped())
 
 
 class _Task(WSGITask):  # type: ignore[misc]
-    """waitress's task, telling the application (`CUT` in the environ) that a request is cut."""
+    """waitress's task, telling the application that a request is cut (`CUT` in the environ)
+    or was refused on its headers (`REFUSED`)."""
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
         environ[CUT] = self.request.cut
+        environ[REFUSED] = getattr(self.request, "refused", None)
+        environ[SCREENED] = getattr(self.request, "screen", None) is not None
         return environ
 
 
@@ -213,10 +301,13 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
     `_Server.maintenance`.
     """
 
-    parser_class = _Request
     task_class = _Task
     request: _Request | None = None  # the request being read (waitress's), None between
     began: float | None = None  # time.monotonic() of the request in progress; None between
+
+    def parser_class(self, adj: Adjustments) -> _Request:
+        """A request judged on its headers by the server's screen (waitress calls it so)."""
+        return _Request(adj, self.server.screen)
 
     def received(self, data: bytes) -> bool:
         reading = self.request  # the parser of the request in progress, None between requests
@@ -261,8 +352,9 @@ class _Server(TcpWSGIServer):  # type: ignore[misc]
 
     channel_class = _Channel
 
-    def __init__(self, *args: Any, max_request: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_request: float, screen: Screen, **kwargs: Any) -> None:
         self.max_request = max_request
+        self.screen = screen
         super().__init__(*args, **kwargs)
 
     def maintenance(self, now: float) -> None:
@@ -318,6 +410,10 @@ class HttpServer:
         workers = ThreadedTaskDispatcher()
         workers.set_thread_count(WORKERS)
         app = make_app(receiver)
+
+        def judged(method: str, path: str, header: Header) -> Refused | None:
+            return screen(receiver, method, path, header)[1]
+
         try:
             servers = [
                 _Server(
@@ -327,6 +423,7 @@ class HttpServer:
                     adj=adjustments,
                     sockinfo=sockinfo,
                     max_request=max_request,
+                    screen=judged,
                 )
                 for sockinfo in adjustments.listen
             ]
