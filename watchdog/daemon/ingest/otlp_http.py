@@ -41,7 +41,9 @@ log = logging.getLogger(__name__)
 
 PATHS = {handler.path: signal for signal, handler in SIGNALS.items()}
 WORKERS = 4  # threads decoding requests (the DecodeBudget bounds their memory together)
-MAX_CONNECTIONS = 256  # beyond, new connections wait in the listen backlog
+# Beyond, the idlest idle connection is closed for a new one (or it waits in the listen backlog
+# while every one is working).
+MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 30  # seconds without a byte in either direction: the connection is closed
 # Seconds from a request's first byte until it is received whole, body included; slower, its
 # connection is closed unanswered. A max_body request (16 MiB) needs 0.6 MB/s to make it; the
@@ -305,6 +307,17 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
     request: _Request | None = None  # the request being read (waitress's), None between
     began: float | None = None  # time.monotonic() of the request in progress; None between
 
+    def idle(self) -> bool:
+        """No request begun, none being served, nothing to write: closing it loses nothing."""
+        return (
+            self.began is None
+            and self.request is None
+            and not self.requests
+            and not self.total_outbufs_len
+            and not self.will_close
+            and not self.close_when_flushed
+        )
+
     def parser_class(self, adj: Adjustments) -> _Request:
         """A request judged on its headers by the server's screen (waitress calls it so)."""
         return _Request(adj, self.server.screen)
@@ -348,14 +361,58 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
 
 
 class _Server(TcpWSGIServer):  # type: ignore[misc]
-    """waitress's server whose sweep also closes a connection whose request is overdue."""
+    """waitress's server whose sweep also closes a connection whose request is overdue, and
+    which, every slot taken, closes the connection idle the longest for a new one."""
 
     channel_class = _Channel
+    next_channel_cleanup: float  # waitress's: when its sweep runs next
 
     def __init__(self, *args: Any, max_request: float, screen: Screen, **kwargs: Any) -> None:
         self.max_request = max_request
         self.screen = screen
+        self.reused = 0  # idle connections closed for new ones
+        self._said = 0.0
         super().__init__(*args, **kwargs)
+
+    def readable(self) -> bool:
+        """waitress's, but with every slot taken it still accepts while an idle connection
+        can make room (`handle_accept` closes it; closing here, while the loop registers
+        its sockets, could hand a closed socket's number and its event to the new one)."""
+        if self.accepting and len(self._map) >= self.adj.connection_limit:
+            now = time.time()
+            if now >= self.next_channel_cleanup:
+                self.next_channel_cleanup = now + self.adj.cleanup_interval
+                self.maintenance(now)
+            return self._idlest() is not None
+        return bool(super().readable())
+
+    def handle_accept(self) -> None:
+        super().handle_accept()
+        if len(self._map) > self.adj.connection_limit:
+            self._make_room()
+
+    def _idlest(self) -> _Channel | None:
+        idle = [c for c in list(self._map.values()) if isinstance(c, _Channel) and c.idle()]
+        return min(idle, key=lambda channel: channel.last_activity) if idle else None
+
+    def _make_room(self) -> None:
+        """Every slot taken: close the connection idle the longest (no request begun on it,
+        nothing to write), as nginx reuses its idle keep-alive connections when its
+        worker_connections run out, so the new one has a slot; one sending is never closed."""
+        oldest = self._idlest()
+        if oldest is None:
+            return  # every slot is working (the new one too): it is served with the rest
+        oldest.handle_close()
+        self.reused += 1
+        now = time.monotonic()
+        if now - self._said >= 60:
+            self._said = now
+            log.warning(
+                "otlp: all %d connections were taken; closing the idlest idle ones for new"
+                " connections (%d so far)",
+                self.adj.connection_limit,
+                self.reused,
+            )
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)  # the idle ones
