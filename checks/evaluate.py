@@ -13,7 +13,7 @@ from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, 
 from checks.breakdown import Triage
 from checks.kinds import KINDS
 from checks.scans.plans import Context, Group, Judged, Plans, Reader, Row
-from checks.scans.session import DATA_QUALITY
+from checks.scans.row import QUALITY
 from checks.scans.windows import Windows
 from checks.sources import CompiledSource
 from checks.triage import dimensions, plain
@@ -115,7 +115,7 @@ class _Found:
                 self.judged[check_id] = Judged(errored(spec, exc.problem))
         default_session = self.plans.groups.get(("session", None))
         if group is default_session and not isinstance(row, StoreError):
-            self.data_quality = {r: int(row[f"dq_{r}"] or 0) for r in DATA_QUALITY}
+            self.data_quality = {r: int(row[f"dq_{r}"] or 0) for r in QUALITY}
 
     def report(self, window: Window, source: CompiledSource, specs: Sequence[CheckSpec]) -> Report:
         judged = self.judged

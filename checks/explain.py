@@ -23,7 +23,7 @@ from checks.base import CheckSpec, Window
 from checks.kinds import KINDS
 from checks.kinds.base import Flag
 from checks.kinds.obligations import Anchor, Obligation, listed
-from checks.scans.binder import Binder
+from checks.scans.binder import Binder, merged
 from checks.scans.session import SessionScan
 from checks.sources import CompiledSource
 from watchdog.core.store import Store
@@ -80,8 +80,7 @@ class Explained:
 
 def _restricted(source: CompiledSource) -> CompiledSource:
     """The source's events of one session (`explain_session`, bound)."""
-    sql = f"SELECT * FROM ({source.sql}) WHERE session_id = {{explain_session:String}}"
-    return replace(source, sql=sql, dims_sql="")
+    return replace(source, where=f"({source.where}) AND session_id = {{explain_session:String}}")
 
 
 def _flags(specs: Sequence[CheckSpec], bind: Binder) -> list[tuple[str, Flag]]:
@@ -109,15 +108,14 @@ def _events(
         if flag.cites:
             columns.append(f"anyIf({flag.cites}, {named}) AS c{i}")
     extra = "".join(f",\n  {c}" for c in columns)
-    flag_params = {k: v for _, f in flags for k, v in f.params.items()}
-    sql = f"""
-SELECT event_id, any(t) AS _t, any(name) AS _name, any(latency_ms) AS _latency,
-  count() OVER () AS _total{extra}
-FROM {source.events()}
-GROUP BY event_id
-ORDER BY _t, event_id
-LIMIT {EVENTS}"""
-    rows = store.query(sql, {**params, **flag_params, **bind.values}).dicts()
+    flag_params = merged(*(f.params for _, f in flags))
+    listed = source.select(
+        "event_id, any(t) AS _t, any(name) AS _name, any(latency_ms) AS _latency,"
+        f"\n  count() OVER () AS _total{extra}",
+        group="event_id",
+    )
+    sql = f"{listed}\nORDER BY _t, event_id\nLIMIT {EVENTS}"
+    rows = store.query(sql, merged(params, flag_params, bind.values)).dicts()
     return rows, int(rows[0]["_total"]) if rows else 0
 
 
@@ -127,12 +125,13 @@ def _existing(
     """Which of `ids` are the id of some event of the lookback (any session)."""
     if not ids:
         return set()
-    sql = (
-        f"SELECT DISTINCT event_id FROM {source.events()}"
-        " WHERE (event_id_hint = '' OR event_id_hint IN {ex_ids:Array(String)})"
-        " AND event_id IN {ex_ids:Array(String)}"
+    sql = source.select(
+        "event_id",
+        where="(event_id_hint = '' OR event_id_hint IN {ex_ids:Array(String)})"
+        " AND event_id IN {ex_ids:Array(String)}",
+        group="event_id",
     )
-    rows = store.query(sql, {**params, "ex_ids": sorted(ids)}).rows
+    rows = store.query(sql, merged(params, {"ex_ids": sorted(ids)})).rows
     return {str(row[0]) for row in rows}
 
 
@@ -178,7 +177,7 @@ def _obligations(
             plan.append((spec, ob, scan.total(f"{alias}_all", f"any({alias})"), judges))
     if not plan:
         return []
-    row = store.aggregate(scan.render_raw(source), {**params, **scan.params()})
+    row = store.aggregate(scan.render_raw(source), merged(params, scan.params()))
     if not int(row["events"] or 0):
         return []
     found = []
@@ -210,7 +209,7 @@ def explain_session(
     """The session's events of the lookback before `window.at` and every obligation it had."""
     enabled = [spec for spec in specs if spec.enabled]
     one = _restricted(source)
-    params = {**source.params, **window.params(), "explain_session": session_id}
+    params = merged(source.params, window.params(), {"explain_session": session_id})
     bind = Binder("x")
     flags = _flags(enabled, bind)
     rows, total = _events(store, one, params, flags, bind)
@@ -221,11 +220,11 @@ def explain_session(
         if flag.cites and row[f"f{n}"]
         for i in row[f"c{n}"]
     }
-    existing = _existing(store, source, {**source.params, **window.params()}, cited)
+    existing = _existing(store, source, merged(source.params, window.params()), cited)
     events = _findings(rows, flags, existing)
     # Every obligation of the lookback: the scan's window as long as its lookback, so that
     # it reads the role events of all of it.
     whole = replace(window, length=window.lookback)
-    listing = {**params, **whole.params()}
+    listing = merged(source.params, whole.params(), {"explain_session": session_id})
     had = _obligations(store, one, listing, enabled) if rows else []
     return Explained(session_id, window, tuple(events), total, tuple(had))

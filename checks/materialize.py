@@ -15,8 +15,9 @@ from typing import Any
 from checks.base import CheckSpec
 from checks.kinds import KINDS
 from checks.scans.plans import Plans
+from checks.scans.row import Needs
 from checks.sources import NARROW_TABLE, compile_source, unbounded_sql
-from checks.state.layout import Needs, StatePlan, state_statements
+from checks.state.layout import StatePlan, state_statements
 from checks.triage import plain
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings

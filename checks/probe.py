@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from checks.kinds import KINDS
 from checks.presets import LB, SOURCE_ALIAS
+from checks.scans.binder import merged
 from checks.sources import CompiledSource, SourceSchemaError, compile_source, server_words
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
@@ -96,7 +97,7 @@ def probe_source(store: Store, settings: Settings) -> Probe:
         problem = _compiles(
             store,
             f"SELECT * FROM ({compiled.sql}) LIMIT 0",
-            {**compiled.params, "lb_ms": 0, "at_ms": 0},
+            merged(compiled.params, {"lb_ms": 0, "at_ms": 0}),
         )
         failed = problem and f"the source query fails: {problem}"
         findings.append(Finding("source", failed, label="the source query"))

@@ -24,6 +24,7 @@ from checks.presets import (
     Expr,
     Preset,
 )
+from checks.scans.binder import merged
 from watchdog.core.errors import ConfigError, StoreError
 from watchdog.core.settings import SourceSettings
 from watchdog.core.settings.presets import PRESETS
@@ -55,43 +56,110 @@ def _own_telemetry(preset: Preset, columns: Mapping[str, str] | None) -> bool:
     return exporter and columns is not None and "ServiceName" in columns
 
 
+Item = tuple[str, str]  # (alias, SQL): a column of the normalized event
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """A `Distributed` table's layout: its cluster, the table on each shard, and whether its
+    rows are sharded by session (`cityHash64(session_id)`: a session's events on one shard)."""
+
+    cluster: str
+    local: str  # database.table on each shard
+    by_session: bool
+
+
 @dataclass(frozen=True)
 class CompiledSource:
-    """A source ready to query: the normalized-event subquery and its parameters."""
+    """A source ready to query: the normalized events as a flat relation, and its parameters.
+
+    The relation is its columns (`items`, each an alias over the raw
+    columns), the table it reads (`table`, with `joined`: the preset's
+    ARRAY JOIN) and the read range (`where`). A scan groups directly over
+    it (`select`): on a `Distributed` table ClickHouse then aggregates on
+    every shard and merges the partial states on the initiator
+    (docs/architecture.md#aggregation-where-the-data-lives).
+    """
 
     name: str
     preset: str
     table: str
-    sql: str
+    items: tuple[Item, ...]
+    where: str
     params: Mapping[str, Any]
     columns: Mapping[str, str]  # normalized column -> expression, for benchmarks and docs
     typed: Mapping[str, str] = field(default_factory=dict)  # the same, converted (typed_columns)
     session_in_payload: bool = False  # Preset.session_in_payload
     dims: Mapping[str, str] = field(default_factory=dict)  # triage dimension -> expression
-    dims_sql: str = ""  # `sql` plus a `dim_<name>` column per dimension
     array_join: str = ""  # the preset's: one raw row may yield more than one event
     state: str = ""  # `source.state`: the per-session state table (checks.state), if read
     session_filter: str = ""  # `source.session_filter`, as configured (the state's guard)
     # With `state`: the narrow table beside it, as a source (`compile_narrow`): every read of
     # events but the session scans' (windows, deviations, evidence ids, triage) reads it.
     narrow: CompiledSource | None = None
+    sharding: Sharding | None = None  # `table` is Distributed (open_source reads its engine)
+    state_sharding: Sharding | None = None  # the same of `state`
 
     @property
     def events_source(self) -> CompiledSource:
         """Where this source's events are read: the narrow table beside the state, else itself."""
         return self.narrow or self
 
-    def with_dims(self) -> CompiledSource:
-        """The same source, its events carrying a `dim_<name>` column per dimension."""
-        return replace(self, sql=self.dims_sql or self.sql)
+    def dim_items(self) -> tuple[Item, ...]:
+        """A `dim_<name>` column per triage dimension."""
+        return tuple((f"dim_{name}", f"toString({expr})") for name, expr in self.dims.items())
+
+    def select(
+        self,
+        columns: str,
+        *,
+        where: str = "",
+        group: str = "",
+        dims: bool = False,
+        terms: Sequence[Item] = (),
+        join: str = "",
+        table: str | None = None,
+    ) -> str:
+        """A query over the events read directly from the table: `columns` (SQL over the
+        normalized columns, `terms` and, with `dims`, the dimensions), the events meeting
+        `where` too, grouped by `group`, with `join` (an ARRAY JOIN) after the preset's.
+
+        The normalized columns are WITH aliases, so the query groups over the table
+        itself, never over a subquery of it; `table` reads another table of the same
+        layout (a shard's own).
+        """
+        items = [*self.items, *(self.dim_items() if dims else ()), *terms]
+        aliases = ",\n    ".join(f"{sql} AS {alias}" for alias, sql in items)
+        conditions = " AND ".join(f"({c})" for c in (self.where, where) if c)
+        filtered = f"\nWHERE {conditions}" if conditions else ""
+        grouped = f"\nGROUP BY {group}" if group else ""
+        source = f"{table or self.table} AS {SOURCE_ALIAS} {self.array_join} {join}".rstrip()
+        return f"WITH\n    {aliases}\nSELECT {columns}\nFROM {source}{filtered}{grouped}"
+
+    def _listed(self, dims: bool) -> str:
+        items = [*self.items, *(self.dim_items() if dims else ())]
+        columns = ",\n    ".join(f"{sql} AS {alias}" for alias, sql in items)
+        source = f"{self.table} AS {SOURCE_ALIAS} {self.array_join}".rstrip()
+        return f"SELECT\n    {columns}\nFROM {source}\nWHERE {self.where}"
+
+    @property
+    def sql(self) -> str:
+        """The normalized-event relation as one SELECT (for reads that group nothing)."""
+        return self._listed(dims=False)
 
     def events_with_dims(self) -> str:
         """The normalized-event relation with the triage dimensions, as a subquery."""
-        return f"({self.dims_sql or self.sql})"
+        return f"({self._listed(dims=True)})"
 
     def events(self) -> str:
         """The normalized-event relation, as a parenthesized subquery."""
         return f"({self.sql})"
+
+    def on_shards(self) -> CompiledSource | None:
+        """The same source on each shard's own table, when its rows are sharded by session."""
+        if self.sharding is None or not self.sharding.by_session:
+            return None
+        return replace(self, table=self.sharding.local, sharding=None)
 
 
 # How each normalized column's expression is converted to the column's type.
@@ -151,33 +219,31 @@ def _select_items(
     resolved: _Resolved,
     scopes: Mapping[str, str] | None,
     ignore: str = "{ignore_sessions:Array(String)}",
-) -> str:
+) -> list[Item]:
     typed = typed_columns(resolved.columns)
     scope = (
         f"toUInt8(({settings.session_filter}) != 0)" if settings.session_filter else "toUInt8(1)"
     )
-    return ",\n    ".join(
-        [
-            f"{typed['event_id']} AS event_id",
-            f"{typed['ts']} AS ts",
-            "toUnixTimestamp64Milli(ts) AS t",
-            f"{typed['session_id']} AS _session_raw",
-            f"if(_session_raw IN {ignore}, '', _session_raw) AS session_id",
-            f"{typed['name']} AS name",
-            # Negative, NaN and infinite latencies are not latencies: NULL.
-            "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
-            f"{typed['latency_ms']} AS _lat",
-            f"{typed['trigger']} AS trigger",
-            f"{typed['result_count']} AS result_count",
-            f"{typed['payload']} AS payload",
-            f"{scope} AS in_scope",
-            f"{_latency_invalid(preset, settings)} AS latency_invalid",
-            f"toString({resolved.id_hint.sql}) AS event_id_hint",
-            f"toUInt8({resolved.payload_object.sql}) AS payload_is_object",
-            f"toUInt8({resolved.payload_utf8.sql}) AS payload_is_utf8",
-            *(f"toUInt8(({sql}) != 0) AS scope_{name}" for name, sql in (scopes or {}).items()),
-        ]
-    )
+    return [
+        ("event_id", typed["event_id"]),
+        ("ts", typed["ts"]),
+        ("t", "toUnixTimestamp64Milli(ts)"),
+        ("_session_raw", typed["session_id"]),
+        ("session_id", f"if(_session_raw IN {ignore}, '', _session_raw)"),
+        ("name", typed["name"]),
+        # Negative, NaN and infinite latencies are not latencies: NULL.
+        ("latency_ms", "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL)"),
+        ("_lat", typed["latency_ms"]),
+        ("trigger", typed["trigger"]),
+        ("result_count", typed["result_count"]),
+        ("payload", typed["payload"]),
+        ("in_scope", scope),
+        ("latency_invalid", _latency_invalid(preset, settings)),
+        ("event_id_hint", f"toString({resolved.id_hint.sql})"),
+        ("payload_is_object", f"toUInt8({resolved.payload_object.sql})"),
+        ("payload_is_utf8", f"toUInt8({resolved.payload_utf8.sql})"),
+        *((f"scope_{name}", f"toUInt8(({sql}) != 0)") for name, sql in (scopes or {}).items()),
+    ]
 
 
 def compile_source(
@@ -205,37 +271,26 @@ def compile_source(
                 reads.update(expr.reads)
         _check_columns(table, preset, types, reads)
     present = set(types) if types is not None else None
-    select = _select_items(preset, settings, resolved, scopes)
-
     # The watchdog's own telemetry (exported over OTLP) may land in these very
     # tables: it is never agent telemetry, so it never counts (nor keeps a
     # silent source looking fresh).
-    own = ""
+    where = [ts_filter.sql]
     if _own_telemetry(preset, types):
-        own = " AND ServiceName != {own_service:String}"
-
-    def assemble(items: str) -> str:
-        text = (
-            f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}"
-            f"\nWHERE {ts_filter.sql}{own}"
-        )
-        return f"SELECT * FROM ({text}) WHERE t < {{at_ms:Int64}}" if preset.array_join else text
-
-    sql = assemble(select)
+        where.append("ServiceName != {own_service:String}")
+    if preset.array_join:  # a span's end event may lie after `at`: it does not exist yet
+        where.append("t < {at_ms:Int64}")
     # Dimensions whose columns the table lacks are left out: triage only, never an error.
     dims = {
         name: expr.sql
         for name, expr in preset.dimensions.items()
         if present is None or set(expr.reads) <= present
     }
-    dims_sql = assemble(
-        select + "".join(f",\n    toString({expr}) AS dim_{name}" for name, expr in dims.items())
-    )
     return CompiledSource(
         name=settings.name or table,
         preset=preset.name,
         table=table,
-        sql=sql,
+        items=tuple(_select_items(preset, settings, resolved, scopes)),
+        where=" AND ".join(where),
         params={
             "ignore_sessions": list(settings.ignore_sessions),
             "own_service": OWN_SERVICE_NAME,
@@ -244,7 +299,6 @@ def compile_source(
         typed=typed_columns(columns),
         session_in_payload=preset.session_in_payload and "session_id" not in settings.columns,
         dims=dims,
-        dims_sql=dims_sql,
         array_join=preset.array_join,
         state=settings.state or "",
         session_filter=settings.session_filter or "",
@@ -269,13 +323,40 @@ def unbounded_sql(
     items = _select_items(
         preset, settings, _resolve(preset, settings), scopes, "CAST([] AS Array(String))"
     )
-    items += "".join(f",\n    toString({e}) AS dim_{name}" for name, e in compiled.dims.items())
+    listed = ",\n    ".join(f"{sql} AS {alias}" for alias, sql in (*items, *compiled.dim_items()))
     own = ""
     if _own_telemetry(preset, types):
         own = f"ServiceName != {quoted(OWN_SERVICE_NAME)}"
     conditions = " AND ".join(c for c in (own, where) if c)
     tail = f"\nWHERE {conditions}" if conditions else ""
-    return f"SELECT\n    {items}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}{tail}"
+    return f"SELECT\n    {listed}\nFROM {table} AS {SOURCE_ALIAS} {preset.array_join}{tail}"
+
+
+def narrow_items(
+    dims: Sequence[str], scopes: Sequence[str], ignore: str = "{ignore_sessions:Array(String)}"
+) -> list[Item]:
+    """The narrow table's rows as the normalized event: its columns read back with the same
+    names the raw source gives them (the data-quality flags, scopes and dimensions as stored)."""
+    at = SOURCE_ALIAS
+    return [
+        ("event_id", f"{at}.event_id"),
+        ("ts", f"{at}.ts"),
+        ("t", "toUnixTimestamp64Milli(ts)"),
+        ("_session_raw", f"{at}.session_id"),
+        ("session_id", f"if(_session_raw IN {ignore}, '', _session_raw)"),
+        ("name", f"toString({at}.name)"),
+        ("_lat", f"{at}.latency_ms"),
+        ("latency_ms", "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL)"),
+        ("trigger", f"toString({at}.trigger)"),
+        ("result_count", f"{at}.result_count"),
+        ("payload", f"{at}.payload"),
+        ("in_scope", f"{at}.in_scope"),
+        ("latency_invalid", f"{at}.latency_invalid"),
+        ("event_id_hint", f"{at}.event_id"),
+        ("payload_is_object", f"{at}.payload_is_object"),
+        ("payload_is_utf8", f"{at}.payload_is_utf8"),
+        *((f"scope_{check}", f"toUInt8(has({at}.scopes, {quoted(check)}))") for check in scopes),
+    ]
 
 
 def compile_narrow(
@@ -289,39 +370,15 @@ def compile_narrow(
     here with the same names, so every scan runs on it unchanged.
     """
     at = SOURCE_ALIAS
-    items = [
-        f"{at}.event_id AS event_id",
-        f"{at}.ts AS ts",
-        "toUnixTimestamp64Milli(ts) AS t",
-        f"{at}.session_id AS _session_raw",
-        "if(_session_raw IN {ignore_sessions:Array(String)}, '', _session_raw) AS session_id",
-        f"toString({at}.name) AS name",
-        f"{at}.latency_ms AS _lat",
-        "if(isFinite(assumeNotNull(_lat)) AND _lat >= 0, _lat, NULL) AS latency_ms",
-        f"toString({at}.trigger) AS trigger",
-        f"{at}.result_count AS result_count",
-        f"{at}.payload AS payload",
-        f"{at}.in_scope AS in_scope",
-        f"{at}.latency_invalid AS latency_invalid",
-        f"{at}.event_id AS event_id_hint",
-        f"{at}.payload_is_object AS payload_is_object",
-        f"{at}.payload_is_utf8 AS payload_is_utf8",
-        *(f"toUInt8(has({at}.scopes, {quoted(check)})) AS scope_{check}" for check in scopes),
-    ]
-    where = f"\nWHERE {at}.ts >= {LB} AND {at}.ts < {AT}"
-    joined = ",\n    ".join
-
-    sql = f"SELECT\n    {joined(items)}\nFROM {table} AS {at}{where}"
-    dimensioned = [*items, *(f"{at}.dims[{quoted(d)}] AS dim_{d}" for d in dims)]
     return CompiledSource(
         name=settings.name or settings.table_name,
         preset="normalized",
         table=table,
-        sql=sql,
+        items=tuple(narrow_items(dims, list(scopes))),
+        where=f"{at}.ts >= {LB} AND {at}.ts < {AT}",
         params={"ignore_sessions": list(settings.ignore_sessions)},
         columns={},
-        dims={d: f"dims[{quoted(d)}]" for d in dims},
-        dims_sql=f"SELECT\n    {joined(dimensioned)}\nFROM {table} AS {at}{where}",
+        dims={d: f"{at}.dims[{quoted(d)}]" for d in dims},
     )
 
 
@@ -412,7 +469,7 @@ def _compiles(
     is a ConfigError naming its key (exit 2); anything else that keeps the
     preset from compiling is a StoreError (exit 3).
     """
-    params = {**source.params, "lb_ms": 0, "at_ms": 0}
+    params = merged(source.params, {"lb_ms": 0, "at_ms": 0})
     try:
         store.aggregate(_planned(f"SELECT * FROM {source.events_with_dims()}"), params)
     except StoreError as exc:
@@ -433,6 +490,60 @@ def _compiles(
     ) from None
 
 
+# The key that puts a session's events on one shard (the narrow table's and the state's).
+BY_SESSION = "cityHash64(session_id)"
+
+
+def engine_arguments(engine_full: str) -> list[str]:
+    """The top-level arguments of an engine clause (`Distributed('c', 'db', 't', key)`),
+    string literals unquoted, expressions as written."""
+    start = engine_full.find("(")
+    args: list[str] = []
+    current, depth, quote = "", 0, ""
+    for ch in engine_full[start + 1 :] if start >= 0 else "":
+        if quote:
+            if ch == quote and not current.endswith("\\"):
+                quote = ""
+            current += ch
+        elif ch == "'":
+            quote = ch
+            current += ch
+        elif ch == "(":
+            depth += 1
+            current += ch
+        elif ch == ")" and depth == 0:
+            break
+        elif ch == ")":
+            depth -= 1
+            current += ch
+        elif ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    args.append(current.strip())
+    return [a[1:-1] if len(a) > 1 and a[0] == a[-1] == "'" else a for a in args if a]
+
+
+def sharding_of(store: Store, table: str) -> Sharding | None:
+    """How `table` is sharded, when it is a `Distributed` table (None otherwise)."""
+    database, _, name = table.rpartition(".")
+    rows = store.query(
+        "SELECT engine, engine_full FROM system.tables WHERE name = {t:String}"
+        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
+        {"t": name, "db": database},
+    ).rows
+    if not rows or rows[0][0] != "Distributed":
+        return None
+    args = engine_arguments(str(rows[0][1]))
+    if len(args) < 3:
+        return None
+    cluster, local_db, local = args[:3]
+    key = "".join(args[3].split()) if len(args) > 3 else ""
+    local_db = local_db or database or store.current_database()
+    return Sharding(cluster, f"{local_db}.{local}", key == BY_SESSION)
+
+
 def open_source(
     store: Store, settings: SourceSettings, scopes: Mapping[str, str] | None = None
 ) -> CompiledSource:
@@ -440,7 +551,8 @@ def open_source(
 
     What the table lacks or holds in an unreadable type is a StoreError
     naming the column; a config expression that does not compile is a
-    ConfigError naming its key.
+    ConfigError naming its key. A `Distributed` table's sharding is read
+    too: a session-sharded one judges its sessions on the shards.
     """
     types = store.table_columns(settings.table_name)
     try:
@@ -448,11 +560,17 @@ def open_source(
     except SourceSchemaError as exc:
         raise StoreError(store.url.masked, str(exc)) from None
     _compiles(store, source, settings, scopes)
+    by_session = source.preset == "normalized" and "session_id" not in settings.columns
+    sharding = sharding_of(store, source.table)
+    if sharding is not None and not by_session:
+        sharding = replace(sharding, by_session=False)
+    source = replace(source, sharding=sharding)
     if settings.state:
         narrow = compile_narrow(
             settings, narrow_beside(settings.state), list(source.dims), scopes or {}
         )
-        source = replace(source, narrow=narrow)
+        narrow = replace(narrow, sharding=sharding_of(store, narrow.table))
+        source = replace(source, narrow=narrow, state_sharding=sharding_of(store, settings.state))
     return source
 
 

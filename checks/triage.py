@@ -9,8 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from checks.breakdown import TOP, Dimension, Group, Triage
+from checks.scans.binder import merged
 from checks.scans.plans import Context
 from checks.sources import CompiledSource
+from watchdog.core.sql import quoted
 
 CLASS_CHARS = 120
 # Dimensions holding free text: shown only as normalised error classes.
@@ -52,6 +54,25 @@ def dimensions(source: CompiledSource, error_classes: bool) -> list[str]:
     return [name for name in source.dims if error_classes or name not in FREE_TEXT]
 
 
+def items(
+    source: CompiledSource,
+    dims: Sequence[str],
+    condition: str,
+    label: str,
+    shown: Mapping[str, str] | None = None,
+) -> str:
+    """Items: the events of the read range meeting `condition`, one row per event id, grouped
+    by id directly over the table, with their dimensions (`shown` replaces some: SQL by
+    dimension) and `dim_outcome` = `label` when given."""
+    columns = "".join(f", {(shown or {}).get(d, f'any(dim_{d})')} AS _tr_dim_{d}" for d in dims)
+    grouped = source.select(
+        f"event_id AS item, any(t) AS _tr_t{columns}", where=condition, group="event_id", dims=True
+    )
+    renamed = "".join(f", _tr_dim_{d} AS dim_{d}" for d in dims)
+    outcome = f", {quoted(label)} AS dim_outcome" if label else ""
+    return f"SELECT item, _tr_t AS t{renamed}{outcome} FROM ({grouped}\n)"
+
+
 def events_in_window(
     source: CompiledSource, dims: Sequence[str], condition: str, outcome: str = ""
 ) -> str:
@@ -59,13 +80,7 @@ def events_in_window(
 
     `outcome`, when given, labels every item (`dim_outcome`).
     """
-    columns = "".join(f", any(dim_{d}) AS dim_{d}" for d in dims)
-    label = f", '{outcome}' AS dim_outcome" if outcome else ""
-    return (
-        f"SELECT event_id AS item, any(t) AS t{columns}{label}"
-        f" FROM (SELECT * FROM {source.events_with_dims()}"
-        f" WHERE t >= {{ws_ms:Int64}} AND ({condition})) GROUP BY event_id"
-    )
+    return items(source, dims, f"t >= {{ws_ms:Int64}} AND ({condition})", outcome)
 
 
 def group(ctx: Context, items_sql: str, dims: Sequence[str], params: Mapping[str, Any]) -> Triage:
@@ -87,7 +102,7 @@ SELECT dimension, value, n FROM (
 ORDER BY dimension, n DESC, value
 LIMIT {TOP} BY dimension"""
     normalise = {name: pattern for name, pattern, _ in NORMALISE}
-    bound = {**ctx.source.params, **ctx.window.params(), **params, **normalise}
+    bound = merged(ctx.source.params, ctx.window.params(), params, normalise)
     rows = ctx.store.query(sql, bound).rows
     total = next((int(n) for dim, _, n in rows if dim == ""), 0)
     groups: dict[str, list[Group]] = {d: [] for d in dims}

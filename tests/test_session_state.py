@@ -321,8 +321,9 @@ def test_state_ddl_on_one_node() -> None:
     )
     assert view.startswith(
         "CREATE MATERIALIZED VIEW IF NOT EXISTS watchdog.session_state_mv"
-        " TO watchdog.session_state\nAS SELECT 'joelclaw.otel_events' AS source"
+        " TO watchdog.session_state\nAS WITH"
     )
+    assert "SELECT 'joelclaw.otel_events' AS source" in view
     assert "FROM watchdog.memory_events" in view
     assert "{" not in view.replace("{}", "")  # no bound parameter in a view's definition
     backfill = statements[-1]

@@ -271,7 +271,7 @@ def test_a_failing_breakdown_is_reported_not_raised(store: Store) -> None:
     settings = settings_for(table, RATES)
     report = run_once(store, settings, window_at(settings, AT))
     source = open_source(store, settings.source)
-    broken = replace(source, dims_sql="SELECT nonsense_column")
+    broken = replace(source, dims={**source.dims, "component": "nonsense_column"})
     found = complete_triage(store, broken, configured_checks(settings), report).triage
     assert "could not compute the breakdown" in found["observe_failure_rate"].error
     assert found["observe_failure_rate"].to_json() == {"error": found["observe_failure_rate"].error}

@@ -119,7 +119,8 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
             value = scan.total(f"{tag}_value", f"countIf({failed})")
             evidence = scan.total(
                 f"{tag}_evidence",
-                f"groupArraySortedIf({EVIDENCE})((first_seen, session_id), {failed})",
+                f"groupArraySortedIf({EVIDENCE})(CAST((first_seen, session_id) AS {_SESSION}),"
+                f" {failed})",
             )
         seen = None
         if p.requires_seen:
@@ -130,8 +131,8 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
         def read(row: Row, ctx: Context) -> Judged:
             n, broken = int(row[sample]), int(row[value])
             never_seen = seen is not None and int(row[seen]) == 0
-            # Sessions by first_seen, or trigger events by ts (then the id's hash); the id last.
-            ids = tuple(str(item[-1]) for item in row[evidence])
+            # Sessions by first_seen, or trigger events by ts (then the id's hash).
+            ids = tuple(str(item["id"]) for item in row[evidence])
             if never_seen:
                 reason = f"no {', '.join(p.requires_seen)} event within lookback:"
                 reason += " the source cannot be judged"
@@ -203,6 +204,10 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
 
 
 TriageReader = Callable[[Row, tuple[Obligation, ...]], Triage]
+# A session evidence lists, and one the triage lists with its figures: per obligation, its
+# unmet count and whether the session had an end event.
+_SESSION = "Tuple(first_seen Int64, id String)"
+_FAILING = "Tuple(first_seen Int64, id String, last_seen Int64, events UInt64, flags Array(UInt64))"
 
 
 def _carry_triage(
@@ -225,7 +230,7 @@ def _carry_triage(
     oldest = scan.total(
         f"{tag}_sessions",
         f"groupArraySortedIf({EVIDENCE})"
-        f"((first_seen, session_id, last_seen, n_events, [{flags}]), {failed})",
+        f"(CAST((first_seen, session_id, last_seen, n_events, [{flags}]) AS {_FAILING}), {failed})",
     )
     by_dim = {
         d: scan.total(f"{tag}_by_{d}", f"sumMapIf(([{alias}], [toUInt64(1)]), {failed})")
@@ -235,13 +240,13 @@ def _carry_triage(
     def read(row: Row, obligations: tuple[Obligation, ...]) -> Triage:
         sessions = tuple(
             FailingSession(
-                session_id=str(session_id),
-                first_seen=from_ms(int(first_seen)),
-                last_seen=from_ms(int(last_seen)),
-                events=int(n_events),
-                missed=_missed(obligations, raw),
+                session_id=str(s["id"]),
+                first_seen=from_ms(int(s["first_seen"])),
+                last_seen=from_ms(int(s["last_seen"])),
+                events=int(s["events"]),
+                missed=_missed(obligations, s["flags"]),
             )
-            for first_seen, session_id, last_seen, n_events, raw in row[oldest] or []
+            for s in row[oldest] or []
         )
         counts = {d: row[alias] for d, alias in by_dim.items()}
         return grouped(int(row[items]), counts, list(by_dim), noun="sessions", sessions=sessions)

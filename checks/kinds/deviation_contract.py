@@ -135,20 +135,22 @@ def classified(source: CompiledSource, dims: Sequence[str] = (), windowing: Wind
     """
     carried = "".join(f", edim_{d}" for d in dims)
     first = "".join(f", any(dim_{d}) AS edim_{d}" for d in dims)
-    events = source.events_with_dims() if dims else source.events()
-    key = windowing.key
+    key, p = windowing.key, "_dev_payload"
+    events = source.select(
+        f"{key}event_id, any(t) AS _dev_t, any(payload) AS _dev_payload{first}",
+        where="name IN {dev_names:Array(String)} AND t >= {ws_ms:Int64}",
+        group=windowing.keys("event_id"),
+        dims=bool(dims),
+        join=windowing.holding("t"),
+    )
     return f"""
 SELECT
-  {key}event_id, t{carried},
-  {_field("payload", "agente")} AS agente,
-  {_field("payload", "tipo")} AS tipo,
-  {cited("payload")} AS ids,
-  {breaches("payload")} AS kinds
-FROM (
-  SELECT {key}event_id, any(t) AS t, any(payload) AS payload{first}
-  FROM (SELECT *{windowing.holding("t")} FROM {events}
-        WHERE name IN {{dev_names:Array(String)}} AND t >= {{ws_ms:Int64}})
-  {windowing.group("event_id")}
+  {key}event_id, _dev_t AS t{carried},
+  {_field(p, "agente")} AS agente,
+  {_field(p, "tipo")} AS tipo,
+  {cited(p)} AS ids,
+  {breaches(p)} AS kinds
+FROM ({events}
 )"""
 
 

@@ -53,8 +53,15 @@ class DeviationEvidenceKind(Kind[DeviationEvidence]):
                 for d in dims or ()
             )
             # `conforming` gives every cited id (an empty list gives one row, pos 0); `cited`
-            # the ids to look up, each found in a window when it has a row in its lookback.
+            # the ids to look up, each found in a window when it has a row in its lookback
+            # (grouped by id on the shards: each sends back the ids it holds, not its rows).
             w = ctx.windowing
+            existing = ctx.source.select(
+                "event_id, _w" if w.key else "event_id",
+                where="(event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited",
+                group=w.keys("event_id"),
+                join=w.reading("t"),
+            )
             sql = f"""
 WITH conforming AS (
   SELECT {w.key}event_id, t, ids{carried}
@@ -69,8 +76,7 @@ SELECT
   uniqExactIf(cited_id, missing) AS missing_ids{by_dims}
 FROM (
   SELECT {w.key}event_id, t, cited_id{carried}, pos > 0 AND {w.keyed("cited_id")} NOT IN (
-    SELECT event_id{w.reading("t")} FROM {ctx.source.events()}
-    WHERE (event_id_hint = '' OR event_id_hint IN cited) AND event_id IN cited
+    {existing}
   ) AS missing
   FROM conforming LEFT ARRAY JOIN ids AS cited_id, arrayEnumerate(ids) AS pos
 )

@@ -9,7 +9,7 @@ when. No event at all is `breached` with no value: silence is not health.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from checks.base import CheckSpec, KindParams, Unit
@@ -42,17 +42,12 @@ class FreshnessConfig(CustomCheck):
 
 def _newest_ever(ctx: Context, p: Freshness) -> int | None:
     """The newest event before `at` in the whole table, when the lookback holds none."""
-    names = " AND name IN {fresh_names:Array(String)}" if p.events else ""
-    row = ctx.store.aggregate(
-        f"SELECT count() AS n, max(t) AS newest FROM {ctx.source.events_source.events()}"
-        f" WHERE 1{names}",
-        {
-            **ctx.source.params,
-            **ctx.window.params(),
-            "lb_ms": EARLIEST_MS,
-            "fresh_names": list(p.events),
-        },
-    )
+    at = ctx.window.at
+    earliest = replace(ctx.window, lookback=at - from_ms(EARLIEST_MS))
+    whole = replace(ctx, source=ctx.source.events_source, window=earliest)
+    names = "name IN {fresh_names:Array(String)}" if p.events else ""
+    sql = whole.source.select("count() AS n, max(t) AS newest", where=names)
+    row = whole.aggregate(sql, {"fresh_names": list(p.events)})
     return int(row["newest"]) if row.get("n") else None
 
 

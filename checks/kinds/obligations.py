@@ -15,7 +15,11 @@ from enum import StrEnum
 
 from checks.kinds.base import duration
 from checks.scans.binder import AT, WS
+from checks.scans.row import EVENT
 from checks.scans.session import PayloadMatch, SessionScan
+
+# A trigger with its deadline.
+DEADLINED = "Tuple(t Int64, hash UInt64, id String, deadline Int64)"
 
 
 class Anchor(StrEnum):
@@ -124,23 +128,23 @@ class _Rule:
         return f"{end} + {self.grace}", f"{end} - {self.lead}", f"{end} + {self.grace}"
 
     def deadlined(self, scan: SessionScan, tag: str, ob: Obligation, triggers: str) -> str:
-        """Per session: (time, id hash, event id, deadline) of each trigger in `triggers`.
+        """Per session: each trigger in `triggers` with its deadline (DEADLINED).
 
         The deadline is trigger + grace, or with `until` the first `until`
         event after it (ts > the trigger's) when that comes sooner.
         """
         if not ob.until:
-            return f"arrayMap(c -> (c.1, c.2, c.3, c.1 + {self.grace}), {triggers})"
+            return f"arrayMap(c -> CAST((c.t, c.hash, c.id, c.t + {self.grace}) AS {DEADLINED}), {triggers})"
         closers = scan.times(ob.until, side=True)
         return scan.per_session(
             f"{tag}_deadlined",
-            f"arrayMap(c -> (c.1, c.2, c.3, arrayMin(arrayConcat([c.1 + {self.grace}],"
-            f" arrayFilter(x -> x > c.1, {closers})))), {triggers})",
+            f"arrayMap(c -> CAST((c.t, c.hash, c.id, arrayMin(arrayConcat([c.t + {self.grace}],"
+            f" arrayFilter(x -> x > c.t, {closers})))) AS {DEADLINED}), {triggers})",
         )
 
 
 def _triggers(scan: SessionScan, tag: str, ob: Obligation, may_be_due: Callable[[str], str]) -> str:
-    """Per session: (time, id hash, event id) of the obligation's triggers that may be due."""
+    """Per session: the obligation's triggers (EVENT) that may be due."""
     # An obligation closed by `until` (a response to each human message) reads
     # conversation events: they are kept aside from the memory events.
     return scan.triggers(
@@ -197,15 +201,16 @@ def judge(scan: SessionScan, tag: str, ob: Obligation) -> Judging:
     triggers = _triggers(scan, tag, ob, may_be_due)
     if ob.until:
         triggers = rule.deadlined(scan, tag, ob, triggers)
-        deadline = "c.4"
+        deadline = "c.deadline"
     else:
-        deadline = f"c.1 + {rule.grace}"
+        deadline = f"c.t + {rule.grace}"
     dues = scan.per_session(f"{tag}_dues", f"arrayFilter(c -> {in_window(deadline)}, {triggers})")
     scan.per_session(due, f"length({dues})")
-    missed = f"arrayFilter(c -> NOT {met(f'c.1 - {rule.lead}', deadline)}, {dues})"
-    # Misses are (time, id hash, event id), whatever the triggers carried.
+    missed = f"arrayFilter(c -> NOT {met(f'c.t - {rule.lead}', deadline)}, {dues})"
+    # Misses are EVENTs, whatever the triggers carried.
     misses = scan.per_session(
-        f"{tag}_misses", f"arrayMap(c -> (c.1, c.2, c.3), {missed})" if ob.until else missed
+        f"{tag}_misses",
+        f"arrayMap(c -> CAST((c.t, c.hash, c.id) AS {EVENT}), {missed})" if ob.until else missed,
     )
     scan.per_session(unmet, f"length({misses})")
     return Judging(due, unmet, misses, None)
@@ -224,7 +229,7 @@ def listed(scan: SessionScan, tag: str, ob: Obligation) -> str:
     rule = _Rule.of(scan, ob)
 
     def met(low: str, high: str) -> str:
-        return f"arrayFirst(x -> x.1 >= {low} AND x.1 <= {high}, {met_by}).2"
+        return f"arrayFirst(x -> x.t >= {low} AND x.t <= {high}, {met_by}).id"
 
     if ob.anchor is Anchor.START:
         deadline, low, high = rule.start()
@@ -243,5 +248,5 @@ def listed(scan: SessionScan, tag: str, ob: Obligation) -> str:
     triggers = rule.deadlined(scan, tag, ob, _triggers(scan, tag, ob, lambda t: "1"))
     return scan.per_session(
         f"{tag}_listed",
-        f"arrayMap(c -> (c.1, c.3, c.4, {met(f'c.1 - {rule.lead}', 'c.4')}), {triggers})",
+        f"arrayMap(c -> (c.t, c.id, c.deadline, {met(f'c.t - {rule.lead}', 'c.deadline')}), {triggers})",
     )

@@ -22,14 +22,15 @@ from checks.breakdown import Triage
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag, duration
 from checks.kinds.obligations import Anchor, Obligation, judge
-from checks.scans.binder import Binder
+from checks.scans.binder import Binder, merged
 from checks.scans.plans import Context, Judged, Plans, Reader, Row, session_sql
 from checks.scans.session import EVIDENCE, SessionScan
-from checks.triage import FREE_TEXT, events_in_window, group
+from checks.triage import FREE_TEXT, events_in_window, group, items
 from checks.verdict import judge as verdict
 from checks.verdict import percent
 from watchdog.core.durations import Duration, duration_ms
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.sql import quoted
 
 # The error class of a lost operation: it has no error text of its own.
 LOST_CLASS = "(lost: no outcome within the grace period)"
@@ -76,7 +77,7 @@ class OutcomeRateConfig(CustomCheck):
 
 
 def _lost(scan: SessionScan, p: OutcomeRate) -> str:
-    """Per session: (time, event id) of its started events lost in W (real sessions only)."""
+    """Per session: its started events (EVENT) lost in W (real sessions only)."""
     misses = judge(scan, f"{scan.tag()}_loss", p.loss).misses
     assert misses is not None
     return scan.per_session(f"{misses}_real", f"if(real, {misses}, [])")
@@ -107,13 +108,14 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
             n_completed, n_failed, n_lost = (int(row[a]) for a in (completed, failed, lost_n))
             denominator = n_completed + n_failed + n_lost
             value = (n_failed + n_lost) / denominator if denominator else None
-            # (time, id hash, id): by time, then the id's hash, as the scan chose them.
-            ids = sorted(list(row[lost_ids]) + list(row[failed_ids]))[:EVIDENCE]
+            # By time, then the id's hash, as the scan chose them.
+            listed = [*row[lost_ids], *row[failed_ids]]
+            ids = sorted(listed, key=lambda e: (e["t"], e["hash"]))[:EVIDENCE]
             evidence = Evidence(
                 completed=n_completed,
                 failed=n_failed,
                 lost=n_lost,
-                events=tuple(str(event_id) for _, _, event_id in ids),
+                events=tuple(str(e["id"]) for e in ids),
             )
             summary = (
                 f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
@@ -145,24 +147,21 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         p = self.of(spec)
         scan = SessionScan()
         lost = _lost(scan, p)
-        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.2, {lost}))")  # id hashes
+        scan.total("lost", f"groupArrayArray(arrayMap(c -> c.hash, {lost}))")  # id hashes
         lost_sql, lost_params = session_sql(ctx, scan)
         events = ctx.source.events_source  # beside a session state: the narrow table
         failed = events_in_window(
             events, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
         )
-        columns = "".join(
-            f", '{LOST_CLASS}' AS dim_{d}" if d in FREE_TEXT else f", any(dim_{d}) AS dim_{d}"
-            for d in dims
+        lost_items = items(
+            events,
+            dims,
+            "name IN {tr_started:Array(String)}"
+            f" AND cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))",
+            "lost",
+            shown={d: quoted(LOST_CLASS) for d in dims if d in FREE_TEXT},
         )
-        lost_items = (
-            f"SELECT event_id AS item, any(t) AS t{columns}, 'lost' AS dim_outcome"
-            f" FROM {events.events_with_dims()}"
-            " WHERE name IN {tr_started:Array(String)}"
-            f" AND cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))"
-            " GROUP BY event_id"
-        )
-        params = {**lost_params, "tr_failed": list(p.failed), "tr_started": list(p.started)}
+        params = merged(lost_params, {"tr_failed": list(p.failed), "tr_started": list(p.started)})
         return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], params)
 
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:

@@ -14,6 +14,7 @@ from typing import Any
 from checks.base import CheckResult, CheckSpec, DeviationCount, Window
 from checks.breakdown import Triage
 from checks.scans import per_window
+from checks.scans.binder import merged
 from checks.scans.session import SessionScan
 from checks.scans.window import WindowScan
 from checks.scans.windows import ONE, Many, Windowing, Windows, empty
@@ -41,7 +42,7 @@ class Context:
     windowing: Windowing = ONE
 
     def _bound(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {**self.source.params, **self.window.params(), **self.windowing.params(), **params}
+        return merged(self.source.params, self.window.params(), self.windowing.params(), params)
 
     def aggregate(self, sql: str, params: Mapping[str, Any]) -> Row:
         """The one row of `sql`, with the source's and the window's parameters bound."""
@@ -184,7 +185,7 @@ def session_sql(ctx: Context, scan: SessionScan) -> tuple[str, dict[str, Any]]:
     if ctx.source.state:
         kept = state.verify(ctx.store, ctx.source, scan)
         sql, extra = state.render(scan, ctx.source, ctx.window, kept)
-        return sql, {**scan.params(), **extra}
+        return sql, merged(scan.params(), extra)
     return scan.render_raw(ctx.source), scan.params()
 
 
@@ -216,7 +217,7 @@ def _session_run_many(scan: SessionScan) -> Callable[[Context], dict[int, Row]]:
                 for i, w in enumerate(ctx.windowing.windows.windows)
             }
         sql, extra = per_window.render(scan, ctx.source, ctx.windowing.windows)
-        return ctx.by_window(sql, {**scan.params(), **extra})
+        return ctx.by_window(sql, merged(scan.params(), extra))
 
     return run
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.breakdown import Triage, grouped
-from checks.scans.binder import Binder
+from checks.scans.binder import Binder, merged
 from checks.scans.windows import ONE, Windowing
 from checks.sources import CompiledSource
 
@@ -89,29 +89,30 @@ class WindowScan:
         return grouped(int(row[f"{tag}_items"]), counts, self.dims)
 
     def params(self) -> dict[str, Any]:
-        return {**self.bind.values, "window_names": sorted(self.names)}
+        return merged(self.bind.values, {"window_names": sorted(self.names)})
 
     def render_raw(self, source: CompiledSource, windowing: Windowing = ONE) -> str:
         """The whole scan over the source's events: one window's row, or one row per window.
 
-        With many windows an event counts in each window whose range holds
-        it (a check with a longer window has overlapping ones).
+        The events are grouped by id directly over the table. With many
+        windows an event counts in each window whose range holds it (a check
+        with a longer window has overlapping ones).
         """
         per_event = ",\n      ".join(self.per_event)
         totals = ",\n    ".join(self.totals)
-        events = source.events() if self.dims is None else source.events_with_dims()
         w = windowing
+        events = source.select(
+            f"{w.key}event_id,\n      {per_event}",
+            where="name IN {window_names:Array(String)} AND t >= {ws_ms:Int64}",
+            group=w.keys("event_id"),
+            dims=self.dims is not None,
+            join=w.holding("t"),
+        )
         return f"""
 SELECT {w.key}{", ".join(self.shown)} FROM (
   SELECT
     {w.key}{totals}
-  FROM (
-    SELECT
-      {w.key}event_id,
-      {per_event}
-    FROM (SELECT *{w.holding("t")} FROM {events}
-          WHERE name IN {{window_names:Array(String)}} AND t >= {{ws_ms:Int64}})
-    {w.group("event_id")}
+  FROM ({events}
   )
   {w.group()}
 )"""

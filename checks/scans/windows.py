@@ -60,9 +60,9 @@ class Windows:
         )
 
     def params(self) -> dict[str, Any]:
-        """The windows' bounds (`bt_ws`, `bt_at`, `bt_lb`) and the span's (`ws_ms`, ...)."""
+        """The windows' bounds (`bt_ws`, `bt_at`, `bt_lb`); the span's are the context's window."""
         ws, at, lb = self.bounds()
-        return {**self.span.params(), "bt_ws": ws, "bt_at": at, "bt_lb": lb}
+        return {"bt_ws": ws, "bt_at": at, "bt_lb": lb}
 
 
 def empty(window: Window) -> Window:
@@ -79,11 +79,12 @@ class Windowing(Protocol):
     """How a scan's SQL meets its windows (the window and deviation scans write against it).
 
     `key` prefixes a SELECT list (the window index `_w`, or nothing);
-    `holding(t)` / `reading(t)` add `_w` to a row at time `t`, a row for
-    each window whose range (`[ws, at)`) or read range (`[lb, at)`) holds
-    it; `group(...)` groups by `_w` and the given keys; `keyed(column)` is
-    `column` paired with its row's window. With one window, the rows are
-    those of the bound window and there is no `_w`.
+    `holding(t)` / `reading(t)` are an ARRAY JOIN adding `_w` to a row at
+    time `t`, a row for each window whose range (`[ws, at)`) or read range
+    (`[lb, at)`) holds it; `keys(...)` are the given grouping keys with
+    `_w`; `group(...)` groups by them; `keyed(column)` is `column` paired
+    with its row's window. With one window, the rows are those of the bound
+    window and there is no `_w`.
     """
 
     @property
@@ -92,6 +93,8 @@ class Windowing(Protocol):
     def holding(self, t: str) -> str: ...
 
     def reading(self, t: str) -> str: ...
+
+    def keys(self, *keys: str) -> str: ...
 
     def group(self, *keys: str) -> str: ...
 
@@ -111,6 +114,9 @@ class One:
 
     def reading(self, t: str) -> str:
         return ""
+
+    def keys(self, *keys: str) -> str:
+        return ", ".join(keys)
 
     def group(self, *keys: str) -> str:
         return f"GROUP BY {', '.join(keys)}" if keys else ""
@@ -135,7 +141,7 @@ class Many:
     def _tag(self, t: str, start: str) -> str:
         n = len(self.windows)
         inside = f"{t} >= {{{start}:Array(Int64)}}[i] AND {t} < {{bt_at:Array(Int64)}}[i]"
-        return f", arrayJoin(arrayFilter(i -> {inside}, range(1, {n + 1}))) AS _w"
+        return f"ARRAY JOIN arrayFilter(i -> {inside}, range(1, {n + 1})) AS _w"
 
     def holding(self, t: str) -> str:
         return self._tag(t, "bt_ws")
@@ -143,8 +149,11 @@ class Many:
     def reading(self, t: str) -> str:
         return self._tag(t, "bt_lb")
 
+    def keys(self, *keys: str) -> str:
+        return ", ".join(("_w", *keys))
+
     def group(self, *keys: str) -> str:
-        return f"GROUP BY {', '.join(('_w', *keys))}"
+        return f"GROUP BY {self.keys(*keys)}"
 
     def keyed(self, column: str) -> str:
         return f"({column}, _w)"

@@ -21,15 +21,18 @@ def quoted(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def literal(value: str | int | float | bool | Sequence[str]) -> str:
-    """A value as a ClickHouse literal: numbers bare, text quoted, a list of strings typed."""
+def literal(value: str | int | float | bool | Sequence[str] | Sequence[int]) -> str:
+    """A value as a ClickHouse literal: numbers bare, text quoted, a list of strings typed, a
+    list of integers bare."""
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
         return quoted(value)
-    return f"CAST([{', '.join(quoted(v) for v in value)}] AS Array(String))"
+    if value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return f"[{', '.join(str(v) for v in value)}]"
+    return f"CAST([{', '.join(quoted(str(v)) for v in value)}] AS Array(String))"
 
 
 def tuple_of(values: Sequence[str]) -> str:

@@ -412,7 +412,9 @@ def _read_only(directory: str) -> str:
     )
 
 
-def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> Any:
+def _connect_embedded(
+    url: StoreURL, lock_timeout_s: float, *, create: bool, engine_config: Path | None = None
+) -> Any:
     import clickhouse_connect  # deferred: importing the engine costs half a second
 
     assert url.path is not None
@@ -430,6 +432,12 @@ def _connect_embedded(url: StoreURL, lock_timeout_s: float, *, create: bool) -> 
     while True:
         try:
             with _quiet_stderr():
+                if engine_config is not None and url.path != MEMORY:
+                    return clickhouse_connect.get_client(
+                        interface="chdb",
+                        path=url.path,
+                        chdb_options={"config-file": str(engine_config)},
+                    )
                 return clickhouse_connect.get_client(dsn=url.raw)
         except _driver_errors() as exc:
             holder = _lock_holder(url.path) if url.path != MEMORY else None
@@ -495,13 +503,15 @@ def open_store(
     query_timeout_s: float = 120.0,
     lock_timeout_s: float = 10.0,
     create: bool = False,
+    engine_config: Path | None = None,
 ) -> Iterator[Store]:
     """Open the store for one evaluation and close it after.
 
     An embedded store that does not exist yet is created only with `create`
     (the demo, `schema apply`, a daemon's first run); otherwise it is a
     `MissingStoreError`, so that a read-only command never leaves an empty
-    store directory behind.
+    store directory behind. `engine_config`: an embedded engine's own config
+    file (the tests' cluster of local shards, tests/cluster.py).
     """
     if isinstance(url, StoreURL):
         parsed = url
@@ -511,7 +521,9 @@ def open_store(
         except StoreURLError as exc:
             raise StoreURLUsageError(mask_url(url), str(exc)) from None
     if parsed.embedded:
-        client = _connect_embedded(parsed, lock_timeout_s, create=create)
+        client = _connect_embedded(
+            parsed, lock_timeout_s, create=create, engine_config=engine_config
+        )
     else:
         client = _connect_http(parsed, query_timeout_s)
     store = Store(client, parsed, query_timeout_s=query_timeout_s)
