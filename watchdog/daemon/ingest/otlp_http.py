@@ -10,6 +10,7 @@ connection closed for a new one when every slot is taken). The answers:
 docs/start-without-clickhouse.md#answers-limits-and-backpressure; why waitress:
 docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
+
 from __future__ import annotations
 
 import logging
