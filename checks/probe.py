@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from checks.kinds import KINDS
 from checks.presets import LB, SOURCE_ALIAS
 from checks.scans.binder import merged
-from checks.sources import CompiledSource, SourceSchemaError, compile_source, server_words
+from checks.server_words import server_words
+from checks.sources import CompiledSource, SourceSchemaError, compile_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store

@@ -6,7 +6,6 @@ design (docs/sources.md#mapping-your-own-table), data values never are.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,6 +24,8 @@ from checks.presets import (
     Preset,
 )
 from checks.scans.binder import merged
+from checks.server_words import server_words
+from checks.sharding import Sharding, sharding_of
 from watchdog.core.errors import ConfigError, StoreError
 from watchdog.core.settings import SourceSettings
 from watchdog.core.settings.presets import PRESETS
@@ -57,16 +58,6 @@ def _own_telemetry(preset: Preset, columns: Mapping[str, str] | None) -> bool:
 
 
 Item = tuple[str, str]  # (alias, SQL): a column of the normalized event
-
-
-@dataclass(frozen=True)
-class Sharding:
-    """A `Distributed` table's layout: its cluster, the table on each shard, and whether its
-    rows are sharded by session (`cityHash64(session_id)`: a session's events on one shard)."""
-
-    cluster: str
-    local: str  # database.table on each shard
-    by_session: bool
 
 
 @dataclass(frozen=True)
@@ -415,32 +406,6 @@ class SourceSchemaError(Exception):
     """
 
 
-# A syntax error quotes the query from the failing token on: keep the token and what the
-# parser expected instead (its position is in the watchdog's query, not in the config).
-_SYNTAX = re.compile(r"Syntax error: failed at position \d+ \((.*?)\).*?(Expected [^.]*)", re.S)
-# Where the server starts echoing the query, our settings or its stack after its words.
-_ECHOES = (
-    " In scope ",
-    ": while executing",
-    ". Stack trace",
-    " SETTINGS max_execution_time",
-    " (line ",
-)
-MAX_SERVER_WORDS = 240
-
-
-def server_words(problem: str) -> str:
-    """The first line of the server's words, without the query text it quotes after them."""
-    text = problem.strip().splitlines()[0] if problem.strip() else problem
-    syntax = _SYNTAX.search(text)
-    if syntax:
-        return f"syntax error at {syntax.group(1)}: {syntax.group(2)}"
-    for cut in _ECHOES:
-        text = text.split(cut, 1)[0]
-    text = re.sub(r"\s*\(version [^)]*\)", "", " ".join(text.split()))
-    return text if len(text) <= MAX_SERVER_WORDS else text[: MAX_SERVER_WORDS - 1] + "…"
-
-
 def _user_sql(settings: SourceSettings, scopes: Mapping[str, str] | None) -> dict[str, str]:
     """The SQL the config wrote, by config key, as the compiled source converts it."""
     found = {f"source.columns.{key}": _CONVERT[key](sql) for key, sql in settings.columns.items()}
@@ -488,60 +453,6 @@ def _compiles(
         f"the {source.preset} preset cannot read table {source.table}:"
         f" {server_words(problem.problem)}",
     ) from None
-
-
-# The key that puts a session's events on one shard (the narrow table's and the state's).
-BY_SESSION = "cityHash64(session_id)"
-
-
-def engine_arguments(engine_full: str) -> list[str]:
-    """The top-level arguments of an engine clause (`Distributed('c', 'db', 't', key)`),
-    string literals unquoted, expressions as written."""
-    start = engine_full.find("(")
-    args: list[str] = []
-    current, depth, quote = "", 0, ""
-    for ch in engine_full[start + 1 :] if start >= 0 else "":
-        if quote:
-            if ch == quote and not current.endswith("\\"):
-                quote = ""
-            current += ch
-        elif ch == "'":
-            quote = ch
-            current += ch
-        elif ch == "(":
-            depth += 1
-            current += ch
-        elif ch == ")" and depth == 0:
-            break
-        elif ch == ")":
-            depth -= 1
-            current += ch
-        elif ch == "," and depth == 0:
-            args.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    args.append(current.strip())
-    return [a[1:-1] if len(a) > 1 and a[0] == a[-1] == "'" else a for a in args if a]
-
-
-def sharding_of(store: Store, table: str) -> Sharding | None:
-    """How `table` is sharded, when it is a `Distributed` table (None otherwise)."""
-    database, _, name = table.rpartition(".")
-    rows = store.query(
-        "SELECT engine, engine_full FROM system.tables WHERE name = {t:String}"
-        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
-        {"t": name, "db": database},
-    ).rows
-    if not rows or rows[0][0] != "Distributed":
-        return None
-    args = engine_arguments(str(rows[0][1]))
-    if len(args) < 3:
-        return None
-    cluster, local_db, local = args[:3]
-    key = "".join(args[3].split()) if len(args) > 3 else ""
-    local_db = local_db or database or store.current_database()
-    return Sharding(cluster, f"{local_db}.{local}", key == BY_SESSION)
 
 
 def open_source(

@@ -94,9 +94,9 @@ def group(ctx: Context, items_sql: str, dims: Sequence[str], params: Mapping[str
     )
     sql = f"""
 SELECT dimension, value, n FROM (
-  SELECT d.1 AS dimension, d.2 AS value, count() AS n
+  SELECT d.dimension AS dimension, d.value AS value, count() AS n
   FROM ({items_sql})
-  ARRAY JOIN [{pairs}] AS d
+  ARRAY JOIN CAST([{pairs}] AS Array(Tuple(dimension String, value String))) AS d
   GROUP BY dimension, value
 )
 ORDER BY dimension, n DESC, value

@@ -28,9 +28,12 @@ from checks.kinds import KINDS
 from checks.kinds.base import Declared, Described
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
+from checks.scans.window import LISTED
 from checks.verdict import judge
 from tests import test_engine_properties as engine
-from tests.builder import T0, H, M, S
+from tests.builder import T0, H, M, S, Scenario, settings_for, unique_table
+from tests.cluster import CLUSTERS, distribute
+from tests.test_cluster import Source, _materialized
 from tests.test_schema import _scenario as every_check
 from tests.test_session_state import AT, EXAMPLES, Materialized
 from tests.test_session_state import _same as same_reports
@@ -66,22 +69,23 @@ class VolumeKind(Declared[Volume, VolumeConfig]):
         scan = plans.window(spec)
         tag = scan.tag()
         scan.member(tag, p.events)
-        scan.add_totals(
+        h = scan.add_totals(
             tag,
             {
                 "n": f"countIf({tag}_in)",
-                "oldest": f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {tag}_in)",
+                "oldest": f"groupArraySortedIf({EVIDENCE})(CAST(({tag}_t, event_id) AS {LISTED}),"
+                f" {tag}_in)",
             },
             shown=("n", "oldest"),
         )
-        scan.carry_triage(tag, f"{tag}_in")
+        carried = scan.carry_triage(tag, f"{tag}_in")
 
         def read(row: Row, ctx: Context) -> Judged:
-            n = int(row[f"{tag}_n"])
-            events = tuple(str(eid) for _, eid in row[f"{tag}_oldest"])
+            n = int(row[h["n"]])
+            events = tuple(str(e["id"]) for e in row[h["oldest"]])
             result = judge(spec, float(n), n, f"{n} events", Evidence(events=events))
             breached = result.status is Status.BREACHED
-            return Judged(result, scan.carried(row, tag) if breached else None)
+            return Judged(result, carried.read(row) if carried and breached else None)
 
         return read
 
@@ -158,9 +162,8 @@ def settings() -> Settings:
     return settings_from_mapping(CONFIG, env={})
 
 
-@pytest.fixture(scope="module")
-def judged(store: Store, volume: None) -> tuple[Report, Report]:
-    """The world judged with its triage, from the events and from the session state."""
+def _world() -> Scenario:
+    """A world breaching every check of the suite."""
     world = every_check()
     late = world.session("late").starts(T0 + 3 * H).recalls(T0 + 3 * H + 2 * M)
     late.compacts(T0 + 3 * H + 5 * M).ends(T0 + 3 * H + 6 * M)
@@ -169,10 +172,33 @@ def judged(store: Store, volume: None) -> tuple[Report, Report]:
         world.session(f"fails{i}").starts(T0 + 3 * H + i * S).recalls(
             T0 + 3 * H + i * S + S, fails=True
         )
+    return world
+
+
+@pytest.fixture(scope="module")
+def judged(store: Store, volume: None) -> tuple[Report, Report]:
+    """The world judged with its triage, from the events and from the session state."""
     built = Materialized(store, CONFIG).apply()
-    built.write(world.events)
+    built.write(_world().events)
     return tuple(  # type: ignore[return-value]
         run_once(store, s, window_at(s, AT), triage=True) for s in (built.raw, built.stateful)
+    )
+
+
+@pytest.fixture(scope="module")
+def clustered(store: Store, volume: None) -> tuple[Report, Report]:
+    """The same world judged on a cluster: the raw table through a Distributed table over 3
+    local shards (rows spread as `rand()` spreads them), and the state built by the
+    materialize statements' cluster DDL on 2 (tests/test_cluster.py)."""
+    world = _world()
+    table = unique_table()
+    world.write(store, table)
+    raw = distribute(store, table, "three", "rand()", "cityHash64(id, received_at)")
+    built = _materialized(store, Source("joelclaw", table, CONFIG), "two")
+    state = settings_for(table, {**CONFIG, "source": {"state": f"{built.database}.session_state"}})
+    return tuple(  # type: ignore[return-value]
+        run_once(store, s, window_at(s, AT), triage=True)
+        for s in (settings_for(raw.table, CONFIG), state)
     )
 
 
@@ -207,6 +233,43 @@ def test_the_events_and_the_session_state_give_one_verdict(
     raw, state = judged
     assert raw.checks[check_id].to_json() == state.checks[check_id].to_json()
     assert (raw.triage.get(check_id) or 0) == (state.triage.get(check_id) or 0)
+
+
+@pytest.mark.parametrize("check_id", CHECKS)
+def test_on_a_cluster_a_check_gives_the_single_tables_verdict(
+    judged: tuple[Report, Report], clustered: tuple[Report, Report], check_id: str
+) -> None:
+    """A check's result and triage are the single table's on a Distributed table over 3 shards
+    and on the session state sharded over 2."""
+    single, _ = judged
+    for report in clustered:
+        assert report.checks[check_id].to_json() == single.checks[check_id].to_json()
+        assert (report.triage.get(check_id) or 0) == (single.triage.get(check_id) or 0)
+
+
+@pytest.mark.slow
+@hypothesis.settings(EXAMPLES, max_examples=4)
+@given(
+    plans=engine.worlds,
+    at_offset_ms=st.integers(-3 * 3600 * 1000, 3 * 3600 * 1000),
+    shards=st.sampled_from(sorted(CLUSTERS)),
+)
+def test_generated_worlds_on_a_cluster_give_the_single_tables_report(
+    store: Store, plans: list[dict[str, Any]], at_offset_ms: int, shards: str
+) -> None:
+    """The engine properties' worlds, judged by every check of the suite through a Distributed
+    table whose rows are spread as `rand()` spreads them (a session's events, and the copies of
+    one event, on several shards): the single table's whole report, triage included."""
+    table = unique_table()
+    engine.build(plans).write(store, table)
+    dist = distribute(store, table, shards, "rand()", "cityHash64(id, received_at)")
+    at = AT + timedelta(milliseconds=at_offset_ms)
+    single, spread = (
+        run_once(store, s, window_at(s, at), triage=True).to_json()
+        for s in (settings_for(table, CONFIG), settings_for(dist.table, CONFIG))
+    )
+    del single["source"], spread["source"]
+    assert spread == single
 
 
 @pytest.mark.parametrize("check_id", CHECKS)

@@ -23,6 +23,7 @@ from checks.kinds.base import Flag, Kind
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
+from checks.scans.window import LISTED
 from checks.scans.windows import ONE, Windowing
 from checks.sources import CompiledSource
 from checks.verdict import judge
@@ -37,6 +38,10 @@ BREACH_KINDS = (
     "evidence_duplicates",
     "evidence_too_many",
 )
+
+# A conforming event's pair, and the pairs counted (the report's aggregation).
+_PAIR = "Tuple(agente String, tipo String)"
+_COUNTED = "Tuple(agente String, tipo String, count UInt64)"
 
 # What an `agente` must be when no agent list is configured (docs/spec.md section 5).
 AGENT_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"
@@ -186,13 +191,14 @@ SELECT * EXCEPT (pairs, same_pair) FROM (
 SELECT
   {w.key}count() AS n,
   countIf({broken}) AS broken{by_dims},
-  groupArraySortedIf({EVIDENCE})((t, event_id), {broken}) AS oldest,
+  groupArraySortedIf({EVIDENCE})(CAST((t, event_id) AS {LISTED}), {broken}) AS oldest,
   {counts},
-  arraySort(groupArrayIf((agente, tipo), length(kinds) = 0)) AS pairs,
+  arraySort(groupArrayIf(CAST((agente, tipo) AS {_PAIR}), length(kinds) = 0)) AS pairs,
   arraySplit((x, previous) -> x != previous, pairs,
              arrayPopBack(arrayPushFront(pairs, pairs[1]))) AS same_pair,
-  arraySort(x -> (-x.3, x.1, x.2),
-            arrayMap(c -> (c[1].1, c[1].2, length(c)), same_pair)) AS aggregation
+  arraySort(x -> (-x.count, x.agente, x.tipo),
+            arrayMap(c -> CAST((c[1].agente, c[1].tipo, length(c)) AS {_COUNTED}), same_pair))
+    AS aggregation
 FROM ({classified(ctx.source, dims or (), w)})
 {w.group()}
 )
@@ -205,7 +211,7 @@ FROM ({classified(ctx.source, dims or (), w)})
             n, broken = int(row["n"]), int(row["broken"])
             kinds = {kind: int(row[kind]) for kind in BREACH_KINDS if row[kind]}
             evidence = Evidence(
-                events=tuple(eid for _, eid in row["oldest"]), kinds=tuple(kinds.items())
+                events=tuple(e["id"] for e in row["oldest"]), kinds=tuple(kinds.items())
             )
             summary = f"{broken} of {n} deviation events break the payload contract"
             if kinds:
@@ -222,7 +228,8 @@ FROM ({classified(ctx.source, dims or (), w)})
                 no_data_summary="no deviation event in the window",
             )
             aggregation = tuple(
-                DeviationCount(str(a), str(t), int(c)) for a, t, c in row["aggregation"]
+                DeviationCount(str(x["agente"]), str(x["tipo"]), int(x["count"]))
+                for x in row["aggregation"]
             )
             triage = carried_triage(result.status, broken, row, dims)
             return Judged(result, triage, deviations=aggregation)

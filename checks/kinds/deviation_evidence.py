@@ -26,6 +26,7 @@ from checks.kinds.deviation_contract import (
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
+from checks.scans.window import LISTED
 from checks.verdict import judge
 
 
@@ -34,6 +35,10 @@ class DeviationEvidence(KindParams):
     """Conforming deviation events in W citing an evidence id that exists nowhere."""
 
     contract: DeviationContract
+
+
+# A citing event and its value of one dimension (the triage counts each event once).
+_VALUED = "Tuple(id String, value String)"
 
 
 class DeviationEvidenceKind(Kind[DeviationEvidence]):
@@ -47,8 +52,8 @@ class DeviationEvidenceKind(Kind[DeviationEvidence]):
         def query(ctx: Context) -> tuple[str, Mapping[str, Any]]:
             carried = "".join(f", edim_{d}" for d in dims or ())
             by_dims = "".join(
-                f",\n  groupUniqArrayIf((event_id, edim_{d}), missing) AS tr_u_{d},"
-                f" arrayReduce('sumMap', arrayMap(x -> [x.2], tr_u_{d}),"
+                f",\n  groupUniqArrayIf(CAST((event_id, edim_{d}) AS {_VALUED}), missing)"
+                f" AS tr_u_{d}, arrayReduce('sumMap', arrayMap(x -> [x.value], tr_u_{d}),"
                 f" arrayMap(x -> [toUInt64(1)], tr_u_{d})) AS tr_by_{d}"
                 for d in dims or ()
             )
@@ -72,7 +77,7 @@ cited AS (SELECT arrayJoin(ids) FROM conforming)
 SELECT
   {w.key}uniqExact(event_id) AS n,
   uniqExactIf(event_id, missing) AS citing_missing,
-  groupArraySortedIf({EVIDENCE})((t, event_id), missing) AS oldest,
+  groupArraySortedIf({EVIDENCE})(CAST((t, event_id) AS {LISTED}), missing) AS oldest,
   uniqExactIf(cited_id, missing) AS missing_ids{by_dims}
 FROM (
   SELECT {w.key}event_id, t, cited_id{carried}, pos > 0 AND {w.keyed("cited_id")} NOT IN (
@@ -88,7 +93,7 @@ FROM (
 
         def read(row: Row, ctx: Context) -> Judged:
             n, value = int(row["n"]), int(row["citing_missing"])
-            oldest = tuple(dict.fromkeys(eid for _, eid in row["oldest"]))
+            oldest = tuple(dict.fromkeys(e["id"] for e in row["oldest"]))
             result = judge(
                 spec,
                 float(value),

@@ -22,7 +22,7 @@ from checks.kinds.base import Declared, Described, Flag
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
-from checks.scans.window import numeric_field
+from checks.scans.window import LISTED, numeric_field
 from checks.verdict import judge
 from watchdog.core.settings.custom import CustomCheck
 
@@ -82,30 +82,31 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
         sample = f"{tag}_in AND {v} IS NOT NULL AND isFinite({v})"
         above = f"{sample} AND {v} >= {target}"
         rank = f"toUInt64(intDiv({tag}_n * {num} + {den} - 1, {den}))"
-        scan.add_totals(
+        h = scan.add_totals(
             tag,
             {
                 "n": f"countIf({sample})",
                 "xs": f"arraySort(groupArrayIf({v}, {sample}))",
                 "value": f"if({tag}_n = 0, NULL, {tag}_xs[{rank}])",
                 "above": f"countIf({above})",
-                "slow": f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {above})",
+                "slow": f"groupArraySortedIf({EVIDENCE})(CAST(({tag}_t, event_id) AS {LISTED}),"
+                f" {above})",
             },
             shown=("n", "value", "above", "slow"),
         )
         # The failing events: at or above the target.
-        scan.carry_triage(tag, f"{tag}_in AND {v} >= {target}")
+        carried = scan.carry_triage(tag, f"{tag}_in AND {v} >= {target}")
 
         def read(row: Row, ctx: Context) -> Judged:
             """Exact nearest-rank quantile: the value at rank ceil(q * n) of the sorted sample."""
-            n = int(row[f"{tag}_n"])
-            found = row[f"{tag}_value"]
+            n = int(row[h["n"]])
+            found = row[h["value"]]
             value = float(found) if found is not None else None
             what = "latency" if p.field == "latency_ms" else p.field
             shown = f"{value or 0:.0f} ms" if spec.unit is Unit.MS else f"{value or 0:g}"
             evidence = Evidence(
-                events=tuple(eid for _, eid in row[f"{tag}_slow"]),
-                at_or_above_target=int(row[f"{tag}_above"]),
+                events=tuple(e["id"] for e in row[h["slow"]]),
+                at_or_above_target=int(row[h["above"]]),
             )
             result = judge(
                 spec,
@@ -117,7 +118,7 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
                 no_data_summary=f"no {', '.join(p.events)} with a {p.field} in the window",
             )
             breached = result.status is Status.BREACHED
-            return Judged(result, scan.carried(row, tag) if breached else None)
+            return Judged(result, carried.read(row) if carried and breached else None)
 
         return read
 

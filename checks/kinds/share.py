@@ -18,6 +18,7 @@ from checks.kinds.base import Declared, Described, Flag
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
+from checks.scans.window import LISTED
 from checks.verdict import judge, percent
 from watchdog.core.settings.custom import CustomCheck
 
@@ -56,31 +57,32 @@ class ShareKind(Declared[Share, ShareConfig]):
         field = scan.bind(p.field, "String")
         v = scan.value(tag, named, f"JSONExtractString(payload, {field})")
         hit = f"{tag}_in AND {v} = {scan.bind(p.value, 'String')}"
-        scan.add_totals(
+        h = scan.add_totals(
             tag,
             {
                 "n": f"countIf({tag}_in)",
                 "hits": f"countIf({hit})",
-                "matching": f"groupArraySortedIf({EVIDENCE})(({tag}_t, event_id), {hit})",
+                "matching": f"groupArraySortedIf({EVIDENCE})(CAST(({tag}_t, event_id) AS {LISTED}),"
+                f" {hit})",
             },
             shown=("n", "hits", "matching"),
         )
-        scan.carry_triage(tag, hit)
+        carried = scan.carry_triage(tag, hit)
 
         def read(row: Row, ctx: Context) -> Judged:
-            n, hits = int(row[f"{tag}_n"]), int(row[f"{tag}_hits"])
+            n, hits = int(row[h["n"]]), int(row[h["hits"]])
             value = hits / n if n else None
             result = judge(
                 spec,
                 value,
                 n,
                 f"{percent(value or 0)} of {n} {p.noun} had {p.field} {p.value} ({hits})",
-                Evidence(events=tuple(eid for _, eid in row[f"{tag}_matching"]), matching=hits),
+                Evidence(events=tuple(e["id"] for e in row[h["matching"]]), matching=hits),
                 no_data=n == 0,
                 no_data_summary=f"no {', '.join(p.events)} in the window",
             )
             breached = result.status is Status.BREACHED
-            return Judged(result, scan.carried(row, tag) if breached else None)
+            return Judged(result, carried.read(row) if carried and breached else None)
 
         return read
 

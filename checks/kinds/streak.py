@@ -44,6 +44,10 @@ class StreakConfig(CustomCheck):
     good: tuple[str, ...] = Field(min_length=1)
 
 
+# An outcome event in (ts, event_id) order, and whether it is a bad one.
+_OUTCOME = "Tuple(t Int64, id String, bad Bool)"
+
+
 class StreakKind(Declared[Streak, StreakConfig]):
     name = "streak"
     params = Streak
@@ -58,29 +62,34 @@ class StreakKind(Declared[Streak, StreakConfig]):
         scan.per_event_item(f"maxIf(name IN {bad}, {named}) AS {tag}_bad")
         # The events in (ts, event_id) order, split before each good one: every chunk's
         # bad events are one run of consecutive failures.
-        ordered = f"arraySort(groupArrayIf(({tag}_t, event_id, {tag}_bad), {tag}_in))"
-        runs = f"arraySplit(x -> x.3 = 0, {tag}_events)"
-        scan.add_totals(
+        ordered = (
+            f"arraySort(groupArrayIf(CAST(({tag}_t, event_id, {tag}_bad) AS {_OUTCOME}), {tag}_in))"
+        )
+        runs = f"arraySplit(x -> NOT x.bad, {tag}_events)"
+        h = scan.add_totals(
             tag,
             {
                 "events": ordered,
                 "n": f"length({tag}_events)",
-                "runs": f"arrayMap(c -> arrayFilter(x -> x.3 = 1, c), {runs})",
+                "runs": f"arrayMap(c -> arrayFilter(x -> x.bad, c), {runs})",
                 "longest": f"arrayMax(arrayMap(r -> length(r), {tag}_runs))",
                 "first": f"arrayFirst(r -> length(r) = {tag}_longest, {tag}_runs)",
-                "earliest": f"if({tag}_longest > 0, ({tag}_first[1].1, {tag}_first[-1].1), (0, 0))",
+                "earliest": f"CAST(if({tag}_longest > 0, ({tag}_first[1].t, {tag}_first[-1].t),"
+                f" (0, 0)) AS Tuple(start Int64, end Int64))",
             },
             shown=("n", "longest", "earliest"),
         )
 
         def read(row: Row, ctx: Context) -> Judged:
             """The longest run of consecutive bad events, and its earliest place."""
-            n = int(row[f"{tag}_n"] or 0)
-            longest = int(row[f"{tag}_longest"] or 0)
+            n = int(row[h["n"]] or 0)
+            longest = int(row[h["longest"]] or 0)
             evidence = Evidence()
             if longest > 0:
-                start, end = row[f"{tag}_earliest"]
-                evidence = Evidence(run=FailureRun(from_ms(start), from_ms(end), longest))
+                run = row[h["earliest"]]
+                evidence = Evidence(
+                    run=FailureRun(from_ms(run["start"]), from_ms(run["end"]), longest)
+                )
             summary = (
                 f"longest run of {plural(longest, 'consecutive failure')}"
                 f" among {plural(n, 'outcome')}"

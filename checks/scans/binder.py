@@ -61,6 +61,8 @@ class Literals:
     parameters (it cannot hold one)."""
 
     def __call__(self, value: Any, type_: str) -> str:
+        if type_ == "Array(String)":
+            return literal([str(v) for v in value])  # typed already
         return f"CAST({literal(value)} AS {type_})"
 
     def names(self, names: tuple[str, ...] | list[str]) -> str:

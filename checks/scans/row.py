@@ -26,9 +26,9 @@ from checks.scans.binder import Values
 ROLE = "Tuple(t Int64, hash UInt64, code UInt16, flags UInt8, id String)"
 # The session's first event: its time and its triage dimensions (in the order kept).
 FIRST = "Tuple(t Int64, dims Array(String))"
-# A kept event as a scan's inputs read it: the name sets it is in (`mask`), whether it has
-# results, its id.
-SEEN = "Tuple(t Int64, mask UInt64, hash UInt64, results UInt8, id String)"
+# A kept event as a scan's figures read it: the name sets it is in (`mask`), whether it has
+# results.
+SEEN = "Tuple(t Int64, mask UInt64, hash UInt64, results UInt8)"
 # An event evidence may name, as triggers, misses and evidence carry it.
 EVENT = "Tuple(t Int64, hash UInt64, id String)"
 
@@ -182,19 +182,30 @@ class Terms:
 
     `values` writes data (bound, or literal in a view); `near` is SQL for the
     earliest time of the kept events this driver aggregates ('' for all);
-    `ids` the names whose events keep their id (those evidence may name; the
-    state keeps none and resolves ids by hash).
+    `ids` the names evidence may name (with any, the kept events keep their id; the
+    state keeps none and resolves ids by hash); `summaries` the names whose
+    first and last times and counts a scan reads over the lookback (the state
+    keeps them all).
     """
 
     needs: Needs
     values: Values
     near: str = ""
     ids: tuple[str, ...] = ()
+    summaries: tuple[str, ...] | None = None  # the names a summary reads (None: every kept one)
 
     def items(self) -> list[tuple[str, str]]:
-        """(alias, SQL) of each term, over the normalized event."""
+        """(alias, SQL) of each term, over the normalized event.
+
+        No term evaluates a parsed field lazily (`if`, `AND`): every event
+        reads it anyway (its session id comes from the same parse), and a lazy
+        branch would parse again for the rows it keeps. Payload filters do read
+        the payload lazily, for their names only.
+        """
         v, needs = self.values, self.needs
-        code = f"toUInt16(indexOf({v.names(needs.names)}, name))" if needs.names else "0"
+        names = v.names(needs.names)
+        codes = v(list(range(1, len(needs.names) + 1)), "Array(UInt16)")
+        code = f"transform(name, {names}, {codes}, toUInt16(0))" if needs.names else "toUInt16(0)"
         matched = [
             f"bitShiftLeft(toUInt8(name IN {v.names(f.names)} AND"
             f" JSONExtractString(payload, {v(f.field, 'String')}) IN {v.names(f.values)}), {k + 1})"
@@ -204,27 +215,38 @@ class Terms:
         scoped = ", ".join(
             f"if(scope_{check} != 0, {v(check, 'String')}, '')" for check, _ in needs.scopes
         )
-        dims = ", ".join(f"dim_{d}" for d in needs.dims)
-        kept_id = f"if(name IN {v.names(self.ids)}, event_id, '')" if self.ids else "''"
+        utf8 = "isValidUTF8(name) AND isValidUTF8(session_id) AND payload_is_utf8 != 0"
         return [
             ("_code", code),
+            ("_kept", "toUInt8(_code != 0)"),
             ("_hash", "cityHash64(event_id)"),
-            ("_flags", f"if(_code != 0, toUInt8({flags}), toUInt8(0))"),
-            ("_id", kept_id),
+            ("_flags", f"toUInt8(_kept * ({flags}))"),
             ("_scopes", f"CAST(arrayFilter(x -> x != '', [{scoped}]) AS Array(String))"),
-            ("_dims", f"CAST([{dims}] AS Array(String))"),
             (
                 "_quality",
-                f"toUInt8(if(_code != 0 AND latency_invalid != 0, {LATENCY_INVALID}, 0)"
-                f" + if(payload_is_object = 0, {NOT_OBJECT}, 0) + if(isValidUTF8(name)"
-                f" AND isValidUTF8(session_id) AND payload_is_utf8 != 0, 0, {NOT_UTF8}))",
+                f"toUInt8(_kept * latency_invalid * {LATENCY_INVALID}"
+                f" + (payload_is_object = 0) * {NOT_OBJECT} + (NOT ({utf8})) * {NOT_UTF8})",
             ),
         ]
 
     @property
     def kept(self) -> str:
         """SQL: the event is kept with its time (a kept name, near enough)."""
-        return "_code != 0" + (f" AND t >= {self.near}" if self.near else "")
+        return "_kept = 1" + (f" AND t >= {self.near}" if self.near else "")
+
+    @property
+    def id(self) -> str:
+        """SQL: a kept event's id, when evidence may name it (else '': resolved by its hash)."""
+        return "event_id" if self.ids else "''"
+
+    @property
+    def summarized(self) -> str:
+        """SQL: the event is of a name a summary reads."""
+        if self.summaries is None:
+            return "_kept = 1"
+        if not self.summaries:
+            return "0"
+        return f"name IN {self.values.names(self.summaries)}"
 
 
 # --- how partial rows merge ---------------------------------------------------------------
@@ -251,21 +273,16 @@ MAX = Merge("max", "max({0})", "arrayMax({0})")
 SUM = Merge("sum", "sum({0})", "arraySum({0})")
 CONCAT = Merge("groupArrayArray", "groupArrayArray({0})", "arrayFlatten({0})")
 UNION = Merge("groupUniqArrayArray", "groupUniqArrayArray({0})", "arrayDistinct(arrayFlatten({0}))")
-MIN_MAP = Merge("minMap", "minMap({0})", "arrayReduce('minMap', {0})")
-MAX_MAP = Merge("maxMap", "maxMap({0})", "arrayReduce('maxMap', {0})")
-SUM_MAP = Merge("sumMap", "sumMap({0})", "arrayReduce('sumMap', {0})")
 
 
 @dataclass(frozen=True)
 class Column:
-    """One column of the session row: its type, its aggregate over events, its merges.
+    """One column of the session row: its type, its aggregate over events, its merge.
 
-    `merge` combines the parts of one read (the whole lookback, a backtest's
-    pieces, the hours the lookback cuts); `stored` is how the session state
-    merges its stored parts, in the background and when it is read (default:
-    `merge`). Where they differ, the state holds a set: a row written twice
-    is one element of it, as it is of the source once ClickHouse merged the
-    copies (docs/sources.md#the-session-state-sourcestate). `events`: it holds
+    The merge combines the parts of one read (the whole lookback, the
+    state's hours and the hours the lookback cuts, a backtest's pieces, the
+    shards of a cluster); a stored column of the session state merges with
+    the same function (its `SimpleAggregateFunction`). `events`: it holds
     kept events by time, so a driver merges only those from near the window
     on (`Terms.near`, `Column.kept`).
     """
@@ -275,17 +292,11 @@ class Column:
     merge: Merge
     aggregate: Callable[[Terms], str]
     events: bool = False
-    stored_merge: Merge | None = None
 
     @property
     def stored(self) -> str:
         """The type of its column in the session state."""
-        return f"SimpleAggregateFunction({self.on_store.stored}, {self.type})"
-
-    @property
-    def on_store(self) -> Merge:
-        """How stored parts of it merge."""
-        return self.stored_merge or self.merge
+        return f"SimpleAggregateFunction({self.merge.stored}, {self.type})"
 
     def kept(self, values: str, near: str) -> str:
         """SQL: partial values `values` of it, the kept events from `near` on when it has events."""
@@ -294,80 +305,86 @@ class Column:
         return f"arrayFilter(e -> e.t >= {near}, {values})"
 
 
-# The key of a kept event as data quality counts it, and of an event it flags (its reasons:
-# the QUALITY bits below).
-KEY = "Tuple(hash UInt64, t Int64)"
-FLAGGED = "Tuple(hash UInt64, t Int64, reasons UInt8)"
+# A kept event of a name some summary reads (its first or last time, its count), over the
+# lookback.
+SUMMED = "Tuple(t Int64, code UInt16)"
+# What data quality counts an event for: the bits of `Terms`' `_quality`.
 LATENCY_INVALID, NOT_OBJECT, NOT_UTF8 = 1, 2, 4
+
+
+def _first(e: Terms) -> str:
+    """The session's first event's time and dimensions (those kept, in their order; of any
+    one of its first events, should two share that time)."""
+    dims = ", ".join(f"argMin(dim_{d}, t)" for d in e.needs.dims)
+    return f"CAST((min(t), [{dims}]) AS {FIRST})"
+
+
+def _scopes(e: Terms) -> str:
+    """The checks' own scopes the session's events are in."""
+    if not e.needs.scopes:
+        return "CAST([] AS Array(String))"
+    return "groupUniqArrayArray(_scopes)"
+
+
+def _quality(bit: int) -> Callable[[Terms], str]:
+    return lambda e: f"countIf(bitAnd(_quality, {bit}) != 0)"
+
 
 COLUMNS: tuple[Column, ...] = (
     Column("first_seen", "Int64", MIN, lambda e: "min(t)"),
     Column("last_seen", "Int64", MAX, lambda e: "max(t)"),
-    # Each event once: a row written again at the same time is not another event (as the
-    # source holds it once merged, and a ReplacingMergeTree does within one insert).
-    Column("n_events", "UInt64", SUM, lambda e: "uniqExact(_hash, t)"),
     Column("scoped", "UInt8", MAX, lambda e: "max(in_scope)"),
-    Column("scopes", "Array(String)", UNION, lambda e: "groupUniqArrayArray(_scopes)"),
+    Column("scopes", "Array(String)", UNION, _scopes),
     Column(
         "roles",
         f"Array({ROLE})",
         CONCAT,
-        lambda e: f"groupArrayIf(CAST((t, _hash, _code, _flags, _id) AS {ROLE}), {e.kept})",
+        lambda e: (
+            f"CAST(groupArrayIf((t, _hash, _code, _flags, {e.id}), {e.kept}) AS Array({ROLE}))"
+        ),
         events=True,
-        stored_merge=UNION,
     ),
-    # Every kept event of the lookback by its key: the rows written again (data quality).
+    # The session's rows of kept names and of the others, and each kept event's id: the
+    # session's events, the rows written again.
+    Column("role_rows", "UInt64", SUM, lambda e: "countIf(_kept = 1)"),
+    Column("other_rows", "UInt64", SUM, lambda e: "countIf(_kept = 0)"),
+    Column("role_ids", "Array(UInt64)", UNION, lambda e: "groupUniqArrayIf(_hash, _kept = 1)"),
+    # The kept events of the names a summary reads, over the lookback (the state keeps every
+    # kept name's: it does not know the scans).
     Column(
-        "role_keys",
-        f"Array({KEY})",
+        "summed",
+        f"Array({SUMMED})",
         CONCAT,
-        lambda e: f"groupArrayIf(CAST((_hash, t) AS {KEY}), _code != 0)",
-        stored_merge=UNION,
+        lambda e: f"CAST(groupArrayIf((t, _code), {e.summarized}) AS Array({SUMMED}))",
     ),
-    # The events data quality flags, with their reasons (rare: a small array).
-    Column(
-        "flagged",
-        f"Array({FLAGGED})",
-        CONCAT,
-        lambda e: f"groupArrayIf(CAST((_hash, t, _quality) AS {FLAGGED}), _quality != 0)",
-        stored_merge=UNION,
-    ),
-    Column("first", FIRST, MIN, lambda e: f"min(CAST((t, _dims) AS {FIRST}))"),
-    # Per name code over the lookback: its first and last time and its count.
-    Column(
-        "firsts", "Map(UInt16, Int64)", MIN_MAP, lambda e: "minMapIf(map(_code, t), _code != 0)"
-    ),
-    Column("lasts", "Map(UInt16, Int64)", MAX_MAP, lambda e: "maxMapIf(map(_code, t), _code != 0)"),
-    Column(
-        "counts",
-        "Map(UInt16, UInt64)",
-        SUM_MAP,
-        lambda e: "sumMapIf(map(_code, toUInt64(1)), _code != 0)",
-    ),
+    Column("first", FIRST, MIN, _first),
+    # What data quality counts (QUALITY): a latency that is not a finite, non-negative
+    # number, of a kept event; a payload that is not a JSON object, of any event; a name,
+    # session id or payload that is not valid UTF-8.
+    Column("latency_ignored", "UInt64", SUM, _quality(LATENCY_INVALID)),
+    Column("not_object", "UInt64", SUM, _quality(NOT_OBJECT)),
+    Column("not_utf8", "UInt64", SUM, _quality(NOT_UTF8)),
 )
 NAMES = tuple(c.name for c in COLUMNS)
-
-
-def _flagged(reason: int) -> str:
-    return f"toUInt64(arrayCount(f -> bitAnd(f.reasons, {reason}) != 0, flagged))"
-
 
 # The report's `data_quality`: rows the checks ignore or keep with a caveat, per session from
 # its merged row, summed over the sessions.
 QUALITY: dict[str, str] = {
     # The same event id written more than once (retries); counted once everywhere else.
-    "duplicate_rows": "length(role_keys) - length(arrayDistinct(arrayMap(k -> k.hash, role_keys)))",
-    # A latency that is not a finite, non-negative number, of a kept event: left out.
-    "latency_ignored": _flagged(LATENCY_INVALID),
-    # A payload that is not a JSON object, of any event: contract checks count it, others
-    # ignore it (a session start whose metadata cannot be read loses the session id it
-    # carries: that must not go uncounted).
-    "payload_not_json_object": _flagged(NOT_OBJECT),
-    # A name, session id or payload that is not valid UTF-8: kept byte for byte.
-    "invalid_utf8": _flagged(NOT_UTF8),
+    "duplicate_rows": "role_rows - length(role_ids)",
+    # Left out of latency checks.
+    "latency_ignored": "latency_ignored",
+    # Contract checks count it, others ignore it (a session start whose metadata cannot be
+    # read loses the session id it carries: that must not go uncounted).
+    "payload_not_json_object": "not_object",
+    # Kept byte for byte.
+    "invalid_utf8": "not_utf8",
     # Session ids over 1 KiB: kept (evidence shows them as they are).
     "session_id_over_1kib": "toUInt64(length(session_id) > 1024)",
 }
+# The session's events: each kept one once (a row written again is not another event), and
+# the others.
+EVENTS = "other_rows + length(role_ids)"
 
 
 def aggregates(terms: Terms) -> str:
@@ -376,10 +393,8 @@ def aggregates(terms: Terms) -> str:
 
 
 def merged_rows(near: str = "") -> str:
-    """SQL: each column merged over a session's stored partial rows (a SELECT list, grouped)."""
-    return ",\n    ".join(
-        f"{c.on_store.over_rows(c.kept(c.name, near))} AS {c.name}" for c in COLUMNS
-    )
+    """SQL: each column merged over a session's partial rows (a SELECT list, grouped)."""
+    return ",\n    ".join(f"{c.merge.over_rows(c.kept(c.name, near))} AS {c.name}" for c in COLUMNS)
 
 
 # --- what a scan reads of the merged row ----------------------------------------------------
@@ -390,18 +405,21 @@ class Reading:
     """How one scan reads kept events: its name sets' masks per name code, its side sets."""
 
     masks: str  # SQL: the bound array of each kept name's mask in the scan (by code)
-    seen: str  # SQL: a kept event `e` (ROLE) as the scan sees it (SEEN)
+    mask: str  # SQL: the mask of a kept event `e` (ROLE) in the scan
     side: Callable[[str], str]  # SQL: a mask less the side sets' bits
 
 
 def finalized(
     inputs: Mapping[str, Input], needs: Needs, reading: Reading, values: Values
 ) -> list[str]:
-    """SQL: the session's kept events as the scan sees them (`_all`, `_roles`), its inputs and
-    its data-quality counts, from its merged row (a SELECT list)."""
+    """SQL: each kept event's mask in the scan (`_masks`), the events its figures read
+    (`_roles`), its inputs and its data-quality counts, from its merged row (a SELECT list)."""
+    seen = f"CAST((e.t, m, e.hash, bitTest(e.flags, 0)) AS {SEEN})"
     out = [
-        f"arrayMap(e -> {reading.seen}, roles) AS _all",
-        f"arrayFilter(x -> {reading.side('x.mask')} != 0, _all) AS _roles",
+        f"{EVENTS} AS n_events",
+        f"arrayMap(e -> {reading.mask}, roles) AS _masks",
+        f"arrayFilter(x -> {reading.side('x.mask')} != 0,"
+        f" arrayMap((e, m) -> {seen}, roles, _masks)) AS _roles",
         *(f"{sql} AS dq_{reason}" for reason, sql in QUALITY.items()),
     ]
     out += [f"{_input(item, needs, reading, values)} AS {alias}" for alias, item in inputs.items()]
@@ -409,16 +427,15 @@ def finalized(
 
 
 def _events(bit: int, positive: bool = False) -> str:
-    condition = f"bitTest(x.mask, {bit})" + (" AND x.results" if positive else "")
-    return (
-        f"arrayMap(x -> CAST((x.t, x.hash, x.id) AS {EVENT}), arrayFilter(x -> {condition}, _all))"
-    )
+    condition = f"bitTest(m, {bit})" + (" AND bitTest(e.flags, 0)" if positive else "")
+    picked = f"arrayFilter((e, m) -> {condition}, roles, _masks)"
+    return f"arrayMap(e -> CAST((e.t, e.hash, e.id) AS {EVENT}), {picked})"
 
 
 def _input(item: Input, needs: Needs, reading: Reading, values: Values) -> str:
     match item:
         case SideTimes(bit):
-            return f"arrayMap(x -> x.t, arrayFilter(x -> bitTest(x.mask, {bit}), _all))"
+            return f"arrayMap(e -> e.t, arrayFilter((e, m) -> bitTest(m, {bit}), roles, _masks))"
         case SideEvents(bit):
             return _events(bit)
         case SetEvents(bit, positive):
@@ -428,15 +445,12 @@ def _input(item: Input, needs: Needs, reading: Reading, values: Values) -> str:
         case FirstDim(dim):
             return f"first.dims[{needs.dims.index(dim) + 1}]"
         case SetSummary(bit, what):
-            column, pick = {
-                "first": ("firsts", "arrayMin"),
-                "last": ("lasts", "arrayMax"),
-                "count": ("counts", "arraySum"),
-            }[what]
             kept = (
-                f"mapFilter((c, v) -> bitTest(arrayElement({reading.masks}, c), {bit}), {column})"
+                f"arrayFilter(k -> bitTest(arrayElement({reading.masks}, k.code), {bit}), summed)"
             )
-            return f"{pick}(mapValues({kept}))"
+            if what == "count":
+                return f"length({kept})"
+            return f"{'arrayMin' if what == 'first' else 'arrayMax'}(arrayMap(k -> k.t, {kept}))"
         case _:
             assert_never(item)
 
@@ -449,6 +463,22 @@ def id_names(inputs: Iterable[Input], names_of: Callable[[int], Sequence[str]]) 
             case SideEvents(bit) | SetEvents(bit):
                 found.update(names_of(bit))
             case SideTimes() | Scope() | FirstDim() | SetSummary():
+                pass
+            case _:
+                assert_never(item)
+    return tuple(sorted(found))
+
+
+def summary_names(
+    inputs: Iterable[Input], names_of: Callable[[int], Sequence[str]]
+) -> tuple[str, ...]:
+    """The names whose first and last times and counts over the lookback an input reads."""
+    found: set[str] = set()
+    for item in inputs:
+        match item:
+            case SetSummary(bit):
+                found.update(names_of(bit))
+            case SideTimes() | SideEvents() | SetEvents() | Scope() | FirstDim():
                 pass
             case _:
                 assert_never(item)

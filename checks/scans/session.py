@@ -17,7 +17,6 @@ from typing import Any, Literal
 from checks.scans.binder import ONE_WINDOW, WS, Binder, merged
 from checks.scans.row import (
     QUALITY,
-    SEEN,
     FirstDim,
     Input,
     Needs,
@@ -32,7 +31,8 @@ from checks.scans.row import (
     finalized,
     id_names,
 )
-from checks.sources import CompiledSource, Sharding
+from checks.sharding import Sharding
+from checks.sources import CompiledSource
 from watchdog.core.sql import quoted
 
 EVIDENCE = 20  # evidence items per check, oldest first
@@ -310,8 +310,7 @@ class SessionScan:
             return f"bitTest(e.flags, {needs.flag(skip.field, skip.values)})"
 
         mask = self.sets.mask(name_mask, matched, self.bind)
-        seen = f"CAST((e.t, {mask}, e.hash, bitTest(e.flags, 0), e.id) AS {SEEN})"
-        return Reading(masks, seen, lambda m: self.sets.roles(m, self.bind))
+        return Reading(masks, mask, lambda m: self.sets.roles(m, self.bind))
 
     def finalize(self, merged: str, needs: Needs) -> str:
         """The per-session level: the merged session rows of `merged`, with the scan's inputs."""

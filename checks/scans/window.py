@@ -25,6 +25,23 @@ def numeric_field(field: str, key: str) -> str:
     return f"toFloat64OrNull(toString({field}))"
 
 
+@dataclass(frozen=True)
+class Carried:
+    """Where a check's triage is in the window scan's row: its failing events' count, and
+    their counts by dimension."""
+
+    items: str
+    by_dim: dict[str, str]
+
+    def read(self, row: Mapping[str, Any]) -> Triage:
+        counts = {d: row[alias] for d, alias in self.by_dim.items()}
+        return grouped(int(row[self.items]), counts, list(self.by_dim))
+
+
+# An event evidence lists (time, then id).
+LISTED = "Tuple(t Int64, id String)"
+
+
 @dataclass
 class WindowScan:
     """The typed plan of one window scan: per-event figures, totals, what is read back."""
@@ -63,30 +80,29 @@ class WindowScan:
         if item not in self.per_event:
             self.per_event.append(item)
 
-    def add_totals(self, tag: str, totals: dict[str, str], shown: Sequence[str]) -> None:
-        """Totals named `<tag>_<part>`; those in `shown` are read back."""
+    def add_totals(self, tag: str, totals: dict[str, str], shown: Sequence[str]) -> dict[str, str]:
+        """Totals named `<tag>_<part>`; those in `shown` are read back, by the handles returned
+        (part -> the column's alias in the row)."""
         self.totals += [f"{expr} AS {tag}_{part}" for part, expr in totals.items()]
-        self.shown += [f"{tag}_{part}" for part in shown]
+        handles = {part: f"{tag}_{part}" for part in shown}
+        self.shown += list(handles.values())
+        return handles
 
-    def carry_triage(self, tag: str, failing: str) -> None:
-        """Count a check's failing events, and by each dimension (read back by `triage`).
+    def carry_triage(self, tag: str, failing: str) -> Carried | None:
+        """Count a check's failing events, and by each dimension (read back by `carried`).
 
         An event's dimensions are those of any of its rows (`any(dim_<name>)`).
         """
         if self.dims is None:
-            return
+            return None
+        by_dim = {}
         for d in self.dims:
             self.per_event_item(f"any(dim_{d}) AS edim_{d}")
-            self.totals.append(f"sumMapIf(([edim_{d}], [toUInt64(1)]), {failing}) AS {tag}_by_{d}")
+            by_dim[d] = f"{tag}_by_{d}"
+            self.totals.append(f"sumMapIf(([edim_{d}], [toUInt64(1)]), {failing}) AS {by_dim[d]}")
         self.totals.append(f"countIf({failing}) AS {tag}_items")
-        self.shown += [f"{tag}_items", *(f"{tag}_by_{d}" for d in self.dims)]
-
-    def carried(self, row: Mapping[str, Any], tag: str) -> Triage | None:
-        """The triage `carry_triage` put in the row for check `tag` (None: none carried)."""
-        if self.dims is None or f"{tag}_items" not in self.shown:
-            return None
-        counts = {d: row[f"{tag}_by_{d}"] for d in self.dims}
-        return grouped(int(row[f"{tag}_items"]), counts, self.dims)
+        self.shown += [f"{tag}_items", *by_dim.values()]
+        return Carried(f"{tag}_items", by_dim)
 
     def params(self) -> dict[str, Any]:
         return merged(self.bind.values, {"window_names": sorted(self.names)})

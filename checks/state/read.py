@@ -192,6 +192,6 @@ FROM (
     )
 )
 GROUP BY session_id
-HAVING n_events > 0"""
+HAVING role_rows + other_rows > 0"""
     params = {"state_source": source.name, **bounds(window, scan.near_ms)}
     return scan.around(scan.finalize(merged, kept), on=on), params
