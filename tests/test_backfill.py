@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from checks.builtin import configured_checks
+from checks.materialize import materialize_statements, plan_for
 from tests.builder import JOELCLAW_COLUMNS, T0, H, M, S, Scenario, settings_for, unique_table
 from tests.process_env import clean_env
 from tests.test_schema import _scenario as every_check
@@ -228,4 +230,22 @@ def test_a_backfill_killed_mid_way_resumes_without_redoing_a_chunk_or_doubling_a
         "SELECT event_id, count() FROM watchdog.memory_events GROUP BY event_id ORDER BY 1",
         env,
     )
+    assert narrow == source
+
+
+def test_the_printed_backfill_run_twice_copies_each_row_once(store: Store) -> None:
+    """The printed script's backfill (one statement, open-ended) after the views: every source
+    row once in the narrow table; run again, it adds nothing."""
+    table = unique_table()
+    sc = every_check()
+    sc.write(store, table)
+    settings = settings_for(table)
+    plan = plan_for(settings, ttl=None, database=f"bf_{uuid.uuid4().hex[:10]}")
+    statements = materialize_statements(
+        settings, plan, store.table_columns(table), configured_checks(settings), since=T0 - H
+    )
+    for statement in [*statements, statements[-1]]:
+        store.command(statement.sql, statement.params)
+    source = id_counts(store, f"SELECT id, count() FROM {table} GROUP BY id")
+    narrow = id_counts(store, f"SELECT event_id, count() FROM {plan.table} GROUP BY event_id")
     assert narrow == source
