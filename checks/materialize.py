@@ -16,12 +16,14 @@ from checks.base import CheckSpec
 from checks.kinds import KINDS
 from checks.scans.plans import Plans
 from checks.scans.row import Needs
+from checks.sharding import engine_arguments
 from checks.sources import NARROW_TABLE, compile_source, unbounded_sql
 from checks.state.layout import StatePlan, state_statements
 from checks.triage import plain
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.sql import is_identifier, is_table_name, literal, quoted, tuple_of
+from watchdog.core.store import Store
 from watchdog.core.times import rfc3339, to_ms
 
 VIEW = "memory_events_mv"
@@ -217,14 +219,54 @@ def table_statements(settings: Settings, plan: NarrowPlan) -> list[Statement]:
     return statements
 
 
+@dataclass(frozen=True)
+class Replacing:
+    """A ReplacingMergeTree source: the rows of one sorting key in one insert are one row of it
+    (ClickHouse collapses them as it writes the part, `optimize_on_insert`), the newest version
+    kept; the view copying its inserts into the narrow table collapses them the same way, so
+    the narrow table and the session state hold the rows the source holds."""
+
+    key: str  # the sorting key, SQL over the raw columns
+    version: str  # its version column ('' when it has none)
+
+    @classmethod
+    def of(cls, engine: str, engine_full: str, sorting_key: str) -> Replacing | None:
+        """From `system.tables`' engine, engine_full and sorting_key (None: not Replacing)."""
+        if not engine.endswith("ReplacingMergeTree") or not sorting_key:
+            return None
+        args = engine_arguments(engine_full) if "(" in engine_full else []
+        if engine.startswith("Replicated"):
+            args = args[2:]  # the Keeper path and the replica name
+        version = args[0] if args and is_identifier(args[0]) else ""
+        return cls(sorting_key, version)
+
+    def rows(self, table: str) -> str:
+        """The rows of one insert into `table`, each sorting key once (the newest version)."""
+        order = f" ORDER BY {self.version} DESC" if self.version else ""
+        return f"(SELECT * FROM {table}{order} LIMIT 1 BY {self.key})"
+
+
+def replacing_of(store: Store, table: str) -> Replacing | None:
+    """`table`'s engine, when it is a ReplacingMergeTree (None otherwise, or no table)."""
+    database, _, name = table.rpartition(".")
+    rows = store.query(
+        "SELECT engine, engine_full, sorting_key FROM system.tables WHERE name = {t:String}"
+        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
+        {"t": name, "db": database},
+    ).rows
+    return Replacing.of(*(str(v) for v in rows[0])) if rows else None
+
+
 def view_statement(
     settings: Settings,
     plan: NarrowPlan,
     present: Mapping[str, str] | None,
     specs: Sequence[CheckSpec],
+    replacing: Replacing | None = None,
 ) -> Statement:
     """The materialized view copying each new source row into the narrow table."""
-    select = narrow_select(settings, present, specs, plan.source_local)
+    local = replacing.rows(plan.source_local) if replacing else plan.source_local
+    select = narrow_select(settings, present, specs, local)
     # On a cluster the view writes through the Distributed table, which routes by session.
     return Statement(
         "Every row inserted into the source from now on is copied, narrowed.",
@@ -262,6 +304,7 @@ def materialize_statements(
     *,
     since: datetime,
     until: datetime | None = None,
+    replacing: Replacing | None = None,
 ) -> list[Statement]:
     """The narrow table and the state with their views, then the backfill of what came before.
 
@@ -276,7 +319,7 @@ def materialize_statements(
             Statement(purpose, sql, params)
             for purpose, sql, params in state_statements(settings, state, needs)
         ),
-        view_statement(settings, plan, present, specs),
+        view_statement(settings, plan, present, specs, replacing),
         backfill_statement(settings, plan, present, specs, since, until),
     ]
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from checks.builtin import configured_checks
-from checks.materialize import materialize_statements, plan_for
+from checks.materialize import materialize_statements, plan_for, replacing_of
 from checks.sources import compile_source
 from tests.builder import T0, H, settings_for, unique_table
 from tests.cluster import CLUSTERS, distribute, respread, shard_by_shard
@@ -151,7 +151,8 @@ class Materialized:
 
     @property
     def state(self) -> Settings:
-        return settings_for(self.raw.table, {"source": {"state": f"{self.database}.session_state"}})
+        source = {**self.raw.config.get("source", {}), "state": f"{self.database}.session_state"}
+        return settings_for(self.raw.table, {**self.raw.config, "source": source})
 
     @property
     def narrow(self) -> Settings:
@@ -162,7 +163,7 @@ def _materialized(store: Store, source: Source, cluster: str) -> Materialized:
     """`schema apply --materialize` with `store.cluster` set, its statements run shard by shard
     (no Keeper here for ON CLUSTER), then each table read through its shards' own rows."""
     database = f"cl_{uuid.uuid4().hex[:10]}"
-    settings = settings_for(source.table, {"store": {"cluster": cluster}})
+    settings = settings_for(source.table, {**source.config, "store": {"cluster": cluster}})
     statements = materialize_statements(
         settings,
         plan_for(settings, ttl=None, database=database),
@@ -170,6 +171,7 @@ def _materialized(store: Store, source: Source, cluster: str) -> Materialized:
         configured_checks(settings),
         since=T0 - 30 * 24 * H,
         until=T0 + 30 * 24 * H,
+        replacing=replacing_of(store, source.table),
     )
     assert any(" ON CLUSTER " in s.sql for s in statements)
     shard_by_shard(store, [(s.sql, dict(s.params)) for s in statements])

@@ -40,14 +40,23 @@ def run(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_device_as_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    """`check --config /dev/zero`: exit 2, one line saying the file is no regular file."""
+def test_a_device_without_end_as_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """`check --config /dev/zero`: exit 2, one line saying it holds more than a config does
+    (before: MemoryError, "internal error", exit 1)."""
     result = run("check", "--config", "/dev/zero", tmp=tmp_path)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert line == (
-        "memory-watchdog: config file /dev/zero is not a regular file (a character device)"
+        f"memory-watchdog: config file /dev/zero is larger than {MAX_CONFIG_BYTES // 1024} KiB"
+        " (a config is a few KB: is this the right file?)"
     )
+
+
+def test_dev_null_as_config_is_the_defaults(tmp_path: Path) -> None:
+    """`/dev/null` (a character device with nothing in it) stays what it is in a crontab: no
+    config, the defaults (passes before too: the bound must not refuse it)."""
+    result = run("config", "check", "--no-store", "--config", "/dev/null", tmp=tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 def test_a_fifo_as_config_is_one_line_and_exit_2_at_once(tmp_path: Path) -> None:

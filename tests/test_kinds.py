@@ -195,10 +195,9 @@ def clustered(store: Store, volume: None) -> tuple[Report, Report]:
     world.write(store, table)
     raw = distribute(store, table, "three", "rand()", "cityHash64(id, received_at)")
     built = _materialized(store, Source("joelclaw", table, CONFIG), "two")
-    state = settings_for(table, {**CONFIG, "source": {"state": f"{built.database}.session_state"}})
     return tuple(  # type: ignore[return-value]
         run_once(store, s, window_at(s, AT), triage=True)
-        for s in (settings_for(raw.table, CONFIG), state)
+        for s in (settings_for(raw.table, CONFIG), built.state)
     )
 
 

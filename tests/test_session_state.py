@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from checks.base import Status
 from checks.builtin import configured_checks
 from checks.kinds import KINDS
-from checks.materialize import materialize_statements, plan_for
+from checks.materialize import materialize_statements, plan_for, replacing_of
 from checks.scans.plans import Plans
 from checks.source_ddl import create_table_sql
 from checks.sources import compile_source
@@ -69,6 +69,7 @@ class Materialized:
             configured_checks(self.raw),
             since=T0 - 30 * 24 * H,
             until=T0 + 30 * 24 * H,
+            replacing=replacing_of(self.store, self.table),
         ):
             self.store.command(statement.sql, statement.params)
         return self
@@ -162,20 +163,38 @@ def test_the_whole_buckets_and_the_cut_ones_tile_the_lookback() -> None:
 # --- rows written twice, rows arriving late, rows written before the apply -----------------
 
 
-def test_a_row_written_twice_is_one_event_in_the_state(store: Store) -> None:
-    """The same row in two inserts: one element of the session's state, as after the merge."""
+def test_a_row_written_twice_is_counted_as_the_source_held_it_when_written(store: Store) -> None:
+    """The same rows in a later insert: the same verdicts and the same `duplicate_rows` as the
+    unmerged source (the state holds what was written, each session's events once); once
+    ClickHouse merges the source's copies away the raw path no longer counts them, the state
+    still does, and the verdicts stay the same."""
     sc = every_check()
     m = Materialized(store).apply()
     m.write(sc.events)
-    m.write(
-        sc.events[:5], received=datetime(2026, 12, 2, tzinfo=UTC)
-    )  # retried: written again, later
+    m.write(sc.events[:5], received=datetime(2026, 12, 2, tzinfo=UTC))  # retried, later
     raw_unmerged, state = m.reports(AT)
-    assert state["checks"] == raw_unmerged["checks"]
-    assert raw_unmerged["data_quality"]["duplicate_rows"] > state["data_quality"]["duplicate_rows"]
+    assert state == raw_unmerged
+    assert state["data_quality"]["duplicate_rows"] > 0
     m.store.command(f"OPTIMIZE TABLE {m.table} FINAL")
     raw_merged, state_after = m.reports(AT)
-    assert state_after == state == raw_merged
+    assert state_after == state
+    assert raw_merged["checks"] == state["checks"]
+    assert raw_merged["data_quality"]["duplicate_rows"] < state["data_quality"]["duplicate_rows"]
+
+
+def test_rows_one_insert_holds_twice_are_one_row_of_a_replacing_source_and_of_the_state(
+    store: Store,
+) -> None:
+    """A ReplacingMergeTree source collapses the copies of one insert as it writes them; the
+    view into the narrow table collapses them the same way, so the state counts none."""
+    sc = every_check()
+    for event in sc.events[:4]:
+        sc.duplicate(event)  # copies in the same insert as the original
+    m = Materialized(store).apply()
+    m.write(sc.events)
+    raw, state = m.reports(AT)
+    assert state == raw
+    assert raw["data_quality"]["duplicate_rows"] == 0
 
 
 def test_a_late_row_counts_from_the_next_run_on(store: Store) -> None:

@@ -24,6 +24,7 @@ from checks.materialize import (
     Statement,
     materialize_statements,
     plan_for,
+    replacing_of,
     source_ttl,
 )
 from checks.sources import SourceSchemaError
@@ -117,7 +118,12 @@ def cmd_schema_apply(args: argparse.Namespace) -> int:
                 # The views before the backfill, the backfill open-ended: nothing inserted
                 # meanwhile, nor stamped ahead of the clock, is missed.
                 statements += materialize_statements(
-                    settings, plan, present, specs, since=now - since_length
+                    settings,
+                    plan,
+                    present,
+                    specs,
+                    since=now - since_length,
+                    replacing=replacing_of(store, plan.source_local),
                 )
                 backfill = Backfill(BackfillSql.of(settings, plan, present, specs))
             except SourceSchemaError as exc:

@@ -238,16 +238,16 @@ def load_settings(
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
 
 
 def read_config_bytes(path: str) -> bytes:
-    """The config file's bytes, read with a bound: ConfigError (one line) for a file that is no
-    regular file (a FIFO, a device: opened without waiting for a writer) or is larger than
-    MAX_CONFIG_BYTES."""
+    """The config file's bytes, read with a bound: ConfigError (one line) for a path that is no
+    regular file (a FIFO: opened without waiting for a writer; a directory, a socket, a block
+    device; a character device is read, as `/dev/null` is an empty config) or that holds more
+    than MAX_CONFIG_BYTES."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -260,10 +260,13 @@ def read_config_bytes(path: str) -> bytes:
         raise ConfigError("", f"config file {path} cannot be read: {exc.strerror}") from None
     try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        # A regular file, or a character device (`/dev/null`: no config; one without end, as
+        # `/dev/zero`, meets the size bound; one with nothing ready is read without waiting).
+        if not stat.S_ISREG(mode) and not stat.S_ISCHR(mode):
             kind = next((name for test, name in _KINDS if test(mode)), "not a file")
             raise ConfigError("", f"config file {path} is not a regular file ({kind})")
-        os.set_blocking(fd, True)
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as file:
             data = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
