@@ -7,9 +7,9 @@ and docs/sources.md#the-session-state-sourcestate.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from checks.base import CheckSpec
@@ -281,21 +281,18 @@ def backfill_statement(
     present: Mapping[str, str] | None,
     specs: Sequence[CheckSpec],
     since: datetime,
-    until: datetime,
+    until: datetime | None = None,
 ) -> Statement:
-    """The one-off copy of the rows the source already holds in [since, until)."""
-    compiled = compile_source(settings.source, present)
-    ts = f"toDateTime64({compiled.columns['ts']}, 3, 'UTC')"
-    bounds = (
-        f"{ts} >= fromUnixTimestamp64Milli({{backfill_from_ms:Int64}}, 'UTC')"
-        f" AND {ts} < fromUnixTimestamp64Milli({{backfill_until_ms:Int64}}, 'UTC')"
-    )
-    select = narrow_select(settings, present, specs, plan.source_table, bounds)
+    """The copy, as one statement, of the source's rows from `since` (to `until`, else all of
+    them, rows stamped ahead included) that the narrow table lacks: after the views exist,
+    what they took in is not copied again. `schema apply --yes` runs it chunk by chunk."""
+    chunk = Chunk(to_ms(since), to_ms(until) if until is not None else None)
+    end = f"until {rfc3339(until)}" if until is not None else "on, stamped ahead included"
     return Statement(
-        f"Backfill: the source's rows from {rfc3339(since)} until the view was created"
-        f" ({rfc3339(until)}).",
-        f"INSERT INTO {plan.table} ({', '.join(COLUMNS)})\n{select}",
-        {"backfill_from_ms": to_ms(since), "backfill_until_ms": to_ms(until)},
+        f"Backfill: the source's rows from {rfc3339(since)} {end}, less those the narrow table"
+        " holds already (what the views took in); --yes copies it an hour at a time.",
+        BackfillSql.of(settings, plan, present, specs).copy_missing_sql(chunk),
+        chunk.params(),
     )
 
 
@@ -306,13 +303,13 @@ def materialize_statements(
     specs: Sequence[CheckSpec],
     *,
     since: datetime,
-    until: datetime,
+    until: datetime | None = None,
     replacing: Replacing | None = None,
 ) -> list[Statement]:
     """The narrow table and the state with their views, then the backfill of what came before.
 
-    The state's view reads the narrow table, so the narrow table's backfill,
-    run last, fills the state too.
+    The views come first, so nothing inserted meanwhile is missed; the state's view reads the
+    narrow table, so the narrow table's backfill, run last, fills the state too.
     """
     state = StatePlan(plan.database, plan.storage, plan.ttl, plan.cluster)
     needs = session_needs(settings, present, specs)
@@ -343,3 +340,137 @@ def plan_for(
         ttl=ttl,
         cluster=settings.store.cluster,
     )
+
+
+# -- the backfill ------------------------------------------------------------------------
+
+STAGING = "memory_events_backfill"  # the chunk being copied: the source's rows, counted
+PROGRESS = "materialize_backfill"  # the chunks done, per narrow table
+NAMES = tuple(COLUMNS)
+# The whole narrow row, hashed: the identity the multiset difference counts copies of.
+KEY = f"sipHash128(tuple({', '.join(NAMES)}))"
+
+
+def column_type(name: str) -> str:
+    """The narrow table's type of a column, without its codec."""
+    return COLUMNS[name].split(" CODEC(")[0]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """[start, end) of the source's time, end None for the last (rows stamped ahead included)."""
+
+    start_ms: int
+    end_ms: int | None
+
+    def label(self) -> str:
+        start = rfc3339(datetime.fromtimestamp(self.start_ms / 1000, UTC))
+        end = rfc3339(datetime.fromtimestamp(self.end_ms / 1000, UTC)) if self.end_ms else "∞"
+        return f"[{start}, {end})"
+
+    def params(self) -> dict[str, int]:
+        found = {"backfill_from_ms": self.start_ms}
+        if self.end_ms is not None:
+            found["backfill_until_ms"] = self.end_ms
+        return found
+
+
+def _bounds(ts: str, chunk: Chunk) -> str:
+    """`ts` within the chunk, as SQL over its bound parameters."""
+    lower = f"{ts} >= fromUnixTimestamp64Milli({{backfill_from_ms:Int64}}, 'UTC')"
+    if chunk.end_ms is None:
+        return lower
+    return f"{lower} AND {ts} < fromUnixTimestamp64Milli({{backfill_until_ms:Int64}}, 'UTC')"
+
+
+@dataclass(frozen=True)
+class BackfillSql:
+    """The statements of one narrow table's backfill from its source (checks/backfill.py runs
+    them chunk by chunk; `backfill_statement` is the whole of it as one statement)."""
+
+    plan: NarrowPlan
+    source_rows: Callable[[str], str]  # raw `where` -> the narrow rows of the source, typed
+    source_ts: str  # the source's event time, as SQL over its raw columns
+    cluster: str | None
+
+    @classmethod
+    def of(
+        cls,
+        settings: Settings,
+        plan: NarrowPlan,
+        present: Mapping[str, str] | None,
+        specs: Sequence[CheckSpec],
+    ) -> BackfillSql:
+        ts = f"toDateTime64({compile_source(settings.source, present).columns['ts']}, 3, 'UTC')"
+
+        def rows(where: str) -> str:
+            typed = ", ".join(f"CAST({n} AS {column_type(n)}) AS {n}" for n in NAMES)
+            inner = narrow_select(settings, present, specs, plan.source_table, where)
+            return f"SELECT {typed}\nFROM ({inner}\n)"
+
+        return cls(plan, rows, ts, settings.store.cluster)
+
+    @property
+    def staging(self) -> str:
+        return f"{self.plan.database}.{STAGING}"
+
+    @property
+    def progress(self) -> str:
+        return f"{self.plan.database}.{PROGRESS}"
+
+    # -- the statements -------------------------------------------------------------------
+
+    def copy_missing_sql(self, chunk: Chunk) -> str:
+        """One statement: the chunk's source rows the narrow table lacks (as a script runs it:
+        the source read first, the right side of the join, then the narrow table)."""
+        counted = self._counted(self.source_rows(_bounds(self.source_ts, chunk)))
+        return (
+            f"INSERT INTO {self.plan.table} ({', '.join(NAMES)})\n"
+            f"SELECT {', '.join(f's.{n}' for n in NAMES)}\n"
+            f"FROM ({self._held(chunk)}) AS held\nRIGHT JOIN ({counted}) AS s ON held.k = s.k\n"
+            "ARRAY JOIN range(toUInt64(greatest(toInt64(s.copies) - toInt64(held.n), 0))) AS _copy"
+        )
+
+    def _counted(self, rows: str) -> str:
+        """Each distinct row of `rows` once, with its copies and its key `k`."""
+        picked = ", ".join(f"any({n}) AS {n}" for n in NAMES)
+        keyed = f"SELECT *, {KEY} AS k FROM ({rows}\n)"
+        return f"SELECT k, {picked}, count() AS copies\nFROM ({keyed})\nGROUP BY k"
+
+    def _held(self, chunk: Chunk) -> str:
+        """The copies of each row the narrow table holds in the chunk's time."""
+        return (
+            f"SELECT {KEY} AS k, count() AS n FROM {self.plan.table}"
+            f" WHERE {_bounds('ts', chunk)} GROUP BY k"
+        )
+
+    def setup_sql(self) -> list[str]:
+        """The staging table and the record of the chunks done (on the node the command talks
+        to: run one backfill of a narrow table at a time)."""
+        columns = ", ".join(f"{n} {column_type(n)}" for n in NAMES)
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.staging} (k FixedString(16), {columns}, copies UInt64)"
+            " ENGINE = MergeTree ORDER BY k",
+            f"CREATE TABLE IF NOT EXISTS {self.progress} (target String, chunk_from Int64,"
+            " chunk_until Int64, copied UInt64, done_at DateTime64(3, 'UTC'))"
+            " ENGINE = MergeTree ORDER BY (target, chunk_from)",
+        ]
+
+    def stage_sql(self, chunk: Chunk) -> str:
+        counted = self._counted(self.source_rows(_bounds(self.source_ts, chunk)))
+        return f"INSERT INTO {self.staging} (k, {', '.join(NAMES)}, copies)\n{counted}"
+
+    def copy_staged_sql(self, chunk: Chunk) -> str:
+        return (
+            f"INSERT INTO {self.plan.table} ({', '.join(NAMES)})\n"
+            f"SELECT {', '.join(f's.{n}' for n in NAMES)}\n"
+            f"FROM {self.staging} AS s LEFT JOIN ({self._held(chunk)}) AS held ON held.k = s.k\n"
+            "ARRAY JOIN range(toUInt64(greatest(toInt64(s.copies) - toInt64(held.n), 0))) AS _copy"
+        )
+
+    def missing_sql(self, chunk: Chunk) -> str:
+        """How many copies the narrow table lacks of the staged rows (what the copy adds)."""
+        return (
+            "SELECT sum(toUInt64(greatest(toInt64(s.copies) - toInt64(held.n), 0)))"
+            f" FROM {self.staging} AS s LEFT JOIN ({self._held(chunk)}) AS held ON held.k = s.k"
+        )

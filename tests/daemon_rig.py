@@ -77,7 +77,12 @@ class Rig:
     slack: SlackStandIn
 
     def daemon(
-        self, *, pages: bool = False, http: str | None = None, reload: Loader | None = None
+        self,
+        *,
+        pages: bool = False,
+        http: str | None = None,
+        reload: Loader | None = None,
+        **serving: Any,
     ) -> Daemon:
         """A daemon starting now: a new one reads the run log and the spool, as after a restart."""
         return Daemon(
@@ -88,7 +93,7 @@ class Rig:
                 Telemetry.from_environment({}, source=self.settings.source.display_name)
             ),
             running=Running(clock=self.clock, open_store_fn=self.opener, pages=pages),
-            serving=Serving(http=http, reload=reload),
+            serving=Serving(http=http, reload=reload, **serving),
         )
 
     def tick(self, daemon: Daemon, at: datetime) -> None:

@@ -273,3 +273,14 @@ def test_a_broken_custom_template_exits_2(tmp_path: Path) -> None:
     result = run(config, "--no-store", tmp=tmp_path)
     assert result.returncode == 2
     assert "alerts.templates_dir" in result.stderr and "message.txt.j2" in result.stderr
+
+
+def test_control_characters_in_the_config_are_escaped_in_its_report(tmp_path: Path) -> None:
+    """ESC, CR and BEL in `source.name` are shown escaped (`\\x1b`, `\\r`, `\\x07`), as `check`
+    shows them, on stdout and on stderr: nothing reaches the terminal raw."""
+    config = '[source]\nname = "agents\\u001b[31m red\\r\\u0007"\n' + RECEIVERS
+    result = run(config, "--no-store", tmp=tmp_path)  # the secrets unset: lines on stderr too
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert not any(c in output for c in "\x1b\r\x07"), repr(output)
+    assert "source agents\\x1b[31m red\\r\\x07: preset joelclaw" in result.stdout

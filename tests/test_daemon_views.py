@@ -7,13 +7,14 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.alerts.slack_standin import SlackStandIn
-from tests.builder import H
+from tests.builder import H, M
 from tests.daemon_rig import (
     DELAY,
     Rig,
@@ -90,8 +91,8 @@ def test_status_in_an_outage_shows_the_spool_and_ages_the_last_good_run(rig: Rig
 # ---- http ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def http(rig: Rig) -> Iterator[tuple[Daemon, Callable[[str], tuple[int, Any]]]]:
+@contextmanager
+def serving_http(rig: Rig) -> Iterator[tuple[Daemon, Callable[[str], tuple[int, Any]]]]:
     """A daemon serving http on a free loopback port, and a GET returning (code, body)."""
     daemon = rig.daemon(http="127.0.0.1:0", pages=True)
     server = daemon.serve_http()
@@ -107,9 +108,17 @@ def http(rig: Rig) -> Iterator[tuple[Daemon, Callable[[str], tuple[int, Any]]]]:
         is_json = path in ("/healthz", "/status")
         return code, json.loads(body) if is_json else body
 
-    yield daemon, get
-    server.shutdown()
-    server.server_close()
+    try:
+        yield daemon, get
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def http(rig: Rig) -> Iterator[tuple[Daemon, Callable[[str], tuple[int, Any]]]]:
+    with serving_http(rig) as served:
+        yield served
 
 
 def test_healthz_ages_the_last_run_by_the_daemon_clock(
@@ -148,3 +157,25 @@ def test_http_serves_the_latest_page_and_the_status_document(
     ]
     assert [a["check"] for a in document["firing_alerts"]] == ["telemetry_freshness"]
     assert document["spool"] == {"error_runs": 0, "since": None}
+
+
+def test_healthz_says_when_a_run_is_overdue(make_rig: Callable[..., Rig]) -> None:
+    """Every 4h: the window ending 4:00 judged at 4:02; nothing judged by 8:02 (its run due)
+    plus the time a run may take (the tick timeout and its margin, at most a period): 503
+    `overdue`, naming the run due, though the last run is younger than two periods."""
+    rig = make_rig(every="4h")
+    with serving_http(rig) as (daemon, get):
+        rig.tick(daemon, end(4) + DELAY)
+        assert get("/healthz")[0] == 200
+        grace = min(daemon.stuck_after, 4 * H)
+        rig.clock.now = end(8) + DELAY + grace - M
+        assert get("/healthz")[0] == 200  # late, within what a run may take
+        rig.clock.now = end(8) + DELAY + grace + M
+        code, body = get("/healthz")
+    assert (code, body["status"]) == (503, "overdue"), body
+    assert body["problem"] == (
+        f"the run due at {rfc3339(end(8) + DELAY)} has not finished"
+        f" {(grace + M).total_seconds():.0f}s later (a run may take"
+        f" {grace.total_seconds():.0f}s)"
+    )
+    assert body["last_run_age_s"] < body["max_age_s"]

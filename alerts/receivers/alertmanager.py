@@ -18,7 +18,7 @@ from alerts.base import (
     Message,
     ReceiverContext,
 )
-from alerts.receivers.http import Answer, JsonPost, classify_status
+from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, not_the_service
 from alerts.receivers.secrets import mask_secrets
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import AlertmanagerSettings
@@ -127,6 +127,7 @@ class AlertmanagerNotifier:
                 max_retries=max_retries,
                 backoff_base=backoff_base,
                 mask=self.mask,
+                read_success=True,
             )
             for url in self.urls
         ]
@@ -192,6 +193,10 @@ class AlertmanagerNotifier:
             "basic": f"{key}.basic_auth_user and basic_auth_password",
             "bearer": f"{key}.bearer_token",
         }[self._auth_kind]
+        if 200 <= answer.status < 300 and html_page(answer):  # a login page, another service
+            return not_the_service(
+                self.name, answer, service="Alertmanager", says="200", url_key=f"{key}.url"
+            )
         return classify_status(
             self.name, answer, service="Alertmanager", key=credentials, url_key=f"{key}.url"
         )

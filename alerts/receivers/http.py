@@ -78,6 +78,31 @@ class Answer:
 Classify = Callable[[Answer], DeliveryError | None]
 
 
+def html_page(answer: Answer) -> bool:
+    """Whether a body is a web page (a login page, a proxy's, another service's), no API's."""
+    content_type = next((v for k, v in answer.headers.items() if k.lower() == "content-type"), "")
+    start = answer.body.lstrip()[:15].lower()
+    return (content_type.lower().startswith("text/html") and bool(start)) or start.startswith(
+        ("<!doctype", "<html")
+    )
+
+
+def not_the_service(
+    name: str, answer: Answer, *, service: str, says: str, url_key: str
+) -> DeliveryError:
+    """A 2xx that is not `service`'s success (`says`): no delivery; the address is to check.
+
+    Permanent: kept for the next run, one request per run, as for a wrong address; the body's
+    words are not shown (a page may hold anything).
+    """
+    what = "an HTML page" if html_page(answer) else "no such answer"
+    return DeliveryError(
+        name,
+        f"HTTP {answer.status} with {what}, not {service}'s success ({says}): check {url_key}",
+        failure=Failure.PERMANENT,
+    )
+
+
 def classify_status(
     name: str, answer: Answer, *, service: str, key: str, url_key: str | None = None
 ) -> DeliveryError | None:
@@ -182,6 +207,9 @@ class JsonPost:
     mask: Callable[[str], str] = str
     # How long a 429 asks to wait (Retry-After; Telegram says it in the body instead).
     wait_of: Callable[[Answer], float | None] = lambda answer: retry_after(answer.headers)
+    # Read a 2xx's body too (its start, within the deadline), for a service that says in it
+    # whether it took the message (Telegram's `ok`, PagerDuty's `status`).
+    read_success: bool = False
 
     def send(self, body: Any, deadline: Deadline, classify: Classify) -> Answer:
         """POST `body` as JSON until `classify` accepts an answer; DeliveryError otherwise."""
@@ -239,8 +267,12 @@ class JsonPost:
             with _opener(cut).open(request, timeout=timeout) as response:
                 if cut.done:  # http.client took the cut inside the headers for their end
                     raise _TooLate
-                # Accepted: the body says nothing more, and a slow one must not hold us.
-                return Answer(response.status, dict(response.headers), "")
+                # The body only where it says whether the message was taken; a slow one is
+                # cut at the deadline like the rest of the answer.
+                body = _read(response) if self.read_success else ""
+                if cut.done:
+                    raise _TooLate
+                return Answer(response.status, dict(response.headers), body)
         except urllib.error.HTTPError as exc:
             with exc:
                 return Answer(exc.code, dict(exc.headers or {}), _read(exc))

@@ -4,10 +4,11 @@ firing episode as its dedup key, so reminders fold into the incident and the res
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
-from alerts.receivers.http import Answer, JsonPost, classify_status
+from alerts.receivers.http import Answer, JsonPost, classify_status, not_the_service
 from alerts.receivers.secrets import mask_secrets
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import PAGERDUTY_EVENTS_URL, PagerDutySettings
@@ -87,6 +88,7 @@ class PagerDutyNotifier:
             max_retries=max_retries,
             backoff_base=backoff_base,
             mask=self.mask,
+            read_success=True,
         )
 
     @classmethod
@@ -120,6 +122,16 @@ class PagerDutyNotifier:
 
     def _classify(self, answer: Answer) -> DeliveryError | None:
         key = f"alerts.{self.name}.routing_key"
+        if 200 <= answer.status < 300:  # 202 {"status": "success", ...} when it took the event
+            if _status(answer) == "success":
+                return None
+            return not_the_service(
+                self.name,
+                answer,
+                service="PagerDuty",
+                says='202 {"status": "success"}',
+                url_key=f"alerts.{self.name}.url",
+            )
         body = answer.body.lower()
         if answer.status == 400 and ("routing key" in body or "routing_key" in body):
             return DeliveryError(
@@ -130,3 +142,13 @@ class PagerDutyNotifier:
         return classify_status(
             self.name, answer, service="PagerDuty", key=key, url_key=f"alerts.{self.name}.url"
         )
+
+
+def _status(answer: Answer) -> str | None:
+    """The `status` of an Events API answer's JSON body, None without one."""
+    try:
+        found = json.loads(answer.body)
+    except ValueError:
+        return None
+    status = found.get("status") if isinstance(found, dict) else None
+    return status if isinstance(status, str) else None

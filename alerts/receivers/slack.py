@@ -320,11 +320,18 @@ class SlackNotifier:
                 response = client.send(
                     text=text, blocks=blocks, unfurl_links=False, unfurl_media=False
                 )
-                if response.status_code == 200:
+                body = str(response.body).strip()
+                if response.status_code == 200 and body == "ok":  # what Slack answers
                     return
-                raise classify(
-                    self.name, response.status_code, str(response.body), response.headers
-                )
+                code = body.split()[0] if body else ""
+                if 200 <= response.status_code < 300 and (code != body or code in ("", "ok")):
+                    raise DeliveryError(  # a page, or nothing: not Slack that answered
+                        self.name,
+                        f"HTTP {response.status_code} without Slack's answer (the body ok):"
+                        " check alerts.slack.webhook_url",
+                        failure=Failure.PERMANENT,
+                    )
+                raise classify(self.name, response.status_code, body, response.headers)
             api = WebClient(
                 token=self.token,
                 base_url=self.base_url or WebClient.BASE_URL,

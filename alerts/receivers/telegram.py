@@ -8,10 +8,17 @@ import html
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
-from alerts.receivers.http import Answer, JsonPost, classify_status, retry_after
+from alerts.receivers.http import (
+    Answer,
+    JsonPost,
+    classify_status,
+    not_the_service,
+    retry_after,
+)
 from alerts.receivers.secrets import mask_secrets
 from alerts.render import format_window
 from checks.base import Window
@@ -154,6 +161,7 @@ class TelegramNotifier:
             backoff_base=backoff_base,
             mask=self.mask,
             wait_of=_asked_wait,
+            read_success=True,
         )
 
     @classmethod
@@ -199,9 +207,21 @@ class TelegramNotifier:
         self.post.send(body, deadline, self._classify)
 
     def _classify(self, answer: Answer) -> DeliveryError | None:
-        if 200 <= answer.status < 300:
-            return None
         key = f"alerts.{self.name}"
+        if 200 <= answer.status < 300:  # the Bot API says in its body whether it sent it
+            found = _answer_json(answer)
+            if found.get("ok") is True:
+                return None
+            code = found.get("error_code")
+            if found.get("ok") is False and isinstance(code, int) and not 200 <= code < 300:
+                return self._classify(replace(answer, status=code))  # its error, as it says it
+            return not_the_service(
+                self.name,
+                answer,
+                service="Telegram",
+                says='{"ok": true}',
+                url_key=f"{key}.api_url",
+            )
         description = _description(answer)
         shown = f"HTTP {answer.status}: {description}" if description else f"HTTP {answer.status}"
         lowered = description.lower()

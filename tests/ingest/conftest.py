@@ -53,13 +53,18 @@ def ingest_settings(tmp_path: Path, **ingest: Any) -> Settings:
 
 @pytest.fixture
 def receiving(store: Store, tmp_path: Path) -> Iterator[Callable[..., Receiving]]:
-    """Start receivers (keyword arguments are [ingest] keys; `grpc=True` serves OTLP/gRPC too);
-    each stops at the end of the test."""
+    """Start receivers (keyword arguments are [ingest] keys; `grpc=True` serves OTLP/gRPC too,
+    `grpc_max_receive` its bound from a call's headers to its message); each stops at the end
+    of the test."""
     started: list[Ingest] = []
 
-    def start(*, grpc: bool = False, **ingest: Any) -> Receiving:
+    def start(*, grpc: bool = False, grpc_max_receive: float = 30.0, **ingest: Any) -> Receiving:
         settings = ingest_settings(tmp_path / uuid.uuid4().hex[:8], **ingest)
-        receiver = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
+        receiver = Ingest(
+            settings,
+            open_fn=lambda request: contextlib.nullcontext(store),
+            grpc_max_receive=grpc_max_receive,
+        )
         server = receiver.start("127.0.0.1:0", "127.0.0.1:0" if grpc else None)
         started.append(receiver)
         assert server.http is not None

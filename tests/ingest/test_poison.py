@@ -128,3 +128,24 @@ def _one_record(ns: int) -> bytes:
 
 def _batch(body: bytes) -> Batch:
     return to_batch(LOGS, decode(LOGS, body, PROTOBUF))
+
+
+def test_a_batch_moved_back_from_quarantine_is_loaded_without_a_restart(
+    store: Store, tmp_path: Path
+) -> None:
+    """The line of a batch set aside says to move it back to batches/ to load it again: done
+    while the daemon runs, the next round loads it, with no restart."""
+    settings = ingest_settings(tmp_path)
+    ingest = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
+    ingest.round()  # the tables
+    ingest.spool.put(_batch(logs_request(2)))
+    [load] = ingest.spool.plan()
+    ingest.spool.set_aside(load, "refused, then the cause was fixed")
+    table = settings.ingest.logs_table
+    ingest.round()
+    assert count(store, table) == 0
+    [aside] = (tmp_path / "spool" / "quarantine").iterdir()
+    aside.rename(tmp_path / "spool" / "batches" / aside.name)  # what the line says to do
+    ingest.round()
+    assert count(store, table) == 2
+    assert ingest.spool.queued_bytes == 0

@@ -157,11 +157,23 @@ def notify_store_error(
             guard=guard,
         )
 
-    _alert(settings, run, failure="could not record the store error either")
+    _alert(settings, run, failure="could not record the store error either", same=problem)
+
+
+# When the store that cannot be read is the one keeping alert state: said once, with what it means.
+SAME_STORE = (
+    "alerts: the store alert was neither recorded nor sent: the watchdog keeps its alert state"
+    " in this store, which cannot be opened (the daemon alerts its receivers directly when"
+    " that happens)"
+)
 
 
 def _alert(
-    settings: Settings, run: Callable[[Store, Guard], ProcessOutcome], *, failure: str
+    settings: Settings,
+    run: Callable[[Store, Guard], ProcessOutcome],
+    *,
+    failure: str,
+    same: StoreError | None = None,
 ) -> None:
     """Run the alert pipeline on the store under the alert lease; its summary and errors,
     why it failed, or that it stood by, on stderr."""
@@ -179,7 +191,10 @@ def _alert(
             finally:
                 lease.release()
     except StoreError as exc:
-        _err(f"alerts: {failure}: {exc}")
+        if same is not None and (exc.url_masked, exc.problem) == (same.url_masked, same.problem):
+            _err(SAME_STORE)  # the error itself is the command's own line: not twice
+        else:
+            _err(f"alerts: {failure}: {exc}")
         return
     _err(outcome.summary())
     for line in outcome.errors:

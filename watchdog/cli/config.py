@@ -24,6 +24,7 @@ from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
 from watchdog.core.store import open_configured
+from watchdog.core.text import printable
 from watchdog.daemon.schedule import Schedule
 
 
@@ -80,10 +81,11 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         verdict.say("store: not checked (--no-store)")
     else:
         check_store(settings, verdict)
+    # Escaped as every human-facing output is: a name in the config may hold ESC or CR.
     for line in verdict.lines:
-        print(line)
+        print(printable(line, None))
     for line, _ in verdict.problems:
-        print(f"{PROG}: {line}", file=sys.stderr)
+        print(f"{PROG}: {printable(line, None)}", file=sys.stderr)
     count = len(verdict.problems)
     print("config check: OK" if not count else f"config check: FAILED ({count} problem(s))")
     return verdict.code

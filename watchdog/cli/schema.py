@@ -3,20 +3,23 @@
 Without `--materialize`: the watchdog's state tables (alert states, outbox, run log, silences)
 in `store.database` (docs/alerts.md#where-the-state-lives). With it, also the narrow
 normalized-event table, its materialized view and the backfill (`checks.materialize` builds
-those statements; docs/performance.md#a-narrow-table-for-large-deployments).
+those statements, `checks.backfill` runs the backfill under --yes, chunk by chunk and
+resumable; docs/performance.md#a-narrow-table-for-large-deployments).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC
 from typing import Any
 
 from alerts.state import TABLES, create_table_sql
+from checks.backfill import CHUNK, Backfill
 from checks.builtin import configured_checks
 from checks.materialize import (
+    BackfillSql,
     NarrowPlan,
     Statement,
     materialize_statements,
@@ -64,6 +67,11 @@ def add_schema(sub: Subparsers) -> None:
         help="backfill this far back from now, e.g. 7d (default: window.lookback)",
     )
     apply.add_argument(
+        "--chunk",
+        help="with --yes, backfill this much of the source's time at a time, e.g. 1h, 1d"
+        " (default 1h); an interrupted backfill resumes where it stopped",
+    )
+    apply.add_argument(
         "--source-local",
         help="on a cluster: the shard-local source table receiving inserts (default: source.table)",
     )
@@ -97,33 +105,53 @@ def cmd_schema_apply(args: argparse.Namespace) -> int:
         # The state tables' DDL needs no store: print it without opening one.
         _print(out, statements, None, settings, executing=False)
         return 0
+    chunk = duration_flag("--chunk", args.chunk) if args.chunk else CHUNK
     with open_configured(settings.store, create=args.yes) as store:
-        plan = None
+        plan = backfill = None
+        now = system_clock().astimezone(UTC).replace(microsecond=0)
         if args.materialize:
             specs = configured_checks(settings)
             source_table = settings.source.table_name
             present, ttl = _read_source(store, source_table)
             plan = plan_for(settings, ttl=ttl, source_local=args.source_local)
-            until = system_clock().astimezone(UTC).replace(microsecond=0)
             try:
+                # The views before the backfill, the backfill open-ended: nothing inserted
+                # meanwhile, nor stamped ahead of the clock, is missed.
                 statements += materialize_statements(
                     settings,
                     plan,
                     present,
                     specs,
-                    since=until - since_length,
-                    until=until,
+                    since=now - since_length,
                     replacing=replacing_of(store, plan.source_local),
                 )
+                backfill = Backfill(BackfillSql.of(settings, plan, present, specs))
             except SourceSchemaError as exc:
                 raise StoreError(store.url.masked, str(exc)) from None
         _print(out, statements, plan, settings, executing=args.yes)
         if not args.yes:
             return 0
-        for statement in statements:
+        ddl = statements[:-1] if backfill is not None else statements
+        for statement in ddl:
             store.command(statement.sql, statement.params)
-        out.write(f"-- Applied {len(statements)} statements to {store.url.masked}.\n")
+        out.write(f"-- Applied {len(ddl)} statements to {store.url.masked}.\n")
+        if backfill is not None:
+            out.flush()
+            copied = backfill.run(
+                store, since=now - since_length, now=now, every=chunk, say=_say(out)
+            )
+            out.write(f"-- Backfilled {copied} rows.\n")
     return 0
+
+
+def _say(out: Any) -> Callable[[str], None]:
+    """A progress line at once (a long backfill shows where it is)."""
+
+    def say(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    return say
 
 
 def _print(

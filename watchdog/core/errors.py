@@ -37,9 +37,13 @@ class StoreError(WatchdogError):
 
     exit_code = 3
 
-    def __init__(self, url_masked: str, problem: str) -> None:
+    def __init__(self, url_masked: str, problem: str, *, refused: bool = False) -> None:
         self.url_masked = url_masked
         self.problem = problem
+        # The store answered that it will not run this statement as it is (its SQL or its data):
+        # it was not done. False when the outcome is unknown (no answer, a timeout, a lost
+        # answer: an insert may have been done) or the store cannot run it now (its load).
+        self.refused = refused
         super().__init__(f"store {url_masked}: {problem}")
 
 

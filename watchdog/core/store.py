@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchdog.core.driver_errors import describe_clickhouse_error, refused_by_store
+from watchdog.core.driver_errors import driver_errors as _driver_errors
 from watchdog.core.errors import MissingStoreError, StoreError, StoreLockedError, StoreURLUsageError
 from watchdog.core.settings import DEMO_STORE_DIR, STORE_DIR, StoreSettings
 from watchdog.core.urls import (
@@ -51,74 +53,6 @@ class QueryResult:
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-
-# ClickHouse's symbolic error names (the driver carries them) and what they mean for us.
-_MEANINGS = {
-    "UNKNOWN_TABLE": "table not found",
-    "UNKNOWN_DATABASE": "database not found",
-    "UNKNOWN_IDENTIFIER": "column not found",
-    "NO_SUCH_COLUMN_IN_TABLE": "column not found",
-    "AUTHENTICATION_FAILED": "authentication failed (check user and password)",
-    "REQUIRED_PASSWORD": "authentication failed (check user and password)",
-    "UNKNOWN_USER": "authentication failed (unknown user)",
-    # Reading the source needs SELECT; `--notify` and the daemon also write their own database.
-    "ACCESS_DENIED": "access denied (the user lacks a grant; see docs/operations.md, Grants)",
-    "TIMEOUT_EXCEEDED": "query timed out (raise store.query_timeout)",
-    "READONLY": "the user is read-only (the watchdog's own database needs writes)",
-    "NOT_ENOUGH_SPACE": "the store's disk is full",
-    "CANNOT_WRITE_TO_FILE_DESCRIPTOR": "the store could not write to its disk",
-}
-
-
-def _server_detail(text: str) -> str:
-    """ClickHouse's own words without the code prefix, the error name and the version."""
-    detail = re.search(r"DB::Exception: (.*?)(?: \(\w+\))?(?: \(version.*)?$", text)
-    return detail.group(1) if detail else text
-
-
-def describe_clickhouse_error(exc: BaseException) -> str:
-    """One line for a driver error: its meaning from the server's error name, then its words.
-
-    Server errors are classified by the name the driver carries (`UNKNOWN_TABLE`);
-    transport errors, which have none, by their kind.
-    """
-    text = mask_urls_in(" ".join(str(exc).split()))
-    name = getattr(exc, "name", None)
-    if name in _MEANINGS:
-        return f"{_MEANINGS[name]}: {_server_detail(text)}"[:400]
-    if name:
-        return f"{_server_detail(text)} ({name})"[:400]
-    if isinstance(exc, TimeoutError) or "timed out" in text.lower():
-        return "query timed out (raise store.query_timeout)"
-    if "Unexpected response to server version query" in text:
-        return (
-            "unexpected response to the first query (the connection was cut,"
-            " or the server at this URL is not ClickHouse)"
-        )
-    if isinstance(exc, ConnectionRefusedError) or any(s in text for s in _UNREACHABLE_SIGNS):
-        return "unreachable (connection refused or no route to the server)"
-    if any(sign in text for sign in _CUT_SIGNS):
-        return "the connection was reset or cut mid-response (check the server and any proxy)"
-    return text[:400]
-
-
-# How clickhouse-connect (urllib3) words a server it cannot reach, and a connection that broke.
-_UNREACHABLE_SIGNS = (
-    "HTTPConnectionPool",
-    "HTTPSConnectionPool",
-    "Connection refused",
-    "Max retries",
-)
-_CUT_SIGNS = ("Connection aborted", "Connection broken", "Connection reset", "Stream failed")
-
-
-def _driver_errors() -> tuple[type[BaseException], ...]:
-    """What the drivers raise for a store problem; anything else is a bug of ours."""
-    # Deferred: importing clickhouse_connect loads the engine's driver (half a second).
-    from clickhouse_connect.driver.exceptions import ClickHouseError, StreamCompleteException
-
-    return (ClickHouseError, StreamCompleteException, OSError)
 
 
 class Store:
@@ -162,7 +96,9 @@ class Store:
                 sql, parameters=dict(parameters or {}), settings=self._settings(extra_settings)
             )
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
         rows = list(result.result_rows)
         if not self.url.embedded:
             self._check_complete(result.summary, len(rows))
@@ -218,7 +154,9 @@ class Store:
                 sql, parameters=dict(parameters or {}), settings=self._settings(extra_settings)
             )
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
 
     def insert(
         self, table: str, rows: Sequence[Sequence[Any]], column_names: Sequence[str]
@@ -228,7 +166,9 @@ class Store:
         try:
             self._client.insert(table, list(rows), column_names=list(column_names))
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
 
     def insert_formatted(
         self,
@@ -240,7 +180,9 @@ class Store:
     ) -> None:
         """Insert rows already written in ClickHouse's input format `fmt` (e.g. JSONCompactEachRow).
 
-        `settings` are the insert's own (an `insert_deduplication_token`, ...).
+        `settings` are the insert's own (an `insert_deduplication_token`, ...). A StoreError
+        says with `refused` whether the store refused the rows (they are not in) or the outcome
+        is unknown (they may be in: insert them again only under the same token).
         """
         try:
             self._client.raw_insert(
@@ -251,7 +193,9 @@ class Store:
                 fmt=fmt,
             )
         except _driver_errors() as exc:
-            raise StoreError(self.url.masked, describe_clickhouse_error(exc)) from exc
+            raise StoreError(
+                self.url.masked, describe_clickhouse_error(exc), refused=refused_by_store(exc)
+            ) from exc
 
     def table_columns(self, table: str) -> dict[str, str]:
         """Column name -> type of `table`; StoreError naming it when it does not exist."""
@@ -358,6 +302,15 @@ def _demo_store_beside(missing: Path) -> str | None:
 _OPEN_ATTEMPTS = 4
 
 
+def _read_only(directory: str) -> str:
+    """What to say of an embedded store in a directory this process cannot write."""
+    return (
+        f"the store directory {directory} is read-only: the embedded engine writes to its"
+        " directory even to read (its lock and logs); give it a writable one, or point"
+        " --store at a ClickHouse server"
+    )
+
+
 def _connect_embedded(
     url: StoreURL, lock_timeout_s: float, *, create: bool, engine_config: Path | None = None
 ) -> Any:
@@ -389,6 +342,8 @@ def _connect_embedded(
             holder = _lock_holder(url.path) if url.path != MEMORY else None
             if holder is None and url.path != MEMORY:
                 holder = _flock_holder(url.path)
+            if holder is None and url.path != MEMORY and not os.access(url.path, os.W_OK):
+                raise StoreError(url.masked, _read_only(url.path)) from None
             if holder is None:
                 # The engine words a held lock only on stderr, and a holder that has just
                 # exited (a short-lived run or load of the daemon) leaves no live PID behind:

@@ -12,12 +12,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import timedelta
 
 from alerts.base import Notifier
 from alerts.notifiers import build_notifiers
+from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, WatchdogError
 from watchdog.core.settings import Settings
+from watchdog.core.settings.load import read_config_bytes
 from watchdog.daemon.schedule import Schedule
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,8 @@ Loader = Callable[[], Settings]
 # What a reload keeps as it runs.
 RESTART_ONLY = ("store", "source", "data_dir", "ingest")
 SETTLE_S = 0.25  # between the two reads of a reloaded config file
+# A reload whose read of the config takes longer is given up (a hung NFS or FUSE mount).
+RELOAD_TIMEOUT = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -83,10 +87,7 @@ def settled(
 
 
 def _contents(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError("", f"cannot be read: {exc.strerror}", origin=path) from None
+    return read_config_bytes(path)  # bounded: a FIFO or a device is refused, a huge file too
 
 
 def merge(loaded: Settings, running: Settings) -> Reload:
@@ -110,12 +111,22 @@ class Pending:
 
 
 class Reloads:
-    """Configs loaded on SIGHUP and held for the next run; one load at a time."""
+    """Configs loaded on SIGHUP and held for the next run.
 
-    def __init__(self, loader: Loader, *, own_notifiers: bool) -> None:
+    The file is read in a thread of its own, outside the lock the next run takes its config
+    under, and given up after `read_timeout` (a hung mount): judging never waits on a read,
+    and one read at a time is enough (a SIGHUP while one hangs says so and reads nothing).
+    """
+
+    def __init__(
+        self, loader: Loader, *, own_notifiers: bool, read_timeout: timedelta = RELOAD_TIMEOUT
+    ) -> None:
         self._loader = loader
         self._own_notifiers = own_notifiers
-        self._lock = threading.Lock()
+        self.read_timeout = read_timeout
+        self._lock = threading.Lock()  # the pending config only; held for no read
+        self._reading = threading.Lock()  # held by the thread reading the config
+        self._reading_since = 0.0
         self._pending: Pending | None = None
 
     def load(self, running: Settings) -> Pending | None:
@@ -124,17 +135,48 @@ class Reloads:
         `running` is the daemon's config (a config already waiting counts as running).
         Every outcome is logged in one line: taken, kept sections, or why not.
         """
-        with self._lock:
+        if not self._reading.acquire(blocking=False):
+            log.error(
+                "SIGHUP: config not reloaded: the reload of %.0fs ago is still reading it"
+                " (a hung mount?); the running config stays",
+                time.monotonic() - self._reading_since,
+            )
+            return None
+        self._reading_since = time.monotonic()
+        done = threading.Event()
+        read: list[tuple[Settings, Mapping[str, Notifier] | None, Schedule] | BaseException] = []
+
+        def reading() -> None:
             try:
                 loaded = self._loader()
                 notifiers = build_notifiers(loaded) if self._own_notifiers else None
-                schedule = Schedule.from_settings(loaded.schedule)
-            except WatchdogError as exc:
-                log.error("SIGHUP: config not reloaded, the running one stays: %s", exc)
-                return None
-            except Exception:  # a bug of ours: the daemon keeps running as it was
-                log.exception("SIGHUP: config not reloaded, the running one stays")
-                return None
+                read.append((loaded, notifiers, Schedule.from_settings(loaded.schedule)))
+            except BaseException as exc:  # handed to the waiting thread, which says it
+                read.append(exc)
+            finally:
+                self._reading.release()
+                done.set()
+
+        threading.Thread(target=reading, name="reload-read", daemon=True).start()
+        if not done.wait(self.read_timeout.total_seconds()):
+            log.error(
+                "SIGHUP: config not reloaded, the running one stays: reading it did not finish"
+                " within %s (a hung mount?); a SIGHUP after the read comes back reloads it",
+                format_duration(self.read_timeout),
+            )
+            return None
+        [outcome] = read
+        if isinstance(outcome, WatchdogError):
+            log.error("SIGHUP: config not reloaded, the running one stays: %s", outcome)
+            return None
+        if isinstance(outcome, BaseException):  # a bug of ours: the daemon keeps running
+            log.error(
+                "SIGHUP: config not reloaded, the running one stays",
+                exc_info=(type(outcome), outcome, outcome.__traceback__),
+            )
+            return None
+        loaded, notifiers, schedule = outcome
+        with self._lock:
             base = self._pending.settings if self._pending is not None else running
             taken = merge(loaded, base)
             if taken.kept:

@@ -31,7 +31,7 @@ from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Narrator, Outputs
 from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.outcome import RunOutcome
-from watchdog.daemon.reload import Loader, Reloads
+from watchdog.daemon.reload import RELOAD_TIMEOUT, Loader, Reloads
 from watchdog.daemon.runs import OpenStore, RunResult
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
@@ -77,6 +77,7 @@ class Serving:
     http: str | None = None
     receiver: web.ReceiverState | None = None
     reload: Loader | None = None
+    reload_timeout: timedelta = RELOAD_TIMEOUT  # a read of the config taking longer is given up
 
 
 @dataclass
@@ -119,9 +120,15 @@ class Daemon:
         self._stop = threading.Event()
         self._busy = threading.Lock()
         reload = serving.reload
-        self._reloads = Reloads(reload, own_notifiers=notifiers is None) if reload else None
+        self._reloads = (
+            Reloads(reload, own_notifiers=notifiers is None, read_timeout=serving.reload_timeout)
+            if reload
+            else None
+        )
         self.scheduler: Any = None  # set by `serve`: a new schedule reschedules its job
         self.tick_started: float | None = None  # time.monotonic() when the tick in progress began
+        self.started_at = self.clock()  # runs due before the daemon started are not its lateness
+        self.tick_finished_at: datetime | None = None  # by the daemon's clock
         self.tick_statuses: list[RunOutcome] = []  # each window's outcome in the latest tick
 
     # What the daemon's users (the CLI, tests, `serving`) read.
@@ -179,6 +186,7 @@ class Daemon:
             log.exception("the run failed unexpectedly; the daemon keeps its schedule")
         finally:
             self.tick_started = None
+            self.tick_finished_at = self.clock()
             self._busy.release()
         self.systemd.status(self.status_line())
 
@@ -418,6 +426,21 @@ class Daemon:
         """How long ago the last judged window ended."""
         last = self.judging.last_judged
         return None if last is None else self.clock() - last
+
+    def run_overdue(self) -> tuple[datetime, timedelta, timedelta] | None:
+        """(when it was due, how late it is, what a run may take) of the run due last, when it
+        has not finished within what a run may take (its timeout and margin, at most a period):
+        the daemon is not judging on time (/healthz). None when it is, or before the first run."""
+        now = self.clock()
+        due_end = self.schedule.due_end(now)
+        last = self.judging.last_judged
+        finished = self.tick_finished_at
+        due = max(due_end + self.schedule.delay, self.started_at)
+        if last is None or last >= due_end or (finished is not None and finished >= due):
+            return None  # judged, or a run came and went since (a store outage is said apart)
+        allowed = min(self.stuck_after, self.period())
+        late = now - due
+        return (due, late, allowed) if late > allowed else None
 
     def period(self) -> timedelta:
         """The schedule's period (for a cron line: the current one)."""

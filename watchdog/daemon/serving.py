@@ -111,6 +111,7 @@ def serve_http(daemon: Daemon) -> web.BoundedHTTPServer | None:
         period=daemon.period(),
         metrics=daemon.outputs.metrics.exposition,
         receiver=serving.receiver,
+        overdue=daemon.run_overdue,
     )
     server, _ = web.serve(serving.http, handler)
     host, port = server.server_address[:2]

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -30,7 +30,7 @@ from markupsafe import escape
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.links import ARCHIVE, STAMP, parse_stamp
-from watchdog.core.times import CLOCK_SKEW
+from watchdog.core.times import CLOCK_SKEW, rfc3339
 from watchdog.report.files import LATEST
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'n
 
 StatusDocument = Callable[[], Mapping[str, Any]]
 LastRunAge = Callable[[], timedelta | None]
+# (when the run was due, how late it is, what a run may take) when a run is overdue, else None.
+Overdue = Callable[[], tuple[datetime, timedelta, timedelta] | None]
 # The Accept header -> the metrics' body and content type.
 MetricsExposition = Callable[[str | None], tuple[bytes, str]]
 # The OTLP receiver's spool state (watchdog.daemon.ingest.state.SpoolState.to_json).
@@ -63,11 +65,24 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def health(
-    age: timedelta | None, period: timedelta, receiver: Mapping[str, Any] | None = None
+    age: timedelta | None,
+    period: timedelta,
+    receiver: Mapping[str, Any] | None = None,
+    overdue: tuple[datetime, timedelta, timedelta] | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """200 when the last run is younger than two periods (and the receiver's spool, when there
-    is one, can keep what it is sent), else 503; and the JSON body."""
+    """200 when the last run is younger than two periods, no run is overdue (due, and not
+    finished within what a run may take), and the receiver's spool, when there is one, can
+    keep what it is sent; else 503; and the JSON body."""
     code, body = _run_health(age, period)
+    if code == 200 and overdue is not None:
+        due, late, allowed = overdue
+        code = 503
+        body.update(
+            status="overdue",
+            overdue_s=round(late.total_seconds(), 3),
+            problem=f"the run due at {rfc3339(due)} has not finished {late.total_seconds():.0f}s"
+            f" later (a run may take {allowed.total_seconds():.0f}s)",
+        )
     if receiver is not None:
         body["ingest"] = dict(receiver)
         if code == 200 and receiver.get("problem"):
@@ -119,6 +134,7 @@ def make_handler(
     period: timedelta,
     metrics: MetricsExposition | None = None,
     receiver: ReceiverState | None = None,
+    overdue: Overdue | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     """A request handler class serving `report_dir` and the daemon's health and status."""
 
@@ -158,7 +174,10 @@ def make_handler(
                     )
             elif path == "/healthz":
                 code, body = health(
-                    self._safe(last_run_age), period, receiver() if receiver else None
+                    self._safe(last_run_age),
+                    period,
+                    receiver() if receiver else None,
+                    overdue() if overdue else None,
                 )
                 self._json(code, body, head)
             elif path == "/status":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,8 @@ APP_DIR = "memory-watchdog"
 # Under the data directory: the default embedded store, and the one `memory-watchdog demo` fills.
 STORE_DIR = "store"
 DEMO_STORE_DIR = "demo-store"
+# A config is a few KB; a larger file is no config (a wrong path, a log, a device's endless bytes).
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def data_dir_from(env: Mapping[str, str]) -> Path:
@@ -223,19 +226,57 @@ def load_settings(
     path = config_file(path, env)
     data: dict[str, Any] = {}
     if path:
-        file = Path(path)
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError("", f"config file {path} does not exist") from None
-        except IsADirectoryError:
-            raise ConfigError("", f"config file {path} is a directory") from None
-        except PermissionError:
-            raise ConfigError("", f"config file {path} is not readable") from None
+            data = tomllib.loads(read_config_bytes(path).decode("utf-8"))
         except UnicodeDecodeError:
             raise ConfigError("", f"config file {path} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError("", f"invalid TOML: {exc}", origin=path) from None
-        except OSError as exc:
-            raise ConfigError("", f"config file {path} cannot be read: {exc.strerror}") from None
     return settings_from_mapping(data, env=env, origin=path)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_config_bytes(path: str) -> bytes:
+    """The config file's bytes, read with a bound: ConfigError (one line) for a path that is no
+    regular file (a FIFO: opened without waiting for a writer; a directory, a socket, a block
+    device; a character device is read, as `/dev/null` is an empty config) or that holds more
+    than MAX_CONFIG_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ConfigError("", f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError("", f"config file {path} is a directory") from None
+    except PermissionError:
+        raise ConfigError("", f"config file {path} is not readable") from None
+    except OSError as exc:
+        raise ConfigError("", f"config file {path} cannot be read: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        # A regular file, or a character device (`/dev/null`: no config; one without end, as
+        # `/dev/zero`, meets the size bound; one with nothing ready is read without waiting).
+        if not stat.S_ISREG(mode) and not stat.S_ISCHR(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+            raise ConfigError("", f"config file {path} is not a regular file ({kind})")
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError("", f"config file {path} cannot be read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            "",
+            f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB"
+            " (a config is a few KB: is this the right file?)",
+        )
+    return data

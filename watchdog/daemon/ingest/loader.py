@@ -62,7 +62,10 @@ class LoadOutcome:
     token: str
     loaded: bool
     problem: str = ""
-    refused: bool = False  # the store works and refuses this load: its rows, not an outage
+    # The store answered refusing this load (its rows: not in the store). False when the outcome
+    # is unknown (no answer, a timeout, a lost answer: the rows may be in) or the store cannot
+    # take anything now: the load is then tried again whole, under its own token.
+    refused: bool = False
 
 
 @dataclass
@@ -133,8 +136,10 @@ def _chunks(files: tuple[str, ...]) -> Iterator[bytes]:
 def run_loads(store: Store, request: LoadRequest) -> LoadResult:
     """Create the tables, then insert each load with its token, oldest first.
 
-    A load the store refuses while it answers is that load's problem, whatever the words:
-    the loads after it go on. Only a store that no longer answers ends the round.
+    A load the store refuses (it answered so: the rows are not in) is that load's problem,
+    whatever the words: the loads after it go on. Any other failure ends the round, the load
+    kept as it is: an insert whose answer was lost or came too late may be in the store, so it
+    is only ever sent again whole, under the same token (as after a crash), never split.
     """
     result = LoadResult()
     result.warnings = ensure_tables(store, request.tables)
@@ -148,22 +153,12 @@ def run_loads(store: Store, request: LoadRequest) -> LoadResult:
                 {**INSERT_SETTINGS, "insert_deduplication_token": load.token},
             )
         except StoreError as exc:
-            refused = _answers(store)
-            result.outcomes.append(LoadOutcome(load.token, False, exc.problem, refused))
-            if not refused:  # the store itself fails: the rest waits for the next round
+            result.outcomes.append(LoadOutcome(load.token, False, exc.problem, exc.refused))
+            if not exc.refused:  # unknown outcome, or the store fails: the rest waits
                 break
         else:
             result.outcomes.append(LoadOutcome(load.token, True))
     return result
-
-
-def _answers(store: Store) -> bool:
-    """Whether the store still answers a query (after an insert failed: whose fault was it)."""
-    try:
-        store.query("SELECT 1")
-    except StoreError:
-        return False
-    return True
 
 
 def load_round(request: LoadRequest, open_fn: OpenLoadStore = open_request_store) -> LoadResult:

@@ -1,21 +1,20 @@
 """OTLP/HTTP: `POST /v1/logs` and `/v1/traces` on waitress, answered as the specification says.
 
-The WSGI application checks the path, token, content type and encoding,
-applies `max_body` to the decoded body and while decompressing, and hands
-the body to the receiver (watchdog.daemon.ingest.receiver); `HttpServer`
-runs waitress with its bounds, one of them ours: a request not received
-whole within `MAX_REQUEST` of its first byte has its connection closed
-(`_Channel`, `_Server`), so a client trickling a byte at a time holds no
-connection for long; a client that stops sending mid-body (closing its sending side) is answered
-400 (`_Channel.handle_read`), where waitress would close unanswered. The answers: docs/start-without-clickhouse.md#answers-limits-and-backpressure;
-why waitress: docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
+The WSGI application judges the headers (`screen`: the token first, the path,
+content type and encoding, the length, the admission), applies `max_body` to
+the decoded body and while decompressing, and hands the body to the receiver
+(watchdog.daemon.ingest.receiver); `HttpServer` runs waitress with its bounds
+and ours (watchdog.daemon.ingest.waitress_bounds: the same screen as headers
+end, so a refused body is never kept; slow requests cut; the idlest idle
+connection closed for a new one when every slot is taken). The answers:
+docs/start-without-clickhouse.md#answers-limits-and-backpressure; why waitress:
+docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
@@ -24,22 +23,22 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
-from waitress.channel import HTTPChannel
-from waitress.parser import HTTPRequestParser
-from waitress.server import TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher, WSGITask
+from waitress.task import ThreadedTaskDispatcher
 from waitress.trigger import trigger
 
 from watchdog.core.errors import UsageError
 from watchdog.core.settings.ingest import parse_listen
-from watchdog.daemon.ingest.otlp import JSON, PROTOBUF, SIGNALS, Signal, response
+from watchdog.daemon.ingest.otlp import JSON, LOGS, PROTOBUF, SIGNALS, Signal, response
 from watchdog.daemon.ingest.receiver import Receiver, Refused
+from watchdog.daemon.ingest.waitress_bounds import CUT, REFUSED, SCREENED, Header, Server
 
 log = logging.getLogger(__name__)
 
 PATHS = {handler.path: signal for signal, handler in SIGNALS.items()}
 WORKERS = 4  # threads decoding requests (the DecodeBudget bounds their memory together)
-MAX_CONNECTIONS = 256  # beyond, new connections wait in the listen backlog
+# Beyond, the idlest idle connection is closed for a new one (or it waits in the listen backlog
+# while every one is working).
+MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 30  # seconds without a byte in either direction: the connection is closed
 # Seconds from a request's first byte until it is received whole, body included; slower, its
 # connection is closed unanswered. A max_body request (16 MiB) needs 0.6 MB/s to make it; the
@@ -47,7 +46,6 @@ IDLE_TIMEOUT = 30  # seconds without a byte in either direction: the connection 
 MAX_REQUEST = 30.0
 SWEEP_EVERY = 1  # seconds between the sweeps closing idle and slow connections
 READ_SIZE = 64 * 1024
-CUT = "memory_watchdog.cut"  # in the WSGI environ: True when the client stopped mid-body
 
 _REASONS = {
     200: "OK",
@@ -78,27 +76,65 @@ _ENCODINGS["deflate"] = zlib.MAX_WBITS
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
+def screen(
+    receiver: Receiver, method: str, path: str, header: Header
+) -> tuple[Signal, Refused | None]:
+    """What the headers alone decide, the token first (a stranger learns nothing else): the
+    signal, and the refusal when the request is not to be taken (its body then never kept)."""
+    signal = PATHS.get(path, LOGS)
+    try:
+        receiver.check_token(header("AUTHORIZATION"))
+        if path not in PATHS:
+            raise Refused(404, f"no such path {path[:200]!r} (POST /v1/logs or /v1/traces)")
+        if method != "POST":
+            raise Refused(405, "use POST")
+        content_type = _media_type(header("CONTENT_TYPE"))
+        if content_type not in (PROTOBUF, JSON):
+            raise Refused(415, f"unsupported content type {content_type!r}")
+        encoding = (header("CONTENT_ENCODING") or "identity").strip().lower()
+        if encoding not in _ENCODINGS:
+            raise Refused(415, f"unsupported content encoding {encoding!r}")
+        size = int(header("CONTENT_LENGTH") or 0)  # a chunked body's: once decoded
+        max_body = receiver.settings.max_body
+        if size > max_body:
+            raise Refused(413, f"body of {size} bytes; the limit is {max_body}")
+        receiver.admit()
+    except Refused as refused:
+        return signal, refused
+    return signal, None
+
+
 def make_app(receiver: Receiver) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """The WSGI application answering OTLP/HTTP requests into `receiver`."""
     max_body = receiver.settings.max_body
+    names = {"AUTHORIZATION": "HTTP_AUTHORIZATION", "CONTENT_ENCODING": "HTTP_CONTENT_ENCODING"}
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         content_type = _media_type(environ.get("CONTENT_TYPE"))
         reply_type = JSON if content_type == JSON else PROTOBUF
         try:
+            early = environ.get(REFUSED)
+            if early is not None:  # refused on its headers: its body was never kept
+                raise early
             if environ.get(CUT):
                 raise Refused(400, "the body was cut short: the client stopped sending mid-body")
-            signal = _route(environ)
-            receiver.check_token(environ.get("HTTP_AUTHORIZATION"))
-            if content_type not in (PROTOBUF, JSON):
-                raise Refused(415, f"unsupported content type {content_type!r}")
+            path = environ.get("PATH_INFO") or ""
+            if environ.get(SCREENED) and path in PATHS:  # its headers were judged as it came
+                signal = PATHS[path]
+                receiver.admit()  # again: the queue may have filled while its body came
+            else:
+                signal, refused = screen(
+                    receiver,
+                    environ.get("REQUEST_METHOD") or "",
+                    path,
+                    lambda name: environ.get(names.get(name, name)),
+                )
+                if refused is not None:
+                    raise refused
             encoding = (environ.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
-            if encoding not in _ENCODINGS:
-                raise Refused(415, f"unsupported content encoding {encoding!r}")
             size = int(environ.get("CONTENT_LENGTH") or 0)  # decoded: waitress sets it
             if size > max_body:
                 raise Refused(413, f"body of {size} bytes; the limit is {max_body}")
-            receiver.admit()
             body = _read(environ["wsgi.input"], size, _ENCODINGS[encoding], max_body)
             batch = receiver.accept(signal, body, content_type)
         except Refused as refused:
@@ -121,16 +157,6 @@ def make_app(receiver: Receiver) -> Callable[[dict[str, Any], StartResponse], It
         return [body]
 
     return app
-
-
-def _route(environ: dict[str, Any]) -> Signal:
-    path = environ.get("PATH_INFO") or ""
-    signal = PATHS.get(path)
-    if signal is None:
-        raise Refused(404, f"no such path {path[:200]!r} (POST /v1/logs or /v1/traces)")
-    if environ.get("REQUEST_METHOD") != "POST":
-        raise Refused(405, "use POST")
-    return signal
 
 
 def _answer(
@@ -190,96 +216,6 @@ def status_body(status: int, message: str, content_type: str) -> bytes:
     return bytes(body.SerializeToString())
 
 
-class _Request(HTTPRequestParser):  # type: ignore[misc]
-    """waitress's request, which may be cut: its client closed its sending side mid-body."""
-
-    cut = False
-
-
-class _Task(WSGITask):  # type: ignore[misc]
-    """waitress's task, telling the application (`CUT` in the environ) that a request is cut."""
-
-    def get_environment(self) -> dict[str, Any]:
-        environ: dict[str, Any] = super().get_environment()
-        environ[CUT] = self.request.cut
-        return environ
-
-
-class _Channel(HTTPChannel):  # type: ignore[misc]
-    """waitress's connection, noting when the request it is reading came (its first byte), and
-    answering a request whose body its client stopped sending.
-
-    `received` and `handle_read` run in the server's loop thread only, as does
-    `_Server.maintenance`.
-    """
-
-    parser_class = _Request
-    task_class = _Task
-    request: _Request | None = None  # the request being read (waitress's), None between
-    began: float | None = None  # time.monotonic() of the request in progress; None between
-
-    def received(self, data: bytes) -> bool:
-        reading = self.request  # the parser of the request in progress, None between requests
-        taken = bool(super().received(data))
-        if self.request is None:  # every request begun is whole: keep-alive waits are idle time
-            self.began = None
-        elif self.request is not reading:  # a request began in this read
-            self.began = time.monotonic()
-        return taken
-
-    def handle_read(self) -> None:
-        """waitress's, but the end of input mid-body hands the request to the application cut,
-        to be answered 400 (then the connection is closed) rather than closed unanswered."""
-        request = self.request
-        if request is None or not request.headers_finished or request.completed:
-            super().handle_read()  # between requests or mid-head: waitress closes on EOF
-            return
-        try:
-            data = self.socket.recv(self.adj.recv_bytes)  # b"": the client stopped sending
-        except BlockingIOError:  # nothing to read after all
-            return
-        except OSError:  # a reset: no one is left to answer
-            self.handle_close()
-            return
-        if data:
-            self.last_activity = time.time()
-            self.received(data)
-            return
-        with self.requests_lock:
-            # The body so far is never read; one answer, then the connection is closed.
-            request.cut = request.completed = True
-            request.headers["CONNECTION"] = "close"
-            self.request = None
-            self.began = None
-            self.requests.append(request)
-            if len(self.requests) == 1:  # as waitress: else the task serving them takes it next
-                self.server.add_task(self)
-
-
-class _Server(TcpWSGIServer):  # type: ignore[misc]
-    """waitress's server whose sweep also closes a connection whose request is overdue."""
-
-    channel_class = _Channel
-
-    def __init__(self, *args: Any, max_request: float, **kwargs: Any) -> None:
-        self.max_request = max_request
-        super().__init__(*args, **kwargs)
-
-    def maintenance(self, now: float) -> None:
-        super().maintenance(now)  # the idle ones
-        cutoff = time.monotonic() - self.max_request
-        for channel in self.active_channels.values():
-            # With a request being served the client is waiting on us; the sweep after judges.
-            if channel.began is not None and channel.began < cutoff and not channel.requests:
-                if not channel.will_close:
-                    log.debug(
-                        "otlp %s: closed: request not received whole within %gs",
-                        channel.addr[0] if channel.addr else "?",
-                        self.max_request,
-                    )
-                channel.will_close = True  # the loop closes it (`HTTPChannel.handle_write`)
-
-
 class HttpServer:
     """waitress serving the receiver on `listen`, in a thread of its own; `close()` stops it."""
 
@@ -318,15 +254,20 @@ class HttpServer:
         workers = ThreadedTaskDispatcher()
         workers.set_thread_count(WORKERS)
         app = make_app(receiver)
+
+        def judged(method: str, path: str, header: Header) -> Refused | None:
+            return screen(receiver, method, path, header)[1]
+
         try:
             servers = [
-                _Server(
+                Server(
                     app,
                     self._map,
                     dispatcher=workers,
                     adj=adjustments,
                     sockinfo=sockinfo,
                     max_request=max_request,
+                    screen=judged,
                 )
                 for sockinfo in adjustments.listen
             ]

@@ -30,7 +30,7 @@ from watchdog.daemon.ingest.loader import (
     load_round,
     open_request_store,
 )
-from watchdog.daemon.ingest.otlp_grpc import GrpcServer
+from watchdog.daemon.ingest.otlp_grpc import MAX_RECEIVE, GrpcServer
 from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
 from watchdog.daemon.ingest.signals import SIGNALS, Signal
@@ -100,8 +100,10 @@ class Ingest:
         loads: ChildLoads | None = None,
         open_fn: OpenLoadStore = open_request_store,
         debug: bool = False,
+        grpc_max_receive: float = MAX_RECEIVE,
     ) -> None:
         self.settings = settings
+        self.grpc_max_receive = grpc_max_receive  # a call's bound from headers to message
         self.spool = spool or _open_spool(settings)
         self.turn = threading.Lock()  # the store: one load or one tick at a time
         self.receiver = Receiver(settings.ingest, self.spool, admission=self.admission)
@@ -162,7 +164,9 @@ class Ingest:
                     tables,
                 )
             if grpc_listen is not None:
-                self._grpc = GrpcServer(self.receiver, grpc_listen)
+                self._grpc = GrpcServer(
+                    self.receiver, grpc_listen, max_receive=self.grpc_max_receive
+                )
                 grpc = self._grpc.address
                 log.info("receiving OTLP/gRPC on %s (logs, traces) into %s", _joined(grpc), tables)
         except BaseException:
@@ -222,6 +226,7 @@ class Ingest:
             self.spool.prune()
 
     def _has_work(self) -> bool:
+        self.spool.rescan()  # batches moved back from quarantine/ are work too
         return self.spool.queued_bytes > 0 or bool(self.spool.planned_loads())
 
     def round(self) -> LoadResult:
@@ -313,7 +318,9 @@ class Ingest:
                     log.info("ingest: the store is busy (%s); loading again in a moment", problem)
                 else:
                     log.warning(
-                        "ingest: cannot load into the store: %s (kept in the spool)", problem
+                        "ingest: cannot load into the store: %s (kept in the spool; a load"
+                        " whose outcome is unknown is sent again whole, under its own token)",
+                        problem,
                     )
         elif self._failing_since is not None:
             log.info(

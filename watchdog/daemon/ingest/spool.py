@@ -256,8 +256,33 @@ class IngestSpool:
         ]
         return [load for _, load in sorted(ours, key=lambda item: item[0])]
 
+    def rescan(self) -> int:
+        """Take in batch files that appeared in `batches/` meanwhile (moved back from
+        `quarantine/` by hand, as its line says); how many."""
+        with self._lock:  # `put` adds its file and its entry under this lock: no half-seen put
+            try:
+                names = os.listdir(self.batches)
+            except OSError:
+                return 0
+            found = 0
+            for name in names:
+                if name in self._batches or not name.endswith(BATCH_SUFFIX):
+                    continue
+                if parse_name(name)[1] not in self._keys:
+                    continue  # another destination's
+                path = self.batches / name
+                try:
+                    self._batches[name] = (path.stat().st_size, _count_rows(path))
+                except OSError:
+                    continue
+                found += 1
+        if found:
+            log.info("ingest spool: %d batch(es) found in %s; loading them", found, self.batches)
+        return found
+
     def plan(self) -> list[Load]:
         """New loads for the batches no load carries yet, each written down before its insert."""
+        self.rescan()
         with self._lock:
             pending = {n: entry for n, entry in self._batches.items() if n not in self._planned}
             solo = self._solo & pending.keys()
@@ -326,7 +351,7 @@ class IngestSpool:
                 os.replace(file, self.quarantine / Path(file).name)
         log.error(
             "ingest: %d %s rows the store refuses were moved to %s (%s);"
-            " move them back to %s to load them again",
+            " move them back to %s to load them again (the next round takes them)",
             load.rows,
             load.signal,
             self.quarantine,

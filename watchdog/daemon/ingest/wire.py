@@ -4,13 +4,16 @@ On the bytes: the records of a protobuf request (a walk of the wire format
 that stops at the first record past the limit), its messages (an upper bound
 at C speed, an exact walk by the descriptors only past it), and the objects
 and arrays of a JSON one; `Malformed` for a body that is no request,
-`TooMany` past a limit.
+`TooMany` past a limit. Each walk visits a bounded number of fields, however
+the bytes are made (zeros are field number 0, which protobuf has not; a run
+of millions of tiny fields is more than the records may hold), so what a
+refused body costs in CPU stays small too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
 # Objects and arrays of a JSON request, or messages of a protobuf one, allowed per record
@@ -23,7 +26,14 @@ _MESSAGE_KEY_BYTES = [bytes([n << 3 | 2]) for n in range(1, 16)] + [
     bytes([b]) for b in range(0x80, 0x100) if b & 7 == 2
 ]
 
+# Fields the records walk may visit around the records (resources, scopes, their names and
+# attributes' envelopes, unknown fields), per record allowed and beyond a base.
+FIELDS_PER_RECORD = 4
+# Fields the exact messages walk may visit per message allowed: a message's scalar fields too.
+FIELDS_PER_MESSAGE = 2
+
 _LEN = 2
+_ONE, _TWO = frozenset({1}), frozenset({2})
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
@@ -47,24 +57,52 @@ def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
     raise Malformed("a varint runs past its message")
 
 
-def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """(field number, start, end) of each length-delimited field in data[start:end], in order."""
+class _Budget:
+    """Fields a walk may still visit; TooMany once it has visited more."""
+
+    __slots__ = ("left", "what")
+
+    def __init__(self, fields: int, what: str) -> None:
+        self.left, self.what = fields, what
+
+
+def _fields(
+    data: bytes, start: int, end: int, budget: _Budget, wanted: Container[int]
+) -> Iterator[tuple[int, int, int]]:
+    """(field number, start, end) of each length-delimited field in data[start:end] whose number
+    is `wanted`, in order; every field visited, of any type, is taken from `budget`."""
     at = start
     while at < end:
-        key, at = _varint(data, at, end)
+        budget.left -= 1
+        if budget.left < 0:
+            raise TooMany(budget.what)
+        key = data[at]  # most keys and lengths are one byte: read those inline
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = _varint(data, at, end)
+        if key < 8:  # field number 0: no protobuf message has one (zeros read as such)
+            raise Malformed("field number 0 (not protobuf)")
         kind = key & 7
-        if kind == 0:
+        if kind == _LEN:
+            if at >= end:
+                raise Malformed("a field runs past its message")
+            size = data[at]
+            if size < 0x80:
+                at += 1
+            else:
+                size, at = _varint(data, at, end)
+            if at + size > end:
+                raise Malformed("a field runs past its message")
+            if key >> 3 in wanted:
+                yield key >> 3, at, at + size
+            at += size
+        elif kind == 0:
             _, at = _varint(data, at, end)
         elif kind == 1:
             at += 8
         elif kind == 5:
             at += 4
-        elif kind == _LEN:
-            size, at = _varint(data, at, end)
-            if at + size > end:
-                raise Malformed("a field runs past its message")
-            yield key >> 3, at, at + size
-            at += size
         else:
             raise Malformed(f"wire type {kind} where an OTLP request has none")
         if at > end:
@@ -76,17 +114,14 @@ def protobuf_records(body: bytes, limit: int) -> int:
     # Both export requests have one shape: resource_logs/resource_spans = 1, in each
     # scope_logs/scope_spans = 2, in each log_records/spans = 2.
     count = 0
-    for number, start, end in _fields(body, 0, len(body)):
-        if number != 1:
-            continue
-        for inner, scope_start, scope_end in _fields(body, start, end):
-            if inner != 2:
-                continue
-            for field, _, _ in _fields(body, scope_start, scope_end):
-                if field == 2:
-                    count += 1
-                    if count > limit:
-                        raise TooMany(f"more than {limit} records in one request")
+    allowed = CONTAINERS_BASE + FIELDS_PER_RECORD * limit
+    budget = _Budget(allowed, f"more than {allowed} fields around {limit} records")
+    for _, start, end in _fields(body, 0, len(body), budget, _ONE):
+        for _, scope_start, scope_end in _fields(body, start, end, budget, _TWO):
+            for _ in _fields(body, scope_start, scope_end, budget, _TWO):
+                count += 1
+                if count > limit:
+                    raise TooMany(f"more than {limit} records in one request")
     return count
 
 
@@ -103,18 +138,22 @@ def protobuf_messages(body: bytes, descriptor: Any, limit: int) -> int:
     if bound <= allowed:
         return bound
     count = 0
+    visits = FIELDS_PER_MESSAGE * allowed
+    budget = _Budget(visits, f"more than {visits} fields in one request")
     # Depth first, one generator of fields per open message: memory as deep as the nesting.
-    stack = [(_children(descriptor), _fields(body, 0, len(body)))]
+    children = _children(descriptor)
+    stack = [(children, _fields(body, 0, len(body), budget, children))]
     while stack:
         children, fields = stack[-1]
         for number, field_start, field_end in fields:
-            child = children.get(number)
-            if child is None:
-                continue
+            child = children[number]
             count += 1
             if count > allowed:
                 raise TooMany(f"more than {allowed} messages in one request")
-            stack.append((_children(child), _fields(body, field_start, field_end)))
+            grandchildren = _children(child)
+            stack.append(
+                (grandchildren, _fields(body, field_start, field_end, budget, grandchildren))
+            )
             break
         else:
             stack.pop()
