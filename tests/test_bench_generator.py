@@ -108,3 +108,21 @@ def test_joelclaw_metadata_carries_session_and_query(
     assert row["workers_without_session"] == 0
     assert 40 < row["query_length"] < 200
     assert 120 < row["metadata_length"] < 400
+
+
+def test_the_lean_mix_breaches_every_kind_that_window_data_can(
+    store: Store, store_url: str
+) -> None:
+    """The bench's lean case is what users hit when things go wrong: every built-in check
+    breaches but freshness (whose breach is a window without recent events)."""
+    from benchmarks.run import settings_for
+    from watchdog.runner.once import run_once, window_at
+
+    table = f"bench_{uuid.uuid4().hex[:10]}.joelclaw_lean"
+    generate(store, "joelclaw", table, 1_000_000, mix="lean")
+    settings = settings_for(store_url, "joelclaw", table)
+    checks = run_once(store, settings, window_at(settings, DEFAULT_AT)).to_json()["checks"]
+    statuses = {check_id: check["status"] for check_id, check in checks.items()}
+    assert statuses.pop("telemetry_freshness") == "ok"
+    assert len(statuses) == 11
+    assert set(statuses.values()) == {"breached"}, statuses
