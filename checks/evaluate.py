@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, Window
 from checks.breakdown import Triage
 from checks.kinds import KINDS
-from checks.scans.plans import Context, Group, Judged, Plans, Reader, Row
+from checks.scans.plans import Breakdown, Context, Group, Judged, Plans, Reader, Row
 from checks.scans.row import QUALITY
 from checks.scans.windows import Windows
 from checks.sources import CompiledSource
@@ -52,7 +52,9 @@ def evaluate(
     report = found.report(window, source, specs)
     if not triage:
         return report
-    return complete_triage(store, source, specs, report, error_classes=error_classes)
+    return complete_triage(
+        store, source, specs, report, error_classes=error_classes, carried=found.breakdowns()
+    )
 
 
 def evaluate_windows(
@@ -83,8 +85,10 @@ def evaluate_windows(
     if not triage:
         return reports
     return [
-        complete_triage(store, source, specs, report, error_classes=error_classes)
-        for report in reports
+        complete_triage(
+            store, source, specs, report, error_classes=error_classes, carried=f.breakdowns()
+        )
+        for f, report in zip(found, reports, strict=True)
     ]
 
 
@@ -117,6 +121,10 @@ class _Found:
         if group is default_session and not isinstance(row, StoreError):
             self.data_quality = {r: int(row[f"dq_{r}"] or 0) for r in QUALITY}
 
+    def breakdowns(self) -> dict[str, Breakdown]:
+        """The breakdown queries the scans carried the makings of, by check."""
+        return {i: b for i, j in self.judged.items() if (b := j.breakdown) is not None}
+
     def report(self, window: Window, source: CompiledSource, specs: Sequence[CheckSpec]) -> Report:
         judged = self.judged
         results = {s.id: judged[s.id].result if s.id in judged else disabled(s) for s in specs}
@@ -141,8 +149,10 @@ def complete_triage(
     report: Report,
     *,
     error_classes: bool = True,
+    carried: Mapping[str, Breakdown] | None = None,
 ) -> Report:
-    """`report` with a breakdown for every breached check: what it carries, the rest queried.
+    """`report` with a breakdown for every breached check: what it carries, the rest queried
+    (by the query its scan `carried` the makings of, else by its kind).
 
     A breakdown that cannot be queried says why in its entry; the others still run.
     """
@@ -154,7 +164,9 @@ def complete_triage(
             continue
         if not KINDS.of(spec).triaged:
             continue
-        breakdown = _queried(store, source, report.window, dims, spec, result)
+        breakdown = _queried(
+            store, source, report.window, dims, spec, result, (carried or {}).get(spec.id)
+        )
         if breakdown is not None:
             found[spec.id] = breakdown
     ordered = {i: found[i] for i in report.checks if i in found}
@@ -168,10 +180,14 @@ def _queried(
     dims: Sequence[str],
     spec: CheckSpec,
     result: CheckResult,
+    carried: Breakdown | None,
 ) -> Triage | None:
-    """The breakdown of a breached check its scan did not carry, asked of its kind."""
+    """The breakdown of a breached check its scan did not carry: by the query the scan found
+    the items for, else asked of its kind."""
     ctx = Context(store, source, spec.window_for(window))
     try:
+        if carried is not None:
+            return carried(ctx, dims)
         return KINDS.of(spec).triage(ctx, dims, spec, result)
     except StoreError as exc:
         log.warning("triage of %s could not run: %s", spec.id, exc.problem)

@@ -331,6 +331,7 @@ def test_triage_carried_by_the_evaluation_equals_the_breakdown_queries(store: St
     assert {
         "recall_coverage",
         "observe_coverage",
+        "observe_failure_rate",  # its lost events found by the session scan, not found again
         "recall_latency_p95",
         "agent_deviation_contract",
         "agent_deviation_evidence",

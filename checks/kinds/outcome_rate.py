@@ -10,14 +10,15 @@ which the same obligation rule finds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from functools import partial
+from typing import Any, Literal
 
 from pydantic import Field
 
-from checks.base import CheckResult, CheckSpec, KindParams, Unit
+from checks.base import CheckResult, CheckSpec, KindParams, Status, Unit
 from checks.breakdown import Triage
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag, duration
@@ -34,6 +35,9 @@ from watchdog.core.sql import quoted
 
 # The error class of a lost operation: it has no error text of its own.
 LOST_CLASS = "(lost: no outcome within the grace period)"
+# The most lost events whose id hashes the triage binds as a parameter; beyond, it finds them
+# again with the session scan's rule (a query's parameters travel in its URL to a server).
+LOST_BOUND = 20_000
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,24 @@ class OutcomeRateConfig(CustomCheck):
         return super().reach(default_window) + self.grace
 
 
+def _breakdown(
+    p: OutcomeRate, lost: str, params: Mapping[str, Any], ctx: Context, dims: Sequence[str]
+) -> Triage:
+    """The failed events of W and the lost ones (the started events meeting `lost`, SQL with
+    `params`), by outcome and dimension."""
+    events = ctx.source.events_source  # beside a session state: the narrow table
+    failed = events_in_window(events, dims, "name IN {tr_failed:Array(String)}", outcome="failed")
+    lost_items = items(
+        events,
+        dims,
+        f"name IN {{tr_started:Array(String)}} AND {lost}",
+        "lost",
+        shown={d: quoted(LOST_CLASS) for d in dims if d in FREE_TEXT},
+    )
+    bound = merged(params, {"tr_failed": list(p.failed), "tr_started": list(p.started)})
+    return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], bound)
+
+
 def _lost(scan: SessionScan, p: OutcomeRate) -> str:
     """Per session: its started events (EVENT) lost in W (real sessions only)."""
     misses = judge(scan, f"{scan.tag()}_loss", p.loss).misses
@@ -103,6 +125,12 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
             f"{tag}_failed_ids",
             f"groupArraySortedArray({EVIDENCE})({scan.oldest_in_window(p.failed)})",
         )
+        # With the triage carried, the scan finds the lost events for it (their id hashes).
+        lost_hashes = None
+        if scan.dims is not None:
+            lost_hashes = scan.total(
+                f"{tag}_lost_hashes", f"groupArrayArray(arrayMap(c -> c.hash, {lost}))"
+            )
 
         def read(row: Row, ctx: Context) -> Judged:
             n_completed, n_failed, n_lost = (int(row[a]) for a in (completed, failed, lost_n))
@@ -121,17 +149,25 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
                 f"{percent(value or 0)} of {denominator} {p.noun} failed or were lost"
                 f" ({n_failed} failed, {n_lost} lost)"
             )
-            return Judged(
-                verdict(
-                    spec,
-                    value,
-                    denominator,
-                    summary,
-                    evidence,
-                    no_data=denominator == 0,
-                    no_data_summary=f"no {p.noun} completed, failed or were due in the window",
-                )
+            result = verdict(
+                spec,
+                value,
+                denominator,
+                summary,
+                evidence,
+                no_data=denominator == 0,
+                no_data_summary=f"no {p.noun} completed, failed or were due in the window",
             )
+            found = None
+            if lost_hashes is not None and len(row[lost_hashes]) <= LOST_BOUND:
+                hashes = sorted({int(h) for h in row[lost_hashes]})
+                found = partial(
+                    _breakdown,
+                    p,
+                    "cityHash64(event_id) IN {tr_lost:Array(UInt64)}",
+                    {"tr_lost": hashes},
+                )
+            return Judged(result, breakdown=found if result.status is Status.BREACHED else None)
 
         return read
 
@@ -149,20 +185,8 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         lost = _lost(scan, p)
         scan.total("lost", f"groupArrayArray(arrayMap(c -> c.hash, {lost}))")  # id hashes
         lost_sql, lost_params = session_sql(ctx, scan)
-        events = ctx.source.events_source  # beside a session state: the narrow table
-        failed = events_in_window(
-            events, dims, "name IN {tr_failed:Array(String)}", outcome="failed"
-        )
-        lost_items = items(
-            events,
-            dims,
-            "name IN {tr_started:Array(String)}"
-            f" AND cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))",
-            "lost",
-            shown={d: quoted(LOST_CLASS) for d in dims if d in FREE_TEXT},
-        )
-        params = merged(lost_params, {"tr_failed": list(p.failed), "tr_started": list(p.started)})
-        return group(ctx, f"{failed}\nUNION ALL\n{lost_items}", ["outcome", *dims], params)
+        condition = f"cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))"
+        return _breakdown(p, condition, lost_params, ctx, dims)
 
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:
         return (params.loss,)

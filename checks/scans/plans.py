@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +61,12 @@ class Judged:
     result: CheckResult
     triage: Triage | None = None
     deviations: tuple[DeviationCount, ...] | None = None
+    # The breakdown's query, when the scan carried what makes it cheap (the triage's items
+    # found): run with the breakdown's dimensions by whoever completes the triage.
+    breakdown: Breakdown | None = None
+
+
+Breakdown = Callable[["Context", Sequence[str]], Triage]
 
 
 Reader = Callable[[Row, Context], Judged]
