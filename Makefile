@@ -27,10 +27,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Two worker processes (pytest-xdist): the suite mostly waits on processes it starts and
-# the engine, so two halves it on two cores; each worker has its own store (tests/conftest.py).
+# Four worker processes (pytest-xdist) on two cores: much of the suite waits on the processes
+# it starts, their schedules and their timeouts, and four keep both cores busy meanwhile; each
+# worker has its own store (tests/conftest.py). The modules whose fixtures build much
+# (xdist_group) run on one worker each.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 4 --dist loadgroup
 
 # Headless Chromium for tests/test_browser.py: Debian packages, installed system-wide, so
 # never as part of `make test` (which needs only Python and PyPI). `make test` runs the

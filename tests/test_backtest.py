@@ -119,7 +119,7 @@ def config(period: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@hypothesis_settings(EXAMPLES, max_examples=8)
+@hypothesis_settings(EXAMPLES, max_examples=6)
 @given(sessions=world_sessions, retried=retries, period=periods)
 def test_a_backtest_judges_each_window_as_check_at_its_end(
     store: Store,

@@ -37,6 +37,8 @@ from watchdog.runner.once import run_once, window_at
 AT = T0 + 4 * H
 ENDS = [AT - 2 * H, AT - H, AT]  # a backtest's windows
 PRESETS = ("joelclaw", "otel_logs", "otel_traces")
+# The tables and their single-table reports are built once, on one worker (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("cluster")
 
 
 class Recording(Store):

@@ -21,7 +21,8 @@ from tests.docs_examples import (
     same,
 )
 
-pytestmark = pytest.mark.slow
+# One worker regenerates the examples for the whole module (pytest -n ... --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]
 
 EXAMPLES = [b for b in collect() if b.kind in ("example", "include")]
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 AT = T0 + 4 * H
 EXAMPLES = settings(
-    max_examples=10,
+    max_examples=6,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

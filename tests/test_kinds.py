@@ -42,6 +42,9 @@ from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
 
+# The module's worlds are judged once, on one worker (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("kinds")
+
 # --- a kind defined only in this module -------------------------------------------------
 
 

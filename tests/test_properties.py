@@ -80,7 +80,7 @@ def _tally(reports: list[Report]) -> dict[str, int]:
 
 @pytest.mark.slow
 @settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(plans=session_plans)
 def test_consecutive_windows_judge_each_obligation_once(
