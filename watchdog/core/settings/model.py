@@ -24,24 +24,27 @@ from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.presets import EXPORTER_PRESETS, PRESETS
 from watchdog.core.settings.values import ConfigModel as _Settings
-from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
+from watchdog.core.settings.values import Crontab, TimeZone
 from watchdog.core.sql import is_identifier, is_table_name
+from watchdog.core.units import TargetText, Unit, target_value
 
-# The built-in checks of docs/spec.md section 5, in report order (checks.builtin builds each).
-BUILTIN_CHECK_IDS = (
-    "recall_coverage",
-    "observe_coverage",
-    "observe_failure_rate",
-    "recall_failure_rate",
-    "recall_latency_p95",
-    "circuit_breaker",
-    "telemetry_freshness",
-    "recall_injection",
-    "write_gate_drift",
-    "agent_deviation_contract",
-    "recall_before_response",
-    "agent_deviation_evidence",
-)
+# The built-in checks of docs/spec.md section 5, in report order, each with the unit of its
+# value and target (checks.builtin builds each with it; a target's units: watchdog.core.units).
+BUILTIN_CHECK_UNITS: dict[str, Unit] = {
+    "recall_coverage": Unit.COUNT,
+    "observe_coverage": Unit.COUNT,
+    "observe_failure_rate": Unit.RATIO,
+    "recall_failure_rate": Unit.RATIO,
+    "recall_latency_p95": Unit.MS,
+    "circuit_breaker": Unit.COUNT,
+    "telemetry_freshness": Unit.S,
+    "recall_injection": Unit.COUNT,
+    "write_gate_drift": Unit.RATIO,
+    "agent_deviation_contract": Unit.COUNT,
+    "recall_before_response": Unit.COUNT,
+    "agent_deviation_evidence": Unit.COUNT,
+}
+BUILTIN_CHECK_IDS = tuple(BUILTIN_CHECK_UNITS)
 
 # The pseudo check of "the source could not be read" (alerts.lifecycle): routes may name it.
 STORE_CHECK_ID = "store"
@@ -241,7 +244,8 @@ class CheckOverride(_Settings):
     """`[checks.<id>]`: any field left out keeps the check's own default."""
 
     enabled: bool | None = None
-    target: FiniteFloat | None = None
+    # As written (`0.05`, "5%", "3s"); its check's unit reads it (`Settings.target_of`).
+    target: TargetText | None = None
     severity: Severity | None = None
     min_samples: int | None = Field(default=None, ge=0)
     no_data: NoDataPolicyName | None = None
@@ -372,9 +376,11 @@ class Settings(_Settings):
                 )
         custom = sorted(taken - set(BUILTIN_CHECK_IDS))
         accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
-        for check_id in self.checks:
+        for check_id, override in self.checks.items():
             if check_id not in taken:
                 raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+            if override.target is not None:
+                self.target_of(check_id, override.target)
         for index, route in enumerate(self.alerts.routes):
             for check_id in route.checks:
                 if check_id not in taken and check_id not in PSEUDO_CHECK_IDS:
@@ -384,6 +390,18 @@ class Settings(_Settings):
                         f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
                     )
         return self
+
+    def target_of(self, check_id: str, written: float | str) -> float:
+        """A target written for `check_id` (`[checks.<id>] target`), in the check's unit.
+
+        ConfigError naming the key when it does not fit the unit (checked when the config loads).
+        """
+        custom = {c.id: c.unit for c in self.custom_checks}
+        unit = BUILTIN_CHECK_UNITS.get(check_id) or custom[check_id]
+        try:
+            return target_value(written, unit)
+        except ValueError as exc:
+            raise ConfigError(f"checks.{check_id}.target", str(exc)) from None
 
     @property
     def check_ids(self) -> tuple[str, ...]:
