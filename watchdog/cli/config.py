@@ -71,9 +71,15 @@ def _config_usage(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    settings = load(args)  # the first problem of the file itself: one line, exit 2
-    verdict = Verdict()
     where = config_file(args.config)
+    try:
+        settings = load(args)
+    except ConfigError as exc:  # every problem of the file itself, one line each, exit 2
+        for problem in exc.problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        print(f"config check: FAILED ({len(exc.problems)} problem(s))")
+        return 2
+    verdict = Verdict()
     verdict.say(f"config {where or '(none: the built-in defaults)'}: loaded")
     describe_settings(settings, verdict)
     check_environment(settings, verdict)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from watchdog.core.durations import Duration
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.units import TargetText, Unit, target_value
 
 Comparison = Literal[">", ">=", "<", "<="]
@@ -85,12 +85,21 @@ class CustomKinds:
         self.models.pop(name, None)
 
     def validate(self, tables: Any) -> tuple[CustomCheck, ...]:
-        """Each `[[checks.custom]]` table as its kind's model; ConfigError names the first bad key."""
+        """Each `[[checks.custom]]` table as its kind's model; ConfigError names every bad key."""
         if not isinstance(tables, list | tuple):
             raise ConfigError("checks.custom", "must be an array of tables ([[checks.custom]])")
         if not self.models:
             raise RuntimeError("no check kind is registered: import checks.kinds first")
-        return tuple(self._one(f"checks.custom[{i}]", table) for i, table in enumerate(tables))
+        checks: list[CustomCheck] = []
+        problems: list[ConfigError] = []
+        for i, table in enumerate(tables):
+            try:
+                checks.append(self._one(f"checks.custom[{i}]", table))
+            except ConfigError as exc:
+                problems.append(exc)
+        if problems:
+            raise ConfigErrors.of(problems)
+        return tuple(checks)
 
     def _one(self, key: str, table: Any) -> CustomCheck:
         if isinstance(table, CustomCheck):
@@ -107,8 +116,10 @@ class CustomKinds:
         try:
             check = model.model_validate(table)
         except ValidationError as exc:
-            where, problem = _described(exc.errors()[0], kind, model)
-            raise ConfigError(".".join([key, *where]), problem) from None
+            described = (_described(error, kind, model) for error in exc.errors())
+            raise ConfigErrors.of(
+                [ConfigError(".".join([key, *where]), problem) for where, problem in described]
+            ) from None
         try:
             check.target_number  # noqa: B018  (a target that does not fit the unit: refused here)
         except ValueError as exc:

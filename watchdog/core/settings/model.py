@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from watchdog.core.durations import Duration, format_duration
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
@@ -354,7 +354,9 @@ class Settings(_Settings):
 
     @model_validator(mode="after")
     def _checks_are_known(self) -> Settings:
-        """Custom ids unique and not built-in, each fitting the lookback; overrides and routes of known ids."""
+        """Custom ids unique and not built-in, each fitting the lookback; overrides and routes
+        of known ids, targets in their checks' units. ConfigErrors names every problem."""
+        problems: list[ConfigError] = []
         taken = set(BUILTIN_CHECK_IDS)
         lookback = self.window.lookback
         for index, check in enumerate(self.custom_checks):
@@ -366,29 +368,42 @@ class Settings(_Settings):
                     if check.id in PSEUDO_CHECK_IDS
                     else "already used above"
                 )
-                raise ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
+                problems.append(
+                    ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
+                )
             taken.add(check.id)
             if check.reach(self.window.length) > lookback:
-                raise ConfigError(
-                    f"checks.custom[{index}].window",
-                    "the window plus the grace must fit in window.lookback"
-                    f" ({format_duration(lookback)}); shorten it or raise the lookback",
+                problems.append(
+                    ConfigError(
+                        f"checks.custom[{index}].window",
+                        "the window plus the grace must fit in window.lookback"
+                        f" ({format_duration(lookback)}); shorten it or raise the lookback",
+                    )
                 )
         custom = sorted(taken - set(BUILTIN_CHECK_IDS))
         accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
         for check_id, override in self.checks.items():
             if check_id not in taken:
-                raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
-            if override.target is not None:
-                self.target_of(check_id, override.target)
+                problems.append(
+                    ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+                )
+            elif override.target is not None:
+                try:
+                    self.target_of(check_id, override.target)
+                except ConfigError as exc:
+                    problems.append(exc)
         for index, route in enumerate(self.alerts.routes):
             for check_id in route.checks:
                 if check_id not in taken and check_id not in PSEUDO_CHECK_IDS:
-                    raise ConfigError(
-                        f"alerts.routes[{index}].checks",
-                        f"unknown check id {check_id!r}"
-                        f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
+                    problems.append(
+                        ConfigError(
+                            f"alerts.routes[{index}].checks",
+                            f"unknown check id {check_id!r}"
+                            f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
+                        )
                     )
+        if problems:
+            raise ConfigErrors.of(problems)
         return self
 
     def target_of(self, check_id: str, written: float | str) -> float:
