@@ -19,7 +19,7 @@ from alerts.render import templates
 from alerts.routing import Router
 from alerts.state import schema_exists
 from checks.probe import probe_source
-from watchdog.cli.args import PROG, Subparsers, common_arguments, load
+from watchdog.cli.args import PROG, Subparsers, common_arguments, judged, load
 from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -79,6 +79,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             print(f"{PROG}: {problem}", file=sys.stderr)
         print(f"config check: FAILED ({len(exc.problems)} problem(s))")
         return 2
+    if not args.no_store:
+        settings = judged(settings)
     verdict = Verdict()
     verdict.say(f"config {where or '(none: the built-in defaults)'}: loaded")
     describe_settings(settings, verdict)

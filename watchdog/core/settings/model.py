@@ -11,6 +11,7 @@ can use. The environment is not read here: the loader (`.load`) fills
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -423,6 +424,20 @@ class Settings(_Settings):
         """Every check id: the built-in ones in report order, then the custom ones."""
         return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
 
+    @property
+    def source_named(self) -> bool:
+        """Whether the config names the source (its preset or table), or the receiver does."""
+        return bool({"preset", "table"} & self.source.model_fields_set)
+
+    def with_default_source(self, holds: Callable[[str], bool]) -> Settings:
+        """These settings judging the default source when the config names none, the same one
+        for every command and the daemon: the OTLP receiver's logs table when the store `holds`
+        it (`daemon --otlp` writes and judges it), else the joelclaw preset's table
+        (docs/configuration.md#the-default-source)."""
+        if self.source_named or not holds(self.ingest.logs_table):
+            return self
+        return self.receiving()
+
     def receiving(self, listen: str | None = None, grpc_listen: str | None = None) -> Settings:
         """These settings with the OTLP receiver on `listen` (`daemon --otlp`) and/or
         `grpc_listen` (`--otlp-grpc`); None keeps the configured address.
@@ -433,8 +448,7 @@ class Settings(_Settings):
         addresses = {"listen": listen, "grpc_listen": grpc_listen}
         given = {k: v for k, v in addresses.items() if v is not None}
         update: dict[str, Any] = {"ingest": self.ingest.model_copy(update=given)}
-        named = {"preset", "table"} & self.source.model_fields_set
-        if not named:
+        if not self.source_named:
             update["source"] = self.source.model_copy(
                 update={"preset": "otel_logs", "table": self.ingest.logs_table}
             )
