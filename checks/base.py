@@ -16,6 +16,7 @@ from typing import Any
 from checks.breakdown import Triage
 from checks.evidence import Evidence
 from watchdog.core.times import rfc3339, to_ms
+from watchdog.core.units import Unit as Unit  # where checks and reports import it from
 
 
 class Status(enum.StrEnum):
@@ -56,15 +57,6 @@ class Comparison(enum.StrEnum):
         if self is Comparison.LT:
             return value < target
         return value <= target
-
-
-class Unit(enum.StrEnum):
-    """What a check's value counts or measures."""
-
-    COUNT = "count"
-    RATIO = "ratio"
-    MS = "ms"
-    S = "s"
 
 
 @dataclass(frozen=True)

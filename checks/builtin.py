@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from checks.base import CheckSpec, Comparison, NoDataPolicy, Severity, Unit
+from checks.base import CheckSpec, Comparison, NoDataPolicy, Severity
 from checks.kinds import KINDS
 from checks.kinds.coverage import Counted, Coverage
 from checks.kinds.deviation_contract import DeviationContract
@@ -22,7 +22,7 @@ from checks.kinds.share import Share
 from checks.kinds.streak import Streak
 from checks.scans.session import PayloadMatch
 from watchdog.core.durations import duration_ms
-from watchdog.core.settings import BUILTIN_CHECK_IDS, Settings
+from watchdog.core.settings import BUILTIN_CHECK_IDS, BUILTIN_CHECK_UNITS, Settings
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 ONE_MINUTE_MS = 60 * 1000
@@ -47,7 +47,7 @@ def _recall_coverage(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["recall_coverage"],
         description="Every session recalls memory within recall_grace of its first event.",
     )
 
@@ -85,7 +85,7 @@ def _observe_coverage(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["observe_coverage"],
         description="Every session observes at its end and on each compaction.",
     )
 
@@ -104,7 +104,7 @@ def _observe_failure_rate(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.CRITICAL,
         min_samples=20,
-        unit=Unit.RATIO,
+        unit=BUILTIN_CHECK_UNITS["observe_failure_rate"],
         description="Failed and lost observes stay under the target share.",
     )
 
@@ -123,7 +123,7 @@ def _recall_failure_rate(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit=Unit.RATIO,
+        unit=BUILTIN_CHECK_UNITS["recall_failure_rate"],
         description="Failed and lost recalls stay under the target share.",
     )
 
@@ -136,7 +136,7 @@ def _recall_latency_p95(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit=Unit.MS,
+        unit=BUILTIN_CHECK_UNITS["recall_latency_p95"],
         description="The exact p95 (nearest rank) of completed recall latency.",
     )
 
@@ -152,7 +152,7 @@ def _circuit_breaker(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["circuit_breaker"],
         description="No more than 3 consecutive failed memory operations.",
     )
 
@@ -165,7 +165,7 @@ def _telemetry_freshness(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=Unit.S,
+        unit=BUILTIN_CHECK_UNITS["telemetry_freshness"],
         description="Telemetry keeps arriving: the newest event is recent.",
     )
 
@@ -193,7 +193,7 @@ def _recall_injection(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["recall_injection"],
         description="Recalls with results are injected into the session.",
     )
 
@@ -208,7 +208,7 @@ def _write_gate_drift(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit=Unit.RATIO,
+        unit=BUILTIN_CHECK_UNITS["write_gate_drift"],
         description="The write gate does not discard most observations.",
     )
 
@@ -231,7 +231,7 @@ def _agent_deviation_contract(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["agent_deviation_contract"],
         description="Deviation events carry only agente, tipo and evidence ids.",
     )
 
@@ -263,7 +263,7 @@ def _recall_before_response(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["recall_before_response"],
         description="The agent recalls memory before answering a non-trivial human message.",
     )
 
@@ -276,7 +276,7 @@ def _agent_deviation_evidence(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit=Unit.COUNT,
+        unit=BUILTIN_CHECK_UNITS["agent_deviation_evidence"],
         description="Evidence ids cited by deviation events exist in the source.",
     )
 
@@ -320,6 +320,8 @@ def _override(spec: CheckSpec, settings: Settings) -> CheckSpec:
     if override is None:
         return spec
     changes = {k: v for k, v in override.model_dump().items() if v is not None}
+    if "target" in changes:  # as written ("5%", "3s"): in the check's unit
+        changes["target"] = settings.target_of(spec.id, changes["target"])
     if "severity" in changes:
         changes["severity"] = Severity(changes["severity"])
     if "no_data" in changes:

@@ -11,7 +11,12 @@ from checks.kinds import KINDS
 from checks.presets import LB, SOURCE_ALIAS
 from checks.scans.binder import merged
 from checks.server_words import server_words
-from checks.sources import CompiledSource, SourceSchemaError, compile_source
+from checks.sources import (
+    CompiledSource,
+    SourceSchemaError,
+    compile_source,
+    telemetry_elsewhere,
+)
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -74,7 +79,8 @@ def probe_source(store: Store, settings: Settings) -> Probe:
     except StoreError as exc:
         if "not found" not in exc.problem:
             raise
-        finding = Finding("source.table", f"table {table} not found ({exc.url_masked})")
+        elsewhere = telemetry_elsewhere(store, table)
+        finding = Finding("source.table", f"table {table} not found ({exc.url_masked}){elsewhere}")
         return Probe(table, 0, (finding,))
     try:
         compiled = compile_source(source, types)

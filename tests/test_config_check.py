@@ -284,3 +284,62 @@ def test_control_characters_in_the_config_are_escaped_in_its_report(tmp_path: Pa
     output = result.stdout + result.stderr
     assert not any(c in output for c in "\x1b\r\x07"), repr(output)
     assert "source agents\\x1b[31m red\\r\\x07: preset joelclaw" in result.stdout
+
+
+# ---- every problem of the file at once ------------------------------------------------------
+
+TWO_PROBLEMS = '[schedule]\nevrey = "1m"\ndelay = 5\n'
+
+
+def test_every_problem_of_the_file_is_listed_each_on_its_own_line(tmp_path: Path) -> None:
+    """An unknown key and a bad duration in one file: both named, one line each, exit 2
+    (as promtool and amtool list every problem)."""
+    result = run(TWO_PROBLEMS, "--no-store", tmp=tmp_path)
+    assert result.returncode == 2
+    where = tmp_path / "watchdog.toml"
+    assert sorted(result.stderr.strip().splitlines()) == [
+        f"memory-watchdog: {where}: schedule.delay: 5 is not a duration"
+        " (e.g. 90s, 15m, 4h, 1d); write the unit, e.g. 5s",
+        f"memory-watchdog: {where}: schedule.evrey: unknown key"
+        " (accepted: every, cron, timezone, delay, max_catchup, misfire_grace)",
+    ]
+    assert result.stdout.strip() == "config check: FAILED (2 problem(s))"
+
+
+def test_problems_of_custom_checks_are_listed_with_the_rest_of_the_file(tmp_path: Path) -> None:
+    """A bad custom table stops no other problem from being named: each table's, each section's."""
+    config = (
+        '[window]\nlenght = "4h"\n\n'
+        '[[checks.custom]]\nid = "a"\nkind = "coverage"\ntarget = 0\n\n'
+        '[[checks.custom]]\nid = "b"\nkind = "share"\nevents = ["x"]\nfield = "f"\n'
+        'value = "v"\ntarget = 40\n'
+    )
+    result = run(config, "--no-store", tmp=tmp_path)
+    assert result.returncode == 2
+    keys = [line.split(": ")[2] for line in result.stderr.strip().splitlines()]
+    assert sorted(keys) == [
+        "checks.custom[0].grace",
+        "checks.custom[0].required",
+        "checks.custom[1].target",
+        "window.lenght",
+    ]
+
+
+def test_other_commands_name_the_first_problem_and_how_to_list_them_all(tmp_path: Path) -> None:
+    """`check` keeps one line: the first problem, how many more, and the command listing them."""
+    path = tmp_path / "watchdog.toml"
+    path.write_text(TWO_PROBLEMS, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    result = subprocess.run(
+        [str(BIN), "check", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        check=False,
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.endswith(
+        f"(and 1 more problem: `memory-watchdog config check --config {path}` lists every one)"
+    )

@@ -60,7 +60,7 @@ class Kinds:
         return CheckSpec(
             id=config.id,
             params=params,
-            target=config.target,
+            target=config.target_number,
             comparison=Comparison(config.comparison),
             severity=Severity(config.severity),
             min_samples=config.min_samples,

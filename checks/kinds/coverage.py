@@ -200,7 +200,7 @@ class CoverageKind(Declared[Coverage, CoverageConfig]):
             session_filter=config.session_filter,
             counted=counted,
         )
-        return params, Unit.COUNT
+        return params, config.unit
 
 
 TriageReader = Callable[[Row, tuple[Obligation, ...]], Triage]

@@ -39,6 +39,11 @@ class FreshnessConfig(CustomCheck):
     kind: Literal["freshness"]
     events: tuple[str, ...] = ()
 
+    @property
+    def unit(self) -> Unit:
+        """Seconds: a target is a duration (`4h`) or a number of seconds."""
+        return Unit.S
+
 
 def _newest_ever(ctx: Context, p: Freshness) -> int | None:
     """The newest event before `at` in the whole table, when the lookback holds none."""
@@ -85,7 +90,7 @@ class FreshnessKind(Declared[Freshness, FreshnessConfig]):
         return [("newest of", ", ".join(params.events) if params.events else "any event")]
 
     def from_config(self, config: FreshnessConfig) -> tuple[Freshness, Unit]:
-        return Freshness(events=config.events), Unit.S
+        return Freshness(events=config.events), config.unit
 
 
 KIND = FreshnessKind()

@@ -79,6 +79,11 @@ class OutcomeRateConfig(CustomCheck):
     def reach(self, default_window: timedelta) -> timedelta:
         return super().reach(default_window) + self.grace
 
+    @property
+    def unit(self) -> Unit:
+        """A rate: a target is a fraction (`0.05`) or a percentage (`5%`)."""
+        return Unit.RATIO
+
 
 def _breakdown(
     p: OutcomeRate, lost: str, params: Mapping[str, Any], ctx: Context, dims: Sequence[str]
@@ -204,7 +209,7 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
             failed=config.failed,
             grace_ms=duration_ms(config.grace),
         )
-        return params, Unit.RATIO
+        return params, config.unit
 
 
 KIND = OutcomeRateKind()

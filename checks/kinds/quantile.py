@@ -55,6 +55,11 @@ class QuantileConfig(CustomCheck):
     comparison: Literal[">", ">=", "<", "<="] = ">="
     min_samples: int = Field(default=20, ge=0)
 
+    @property
+    def unit(self) -> Unit:
+        """Latency in milliseconds (a target may be a duration, `3s`); any other field counts."""
+        return Unit.MS if self.field == "latency_ms" else Unit.COUNT
+
     @field_validator("field")
     @classmethod
     def _known_field(cls, value: str) -> str:
@@ -140,11 +145,10 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
 
     def from_config(self, config: QuantileConfig) -> tuple[Quantile, Unit]:
         q = Fraction(str(config.q)).limit_denominator(1_000_000)
-        unit = Unit.MS if config.field == "latency_ms" else Unit.COUNT
         params = Quantile(
             events=config.events, q_num=q.numerator, q_den=q.denominator, field=config.field
         )
-        return params, unit
+        return params, config.unit
 
 
 KIND = QuantileKind()

@@ -43,6 +43,11 @@ class ShareConfig(CustomCheck):
     comparison: Literal[">", ">=", "<", "<="] = ">="
     min_samples: int = Field(default=20, ge=0)
 
+    @property
+    def unit(self) -> Unit:
+        """A share: a target is a fraction (`0.7`) or a percentage (`70%`)."""
+        return Unit.RATIO
+
 
 class ShareKind(Declared[Share, ShareConfig]):
     name = "share"
@@ -100,7 +105,7 @@ class ShareKind(Declared[Share, ShareConfig]):
         return params.events
 
     def from_config(self, config: ShareConfig) -> tuple[Share, Unit]:
-        return Share(events=config.events, field=config.field, value=config.value), Unit.RATIO
+        return Share(events=config.events, field=config.field, value=config.value), config.unit
 
 
 KIND = ShareKind()

@@ -128,7 +128,7 @@ class StreakKind(Declared[Streak, StreakConfig]):
         return [("failures", ", ".join(params.bad))]
 
     def from_config(self, config: StreakConfig) -> tuple[Streak, Unit]:
-        return Streak(bad=config.bad, good=config.good), Unit.COUNT
+        return Streak(bad=config.bad, good=config.good), config.unit
 
 
 KIND = StreakKind()

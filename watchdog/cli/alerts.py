@@ -19,7 +19,7 @@ from alerts.notifiers import build_notifiers
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
 from checks.base import Severity
-from watchdog.cli.args import Subparsers, common_arguments, load, require_secrets
+from watchdog.cli.args import Subparsers, common_arguments, judged, load, require_secrets
 from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import RECEIVER_TABLES
@@ -102,7 +102,7 @@ def _state_label(record: AlertRecord, pending_runs: int) -> str:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
-    settings = load(args)
+    settings = judged(load(args))
     now = system_clock()
     with open_configured(settings.store) as store:
         records = alert_states(store, settings, now=now)

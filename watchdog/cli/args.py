@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from watchdog.core.durations import parse_duration
-from watchdog.core.errors import ConfigError, UsageError
+from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.settings import Settings, load_settings
 from watchdog.core.settings.load import check_store_url
+from watchdog.core.store import open_configured
 from watchdog.core.times import parse_time
 
 PROG = "memory-watchdog"
@@ -62,6 +63,22 @@ def load(args: argparse.Namespace) -> Settings:
         check_store_url(store, "--store")
         settings = settings.with_store_url(store)
     return settings
+
+
+def judged(settings: Settings) -> Settings:
+    """The settings with the source the daemon and every command judge when the config names
+    none (`Settings.with_default_source`: the receiver's table when the store holds it).
+
+    A store that cannot be opened leaves them as they are: the command's own use of it says
+    what is wrong, in its words.
+    """
+    if settings.source_named:
+        return settings
+    try:
+        with open_configured(settings.store) as store:
+            return settings.with_default_source(store.has_table)
+    except StoreError:
+        return settings
 
 
 def require_secrets(settings: Settings) -> None:

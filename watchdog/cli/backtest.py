@@ -16,7 +16,15 @@ import argparse
 from datetime import datetime
 
 from checks.base import Status
-from watchdog.cli.args import Subparsers, common_arguments, duration_flag, emit, load, time_flag
+from watchdog.cli.args import (
+    Subparsers,
+    common_arguments,
+    duration_flag,
+    emit,
+    judged,
+    load,
+    time_flag,
+)
 from watchdog.core.errors import UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
@@ -84,7 +92,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json, html)")
     start, end = period(args, system_clock())
-    settings = load(args)
+    settings = judged(load(args))
     ends = window_ends(settings, start, end)
     with open_configured(settings.store) as store:
         # JSON: each window's report is `check --format json`'s, its triage included.

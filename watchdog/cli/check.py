@@ -29,6 +29,7 @@ from watchdog.cli.args import (
     common_arguments,
     duration_flag,
     emit,
+    judged,
     load,
     time_flag,
 )
@@ -65,7 +66,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             " (a replay of the past is fine; a check without --notify may look ahead)"
         )
     length = duration_flag("--window", args.window) if args.window else None
-    settings = load(args)
+    settings = judged(load(args))
     run_kind = kind_of_run(at, now, length or settings.window.length)
     started = time.monotonic()
     page = ""

@@ -19,7 +19,7 @@ from alerts.render import templates
 from alerts.routing import Router
 from alerts.state import schema_exists
 from checks.probe import probe_source
-from watchdog.cli.args import PROG, Subparsers, common_arguments, load
+from watchdog.cli.args import PROG, Subparsers, common_arguments, judged, load
 from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -71,9 +71,17 @@ def _config_usage(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    settings = load(args)  # the first problem of the file itself: one line, exit 2
-    verdict = Verdict()
     where = config_file(args.config)
+    try:
+        settings = load(args)
+    except ConfigError as exc:  # every problem of the file itself, one line each, exit 2
+        for problem in exc.problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        print(f"config check: FAILED ({len(exc.problems)} problem(s))")
+        return 2
+    if not args.no_store:
+        settings = judged(settings)
+    verdict = Verdict()
     verdict.say(f"config {where or '(none: the built-in defaults)'}: loaded")
     describe_settings(settings, verdict)
     check_environment(settings, verdict)

@@ -17,6 +17,7 @@ from watchdog.cli.args import (
     Subparsers,
     common_arguments,
     duration_flag,
+    judged,
     load,
     package_version,
     require_secrets,
@@ -92,7 +93,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         (and on SIGHUP)."""
         loaded = load(args)
         require_secrets(loaded)  # the daemon sends: fail at start, not at the first alert
-        return receiving(loaded, args.otlp, args.otlp_grpc)
+        return judged(receiving(loaded, args.otlp, args.otlp_grpc))
 
     settings = load_checked()
     schedule = Schedule.from_settings(settings.schedule)

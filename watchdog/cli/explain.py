@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timedelta
 
-from watchdog.cli.args import PROG, Subparsers, common_arguments, emit, load, time_flag
+from watchdog.cli.args import PROG, Subparsers, common_arguments, emit, judged, load, time_flag
 from watchdog.core.errors import UsageError, WatchdogError
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
@@ -79,7 +79,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
     at = time_flag("--at", args.at) if args.at else system_clock()
-    settings = load(args)
+    settings = judged(load(args))
     session_id = session_id_of(args.session_id, settings)
     with open_configured(settings.store) as store:
         explained = explain(store, settings, session_id, at)

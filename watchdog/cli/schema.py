@@ -28,7 +28,7 @@ from checks.materialize import (
     source_ttl,
 )
 from checks.sources import SourceSchemaError
-from watchdog.cli.args import Subparsers, common_arguments, duration_flag, load
+from watchdog.cli.args import Subparsers, common_arguments, duration_flag, judged, load
 from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
@@ -98,6 +98,8 @@ def _read_source(store: Store, table: str) -> tuple[dict[str, str], str | None]:
 def cmd_schema_apply(args: argparse.Namespace) -> int:
     """Print the statements; with --yes execute them in order."""
     settings = load(args)
+    if args.materialize:  # the state of the source every command judges
+        settings = judged(settings)
     since_length = duration_flag("--since", args.since) if args.since else settings.window.lookback
     out = sys.stdout
     statements = state_statements(settings)

@@ -14,7 +14,7 @@ import argparse
 import sys
 from datetime import timedelta
 
-from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load
+from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, judged, load
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
@@ -41,7 +41,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.runs < 0:
         raise UsageError("--runs: must be 0 or more")
     max_age: timedelta | None = duration_flag("--max-age", args.max_age) if args.max_age else None
-    settings = load(args)
+    settings = judged(load(args))
     now = system_clock()
     with open_configured(settings.store) as store:
         status = read_status(store, settings, now, args.runs)

@@ -6,6 +6,9 @@ The CLI turns a `WatchdogError` into one line on stderr and its `exit_code`
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
+
 
 class WatchdogError(Exception):
     """Something the user must fix; `str(err)` is the one line we print."""
@@ -30,6 +33,41 @@ class ConfigError(WatchdogError):
         self.origin = origin
         where = f"{origin}: " if origin else ""
         super().__init__(f"{where}{key}: {problem}" if key else f"{where}{problem}")
+
+    @property
+    def problems(self) -> tuple[ConfigError, ...]:
+        """Each problem this error stands for: itself (ConfigErrors: every one it holds)."""
+        return (self,)
+
+
+class ConfigErrors(ConfigError):
+    """Every problem found in one config (`config check` lists each on its own line, as
+    promtool and amtool do); a command names the first and how many more there are."""
+
+    def __init__(self, problems: Sequence[ConfigError]) -> None:
+        first = problems[0]
+        self._problems = tuple(problems)
+        super().__init__(first.key, first.problem, origin=first.origin)
+
+    @property
+    def problems(self) -> tuple[ConfigError, ...]:
+        return self._problems
+
+    def __str__(self) -> str:
+        more = len(self.problems) - 1
+        if not more:
+            return super().__str__()
+        plural = "s" if more > 1 else ""
+        command = "memory-watchdog config check"
+        if self.origin:
+            command += f" --config {shlex.quote(self.origin)}"
+        return f"{super().__str__()} (and {more} more problem{plural}: `{command}` lists every one)"
+
+    @staticmethod
+    def of(problems: Sequence[ConfigError]) -> ConfigError:
+        """One problem as itself, several as ConfigErrors (each, when one is ConfigErrors)."""
+        flat = [one for p in problems for one in p.problems]
+        return flat[0] if len(flat) == 1 else ConfigErrors(flat)
 
 
 class StoreError(WatchdogError):

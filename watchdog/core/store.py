@@ -209,6 +209,15 @@ class Store:
             raise StoreError(self.url.masked, f"table {table} not found")
         return {str(col): str(typ) for col, typ in result.rows}
 
+    def has_table(self, table: str) -> bool:
+        """Whether `table` (`database.table`) exists."""
+        database, _, name = table.rpartition(".")
+        result = self.query(
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {table:String}",
+            {"db": database or self.current_database(), "table": name},
+        )
+        return bool(result.rows and int(result.rows[0][0]))
+
     def current_database(self) -> str:
         return str(self.query("SELECT currentDatabase()").rows[0][0])
 

@@ -35,18 +35,24 @@ def last_completed_at(store: Store, settings: Settings, now: datetime) -> dateti
     time in the future (older versions accepted `--at 2099-...`): what live runs
     resume from and what the dead man's switch measures is what live runs did.
     """
+    return completed_by_source(store, settings, now).get(settings.source.display_name)
+
+
+def completed_by_source(store: Store, settings: Settings, now: datetime) -> dict[str, datetime]:
+    """Every source the run log holds live completed runs of, with the newest window's end
+    (`last_completed_at` of each; newest first)."""
     if not schema_exists(store, settings):
-        return None
+        return {}
     # A run log from before `kind` existed holds live runs only.
     live = "kind != {replay:String}" if "kind" in readable_columns(store, settings, "runs") else "1"
-    row = store.query(
-        "SELECT count() AS n, toUnixTimestamp64Milli(max(at)) AS at_ms"
+    rows = store.query(
+        "SELECT source, toUnixTimestamp64Milli(max(at)) AS at_ms"
         f" FROM {table(settings, 'runs')} FINAL"
-        f" WHERE source = {{source:String}} AND problem = '' AND {live}"
-        " AND at <= {latest:DateTime64(3, 'UTC')}",
-        {"source": settings.source.display_name, "replay": REPLAY, "latest": now + CLOCK_SKEW},
-    ).first()
-    return from_ms(int(row["at_ms"])) if row and int(row["n"]) else None
+        f" WHERE problem = '' AND {live} AND at <= {{latest:DateTime64(3, 'UTC')}}"
+        " GROUP BY source ORDER BY at_ms DESC, source",
+        {"replay": REPLAY, "latest": now + CLOCK_SKEW},
+    ).dicts()
+    return {str(row["source"]): from_ms(int(row["at_ms"])) for row in rows}
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,9 @@ class DaemonStatus:
     spooled_since: datetime | None
     lease: LeaseInfo | None = None  # the alert lease of the source (server stores only)
     ingest: SpoolState | None = None  # the OTLP receiver's spool, when one is configured
+    # The other sources the run log holds completed runs of, each with its newest window's end:
+    # a status of one source never says "no completed run" without naming them.
+    elsewhere: tuple[tuple[str, datetime], ...] = ()
 
     @property
     def age(self) -> timedelta | None:
@@ -79,7 +88,24 @@ class DaemonStatus:
         """Why the dead man's switch trips (`last completed 5h ago`), None when it does not."""
         if not self.stale(max_age):
             return None
-        return "no completed run" if self.age is None else f"last completed {ago(self.age)}"
+        if self.age is None:
+            if self.elsewhere:
+                return f"no completed run of {printable(self.source)}{self.elsewhere_hint()}"
+            return "no completed run"
+        return f"last completed {ago(self.age)}"
+
+    def elsewhere_hint(self) -> str:
+        """`; the run log holds completed runs of otel.otel_logs (last ... ago): ...`, or ''."""
+        if not self.elsewhere:
+            return ""
+        runs = ", ".join(
+            f"{printable(source)} (window ending {rfc3339(at)}, {ago(self.now - at)})"
+            for source, at in self.elsewhere
+        )
+        return (
+            f"; the run log holds completed runs of {runs}: give status the config"
+            " that judges it (--config; the daemon's)"
+        )
 
     def firing(self) -> list[AlertRecord]:
         return [r for r in self.alerts if r.alert.firing]
@@ -93,6 +119,10 @@ class DaemonStatus:
             "schedule": {"describe": self.schedule, "next_run": rfc3339(self.next_run)},
             "last_completed_run": _time(self.last_completed),
             "age_s": self.age.total_seconds() if self.age is not None else None,
+            "other_sources": [
+                {"source": source, "last_completed_run": rfc3339(at)}
+                for source, at in self.elsewhere
+            ],
             "runs": [_run_json(r) for r in self.runs],
             "firing_alerts": [_alert_json(r) for r in self.firing()],
             "outbox": [_backlog_json(b) for b in self.backlog],
@@ -158,13 +188,16 @@ def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> D
     """Read the run log, alert states and outbox (read-only), plus the local spool."""
     schedule = Schedule.from_settings(settings.schedule)
     spool = Spool.for_settings(settings)
+    completed = completed_by_source(store, settings, now)
+    source = settings.source.display_name
     return DaemonStatus(
         now=now,
-        source=settings.source.display_name,
+        source=source,
         store=mask_url(settings.store.url),
         schedule=schedule.describe(),
         next_run=schedule.next_run(now),
-        last_completed=last_completed_at(store, settings, now),
+        last_completed=completed.get(source),
+        elsewhere=tuple((name, at) for name, at in completed.items() if name != source),
         runs=last_runs(store, settings, runs),
         alerts=alert_states(store, settings),
         backlog=outbox_backlog(store, settings, now=now),
@@ -201,7 +234,11 @@ def render_text(status: DaemonStatus) -> str:
         f" (in {human_duration((status.next_run - status.now).total_seconds())})"
     )
     if status.last_completed is None:
-        lines.append("Last completed run: none yet")
+        lines.append(
+            f"Last completed run: none of this source{status.elsewhere_hint()}"
+            if status.elsewhere
+            else "Last completed run: none yet"
+        )
     else:
         assert status.age is not None
         lines.append(

@@ -33,6 +33,7 @@ from watchdog.core.settings.load import (
 )
 from watchdog.core.settings.model import (
     BUILTIN_CHECK_IDS,
+    BUILTIN_CHECK_UNITS,
     NORMALIZED_COLUMNS,
     PSEUDO_CHECK_IDS,
     RUN_CHECK_ID,
@@ -50,6 +51,7 @@ from watchdog.core.settings.model import (
 
 __all__ = [
     "BUILTIN_CHECK_IDS",
+    "BUILTIN_CHECK_UNITS",
     "DEMO_STORE_DIR",
     "NORMALIZED_COLUMNS",
     "PAGERDUTY_EVENTS_URL",

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from watchdog.core.durations import Duration
-from watchdog.core.errors import ConfigError
-from watchdog.core.settings.values import FiniteFloat
+from watchdog.core.errors import ConfigError, ConfigErrors
+from watchdog.core.units import TargetText, Unit, target_value
 
 Comparison = Literal[">", ">=", "<", "<="]
 SeverityName = Literal["critical", "warning", "info"]
@@ -32,7 +32,7 @@ class CustomCheck(BaseModel):
 
     id: str
     kind: str
-    target: FiniteFloat
+    target: TargetText  # as written ("5%", "3s", 0.05): `target_number` reads it in `unit`
     comparison: Comparison = ">"
     severity: SeverityName = "warning"
     min_samples: int = Field(default=0, ge=0)
@@ -55,6 +55,16 @@ class CustomCheck(BaseModel):
             raise ValueError("must be positive")
         return value
 
+    @property
+    def unit(self) -> Unit:
+        """What the check's value measures (each kind's model says; its target is read in it)."""
+        return Unit.COUNT
+
+    @property
+    def target_number(self) -> float:
+        """The target in the check's unit (`5%` of a rate: 0.05; `3s` of a latency: 3000)."""
+        return target_value(self.target, self.unit)
+
     def reach(self, default_window: timedelta) -> timedelta:
         """How far back from `at` the check must read: its window (plus a grace, for some kinds)."""
         return self.window or default_window
@@ -75,12 +85,21 @@ class CustomKinds:
         self.models.pop(name, None)
 
     def validate(self, tables: Any) -> tuple[CustomCheck, ...]:
-        """Each `[[checks.custom]]` table as its kind's model; ConfigError names the first bad key."""
+        """Each `[[checks.custom]]` table as its kind's model; ConfigError names every bad key."""
         if not isinstance(tables, list | tuple):
             raise ConfigError("checks.custom", "must be an array of tables ([[checks.custom]])")
         if not self.models:
             raise RuntimeError("no check kind is registered: import checks.kinds first")
-        return tuple(self._one(f"checks.custom[{i}]", table) for i, table in enumerate(tables))
+        checks: list[CustomCheck] = []
+        problems: list[ConfigError] = []
+        for i, table in enumerate(tables):
+            try:
+                checks.append(self._one(f"checks.custom[{i}]", table))
+            except ConfigError as exc:
+                problems.append(exc)
+        if problems:
+            raise ConfigErrors.of(problems)
+        return tuple(checks)
 
     def _one(self, key: str, table: Any) -> CustomCheck:
         if isinstance(table, CustomCheck):
@@ -95,10 +114,17 @@ class CustomKinds:
         if model is None:
             raise ConfigError(f"{key}.kind", f"{kind!r} is not accepted (accepted: {accepted})")
         try:
-            return model.model_validate(table)
+            check = model.model_validate(table)
         except ValidationError as exc:
-            where, problem = _described(exc.errors()[0], kind, model)
-            raise ConfigError(".".join([key, *where]), problem) from None
+            described = (_described(error, kind, model) for error in exc.errors())
+            raise ConfigErrors.of(
+                [ConfigError(".".join([key, *where]), problem) for where, problem in described]
+            ) from None
+        try:
+            check.target_number  # noqa: B018  (a target that does not fit the unit: refused here)
+        except ValueError as exc:
+            raise ConfigError(f"{key}.target", str(exc)) from None
+        return check
 
 
 def _described(error: Any, kind: str, model: type[CustomCheck]) -> tuple[Sequence[str], str]:

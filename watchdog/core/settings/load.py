@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.settings.model import CheckOverride, Settings
 from watchdog.core.settings.receivers import SECRET_KEYS
 from watchdog.core.settings.values import MissingSecret
@@ -96,8 +96,8 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
     return value
 
 
-def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
-    """The key path and problem of pydantic's first error, in our words."""
+def _describe(error: Any) -> tuple[str, str]:
+    """The key path and problem of one of pydantic's errors, in our words."""
     loc = [str(part) for part in error["loc"]]
     kind = error["type"]
     key = _key_path(error["loc"])
@@ -116,6 +116,32 @@ def _describe(error: Any, data: Mapping[str, Any]) -> tuple[str, str]:
     if kind in ("missing",):
         return key, "is required"
     return key, message
+
+
+def _problems(exc: ValidationError, origin: str | None) -> list[ConfigError]:
+    """Every error pydantic found (each field of each section), in our words."""
+    return [ConfigError(*_describe(error), origin=origin) for error in exc.errors()]
+
+
+def _besides_custom_checks(
+    exc: ConfigError, data: Mapping[str, Any], origin: str | None
+) -> list[ConfigError]:
+    """The problems of the rest of the file, when a `[[checks.custom]]` table stopped pydantic.
+
+    A custom table's problem (`CUSTOM_KINDS.validate`) ends that validation before it reports
+    the other sections: those are validated again without the custom tables. The rules that
+    span sections (an override's check id, say) are left to a file whose tables are sound, as
+    they would name a custom check that is only missing here.
+    """
+    if not exc.key.startswith("checks.custom"):
+        return []
+    try:
+        Settings.model_validate({**data, "custom_checks": ()})
+    except ValidationError as again:
+        return _problems(again, origin)
+    except ConfigError:
+        pass
+    return []
 
 
 def _key_path(loc: Sequence[Any]) -> str:
@@ -171,8 +197,13 @@ def settings_from_mapping(
     try:
         return _validated(data, os.environ if env is None else env, origin)
     except ConfigError as exc:
-        raise ConfigError(
-            printable(exc.key, 300), printable(exc.problem, None), origin=exc.origin
+        raise ConfigErrors.of(
+            [
+                ConfigError(
+                    printable(one.key, 300), printable(one.problem, None), origin=one.origin
+                )
+                for one in exc.problems
+            ]
         ) from None
 
 
@@ -187,10 +218,10 @@ def _validated(data: Mapping[str, Any], env: Mapping[str, str], origin: str | No
     try:
         settings = Settings.model_validate(expanded)
     except ValidationError as exc:
-        key, problem = _describe(exc.errors()[0], expanded)
-        raise ConfigError(key, problem, origin=origin) from None
+        raise ConfigErrors.of(_problems(exc, origin)) from None
     except ConfigError as exc:
-        raise ConfigError(exc.key, exc.problem, origin=origin) from None
+        found = [ConfigError(one.key, one.problem, origin=origin) for one in exc.problems]
+        raise ConfigErrors.of([*found, *_besides_custom_checks(exc, expanded, origin)]) from None
     # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
     from_env = env.get("WATCHDOG_STORE_URL")
     url = from_env or settings.store.url or f"chdb://{settings.data_dir / STORE_DIR}"

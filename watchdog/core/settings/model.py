@@ -11,6 +11,7 @@ can use. The environment is not read here: the loader (`.load`) fills
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -18,30 +19,33 @@ from typing import Any, Literal
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from watchdog.core.durations import Duration, format_duration
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.presets import EXPORTER_PRESETS, PRESETS
 from watchdog.core.settings.values import ConfigModel as _Settings
-from watchdog.core.settings.values import Crontab, FiniteFloat, TimeZone
+from watchdog.core.settings.values import Crontab, TimeZone
 from watchdog.core.sql import is_identifier, is_table_name
+from watchdog.core.units import TargetText, Unit, target_value
 
-# The built-in checks of docs/spec.md section 5, in report order (checks.builtin builds each).
-BUILTIN_CHECK_IDS = (
-    "recall_coverage",
-    "observe_coverage",
-    "observe_failure_rate",
-    "recall_failure_rate",
-    "recall_latency_p95",
-    "circuit_breaker",
-    "telemetry_freshness",
-    "recall_injection",
-    "write_gate_drift",
-    "agent_deviation_contract",
-    "recall_before_response",
-    "agent_deviation_evidence",
-)
+# The built-in checks of docs/spec.md section 5, in report order, each with the unit of its
+# value and target (checks.builtin builds each with it; a target's units: watchdog.core.units).
+BUILTIN_CHECK_UNITS: dict[str, Unit] = {
+    "recall_coverage": Unit.COUNT,
+    "observe_coverage": Unit.COUNT,
+    "observe_failure_rate": Unit.RATIO,
+    "recall_failure_rate": Unit.RATIO,
+    "recall_latency_p95": Unit.MS,
+    "circuit_breaker": Unit.COUNT,
+    "telemetry_freshness": Unit.S,
+    "recall_injection": Unit.COUNT,
+    "write_gate_drift": Unit.RATIO,
+    "agent_deviation_contract": Unit.COUNT,
+    "recall_before_response": Unit.COUNT,
+    "agent_deviation_evidence": Unit.COUNT,
+}
+BUILTIN_CHECK_IDS = tuple(BUILTIN_CHECK_UNITS)
 
 # The pseudo check of "the source could not be read" (alerts.lifecycle): routes may name it.
 STORE_CHECK_ID = "store"
@@ -241,7 +245,8 @@ class CheckOverride(_Settings):
     """`[checks.<id>]`: any field left out keeps the check's own default."""
 
     enabled: bool | None = None
-    target: FiniteFloat | None = None
+    # As written (`0.05`, "5%", "3s"); its check's unit reads it (`Settings.target_of`).
+    target: TargetText | None = None
     severity: Severity | None = None
     min_samples: int | None = Field(default=None, ge=0)
     no_data: NoDataPolicyName | None = None
@@ -350,7 +355,9 @@ class Settings(_Settings):
 
     @model_validator(mode="after")
     def _checks_are_known(self) -> Settings:
-        """Custom ids unique and not built-in, each fitting the lookback; overrides and routes of known ids."""
+        """Custom ids unique and not built-in, each fitting the lookback; overrides and routes
+        of known ids, targets in their checks' units. ConfigErrors names every problem."""
+        problems: list[ConfigError] = []
         taken = set(BUILTIN_CHECK_IDS)
         lookback = self.window.lookback
         for index, check in enumerate(self.custom_checks):
@@ -362,33 +369,74 @@ class Settings(_Settings):
                     if check.id in PSEUDO_CHECK_IDS
                     else "already used above"
                 )
-                raise ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
+                problems.append(
+                    ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
+                )
             taken.add(check.id)
             if check.reach(self.window.length) > lookback:
-                raise ConfigError(
-                    f"checks.custom[{index}].window",
-                    "the window plus the grace must fit in window.lookback"
-                    f" ({format_duration(lookback)}); shorten it or raise the lookback",
+                problems.append(
+                    ConfigError(
+                        f"checks.custom[{index}].window",
+                        "the window plus the grace must fit in window.lookback"
+                        f" ({format_duration(lookback)}); shorten it or raise the lookback",
+                    )
                 )
         custom = sorted(taken - set(BUILTIN_CHECK_IDS))
         accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
-        for check_id in self.checks:
+        for check_id, override in self.checks.items():
             if check_id not in taken:
-                raise ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+                problems.append(
+                    ConfigError(f"checks.{check_id}", f"unknown check id (accepted: {accepted})")
+                )
+            elif override.target is not None:
+                try:
+                    self.target_of(check_id, override.target)
+                except ConfigError as exc:
+                    problems.append(exc)
         for index, route in enumerate(self.alerts.routes):
             for check_id in route.checks:
                 if check_id not in taken and check_id not in PSEUDO_CHECK_IDS:
-                    raise ConfigError(
-                        f"alerts.routes[{index}].checks",
-                        f"unknown check id {check_id!r}"
-                        f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
+                    problems.append(
+                        ConfigError(
+                            f"alerts.routes[{index}].checks",
+                            f"unknown check id {check_id!r}"
+                            f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
+                        )
                     )
+        if problems:
+            raise ConfigErrors.of(problems)
         return self
+
+    def target_of(self, check_id: str, written: float | str) -> float:
+        """A target written for `check_id` (`[checks.<id>] target`), in the check's unit.
+
+        ConfigError naming the key when it does not fit the unit (checked when the config loads).
+        """
+        custom = {c.id: c.unit for c in self.custom_checks}
+        unit = BUILTIN_CHECK_UNITS.get(check_id) or custom[check_id]
+        try:
+            return target_value(written, unit)
+        except ValueError as exc:
+            raise ConfigError(f"checks.{check_id}.target", str(exc)) from None
 
     @property
     def check_ids(self) -> tuple[str, ...]:
         """Every check id: the built-in ones in report order, then the custom ones."""
         return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
+
+    @property
+    def source_named(self) -> bool:
+        """Whether the config names the source (its preset or table), or the receiver does."""
+        return bool({"preset", "table"} & self.source.model_fields_set)
+
+    def with_default_source(self, holds: Callable[[str], bool]) -> Settings:
+        """These settings judging the default source when the config names none, the same one
+        for every command and the daemon: the OTLP receiver's logs table when the store `holds`
+        it (`daemon --otlp` writes and judges it), else the joelclaw preset's table
+        (docs/configuration.md#the-default-source)."""
+        if self.source_named or not holds(self.ingest.logs_table):
+            return self
+        return self.receiving()
 
     def receiving(self, listen: str | None = None, grpc_listen: str | None = None) -> Settings:
         """These settings with the OTLP receiver on `listen` (`daemon --otlp`) and/or
@@ -400,8 +448,7 @@ class Settings(_Settings):
         addresses = {"listen": listen, "grpc_listen": grpc_listen}
         given = {k: v for k, v in addresses.items() if v is not None}
         update: dict[str, Any] = {"ingest": self.ingest.model_copy(update=given)}
-        named = {"preset", "table"} & self.source.model_fields_set
-        if not named:
+        if not self.source_named:
             update["source"] = self.source.model_copy(
                 update={"preset": "otel_logs", "table": self.ingest.logs_table}
             )

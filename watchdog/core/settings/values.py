@@ -1,4 +1,4 @@
-"""Typed config values checked when the config loads: time zones, finite numbers, crontab lines, secrets.
+"""Typed config values checked when the config loads: time zones, crontab lines, secrets.
 
 Also `ConfigModel`, the base of every settings model: an unknown key is an error naming it
 (docs/configuration.md#validation).
@@ -6,7 +6,6 @@ Also `ConfigModel`, the base of every settings model: an unknown key is an error
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
@@ -30,15 +29,6 @@ def _timezone(value: str) -> str:
 
 
 TimeZone = Annotated[str, AfterValidator(_timezone)]
-
-
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError(f"{value!r} is not a finite number")
-    return value
-
-
-FiniteFloat = Annotated[float, AfterValidator(_finite)]
 
 
 def _crontab(value: str) -> str:
