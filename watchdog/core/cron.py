@@ -2,7 +2,7 @@
 refresh horizon all read its fire times through `CronLine`.
 
 APScheduler's `CronTrigger` does the parsing and the calendar; it is imported only when a
-cron line is used (an `every` schedule never loads it).
+cron line is used (an `every` schedule never loads it). The schedule: docs/operations.md#the-daemon.
 """
 
 from __future__ import annotations

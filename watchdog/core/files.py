@@ -2,7 +2,8 @@
 
 One way for every writer (the daemon's spool, the OTLP ingest spool, the report pages): the
 content goes to a temporary file in the same filesystem, which is fsynced, renamed over the
-target, and the directory is fsynced so the rename itself survives a power loss.
+target, and the directory is fsynced so the rename itself survives a power loss
+(docs/architecture.md#where-each-concern-lives).
 """
 
 from __future__ import annotations
