@@ -20,6 +20,7 @@ from checks.kinds import (
 )
 from checks.kinds.base import AnyKind, Declared, duration
 from watchdog.core.durations import duration_ms
+from watchdog.core.errors import RegistryError
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 
 
@@ -54,8 +55,9 @@ class Kinds:
 
     def spec_of(self, config: CustomCheck) -> CheckSpec:
         """One `[[checks.custom]]` table as a CheckSpec, by its kind."""
-        kind = self._by_name[config.kind]
-        assert isinstance(kind, Declared)
+        kind = self._by_name.get(config.kind)
+        if not isinstance(kind, Declared):
+            raise RegistryError(f"check {config.id}: kind {config.kind!r} is not declarable")
         params, unit = kind.params_of(config)
         return CheckSpec(
             id=config.id,

@@ -17,6 +17,7 @@ from checks.scans.plans import Context, Plans, Reader
 from checks.scans.session import SessionScan
 from checks.triage import plain
 from watchdog.core.durations import format_duration
+from watchdog.core.errors import RegistryError
 from watchdog.core.settings.custom import CustomCheck
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ class Kind(ABC, Generic[P]):
 
     def of(self, spec: CheckSpec) -> P:
         """`spec`'s parameters, which are this kind's."""
-        assert isinstance(spec.params, self.params), f"{spec.id} is no {self.name} check"
+        if not isinstance(spec.params, self.params):
+            raise RegistryError(f"check {spec.id} is no {self.name} check")
         return spec.params
 
     @abstractmethod
@@ -122,7 +124,8 @@ class Declared(Kind[P], Generic[P, C]):
 
     def params_of(self, config: CustomCheck) -> tuple[KindParams, Unit]:
         """`config` (a table of this kind) as its parameters and unit."""
-        assert isinstance(config, self.config)
+        if not isinstance(config, self.config):
+            raise RegistryError(f"check {config.id}: its table is no {self.name} table")
         return self.from_config(config)
 
 
