@@ -7,21 +7,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
 from checks.breakdown import Triage
+from checks.kinds.obligations import Obligation
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Plans, Reader
 from checks.scans.session import SessionScan
 from checks.triage import plain
-from watchdog.core.durations import format_duration
+from watchdog.core.durations import format_ms
 from watchdog.core.errors import RegistryError
 from watchdog.core.settings.custom import CustomCheck
-
-if TYPE_CHECKING:
-    from checks.kinds.obligations import Obligation
 
 P = TypeVar("P", bound=KindParams)
 C = TypeVar("C", bound=CustomCheck)
@@ -29,9 +26,7 @@ C = TypeVar("C", bound=CustomCheck)
 Described = list[tuple[str, str]]  # (parameter, what it is set to), as the page shows them
 
 
-def duration(ms: int) -> str:
-    """A duration of a kind's parameters in milliseconds, as config writes it: 5m, 1h30m."""
-    return format_duration(timedelta(milliseconds=ms))
+duration = format_ms  # the kinds' name for it
 
 
 @dataclass(frozen=True)
