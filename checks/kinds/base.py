@@ -7,6 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
@@ -47,12 +48,35 @@ class Flag:
     cites: str = ""
 
 
+@dataclass(frozen=True)
+class ExampleEvent:
+    """One event of a kind's example: its session, its name, its time after the window's
+    start, and its metadata (the event's payload)."""
+
+    session: str
+    name: str
+    after: timedelta
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A `[[checks.custom]]` table of a kind and the events that breach it (added to the
+    kind contract suite's world, tests/test_kinds.py): a new kind brings its own breach."""
+
+    table: Mapping[str, Any]
+    events: tuple[ExampleEvent, ...] = ()
+
+
 class Kind(ABC, Generic[P]):
     """A check kind: `name` (its `kind` in config), its parameters' type, its handling."""
 
     name: str
     params: type[P]
     triaged = True  # whether a breach has failing items to break down (freshness has none)
+    # Why `explain` shows nothing of one session for this kind (no `flag`, no `obligations`);
+    # "" for a kind that shows what it counts, as every kind should (the contract suite).
+    unexplained = ""
 
     def of(self, spec: CheckSpec) -> P:
         """`spec`'s parameters, which are this kind's."""
@@ -97,6 +121,11 @@ class Kind(ABC, Generic[P]):
 
     def flag(self, spec: CheckSpec, bind: Binder) -> Flag | None:
         """What a check of this kind counts against one event (`explain`), its values bound."""
+        return None
+
+    def example(self) -> Example | None:
+        """A table of this kind breached by a few events, for the contract suite (declarable
+        kinds that the suite's own tables do not cover must have one)."""
         return None
 
     def payload_names(self, params: P) -> Sequence[str]:
