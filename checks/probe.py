@@ -11,12 +11,8 @@ from checks.kinds import KINDS
 from checks.presets import LB, SOURCE_ALIAS
 from checks.scans.binder import merged
 from checks.server_words import server_words
-from checks.sources import (
-    CompiledSource,
-    SourceSchemaError,
-    compile_source,
-    telemetry_elsewhere,
-)
+from checks.source_tables import telemetry_elsewhere
+from checks.sources import CompiledSource, SourceSchemaError, compile_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
