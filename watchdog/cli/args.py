@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError, StoreError, UsageError
-from watchdog.core.settings import Settings, load_settings
+from watchdog.core.settings import Settings, command_flags, load_settings
 from watchdog.core.settings.load import check_store_url
 from watchdog.core.store import open_configured
 from watchdog.core.times import parse_time
@@ -79,6 +79,13 @@ def judged(settings: Settings) -> Settings:
             return settings.with_default_source(store.has_table)
     except StoreError:
         return settings
+
+
+def printed(settings: Settings, command: str) -> str:
+    """A `memory-watchdog <command>` printed for the user, with the flags that make it read what
+    this command read (`command_flags`: --config, a --store not the default), shell-quoted."""
+    flags = command_flags(settings)
+    return f"{PROG} {command} {flags}" if flags else f"{PROG} {command}"
 
 
 def require_secrets(settings: Settings) -> None:

@@ -14,10 +14,10 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from watchdog.cli.args import Subparsers, common_arguments, load, time_flag
+from watchdog.cli.args import Subparsers, common_arguments, load, printed, time_flag
 from watchdog.cli.check import render
 from watchdog.core.errors import StoreError, UsageError
-from watchdog.core.settings import Settings
+from watchdog.core.settings import Settings, command_flags
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.ingest.service import Ingest
@@ -91,12 +91,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         " does: data_quality.duplicate_rows; merged away after this check, as"
         " ReplacingMergeTree does in time).\n\n"
     )
-    out.write(render(report, "text", color=out.isatty()))
+    out.write(render(report, "text", color=out.isatty(), flags=command_flags(settings)))
     at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     out.write(
         "\nWhat next:\n"
-        f"  memory-watchdog check --store {store_cfg.url} --at {at_text} --format json\n"
-        f"  memory-watchdog check --store {store_cfg.url} --at {at_text} --window 24h\n"
+        f"  {printed(settings, f'check --at {at_text} --format json')}\n"
+        f"  {printed(settings, f'check --at {at_text} --window 24h')}\n"
         "  memory-watchdog check --store 'http://user:password@your-clickhouse:8123/default'"
         " --config config/watchdog.toml\n"
         f"\nHTML report (open it in a browser): {page}\n"
@@ -152,11 +152,12 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         f" {plan.duplicates} duplicate rows (memory events sent again, as an agent's retry does:"
         " data_quality.duplicate_rows).\n\n"
     )
-    out.write(render(report, "text", color=out.isatty()))
+    flags = command_flags(settings.read_from(str(config)))
+    out.write(render(report, "text", color=out.isatty(), flags=flags))
     at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     out.write(
         "\nWhat next:\n"
-        f"  memory-watchdog check --config {config} --store {settings.store.url} --at {at_text}\n"
+        f"  memory-watchdog check --at {at_text} {flags}\n"
         "  memory-watchdog daemon --otlp 127.0.0.1:4318   # receive your agents' telemetry"
         " (docs/start-without-clickhouse.md)\n"
         f"\nHTML report (open it in a browser): {page}\n"

@@ -27,6 +27,7 @@ from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.settings.load import (
     DEMO_STORE_DIR,
     STORE_DIR,
+    command_flags,
     data_dir_from,
     load_settings,
     settings_from_mapping,
@@ -81,6 +82,7 @@ __all__ = [
     "TelegramSettings",
     "WebhookSettings",
     "WindowSettings",
+    "command_flags",
     "data_dir_from",
     "load_settings",
     "settings_from_mapping",
