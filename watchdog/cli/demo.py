@@ -17,7 +17,7 @@ from pathlib import Path
 from watchdog.cli.args import Subparsers, common_arguments, load, printed, time_flag
 from watchdog.cli.check import render
 from watchdog.core.errors import StoreError, UsageError
-from watchdog.core.settings import Settings, command_flags
+from watchdog.core.settings import DEMO_POINTER, Settings, command_flags
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.ingest.service import Ingest
@@ -75,6 +75,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = demo_settings(settings)
     store_cfg = settings.store
     demo = run_demo(settings, sessions=args.sessions, seed=args.seed, at=at)
+    remember_demo_store(settings)
     plan, report, page = demo.plan, demo.report, demo.page
     out = sys.stdout
     out.write(
@@ -138,6 +139,7 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         report = run_once(store, settings, window_at(settings, at))
         page = write_demo_report(store, settings, report, report_dir(settings), at)
     config = _write_demo_config(settings)
+    remember_demo_store(settings)
     out = sys.stdout
     out.write(
         f"Sent {plan.events} events of {plan.sessions} agent sessions (seed {seed}) as OpenTelemetry"
@@ -163,6 +165,14 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         f"\nHTML report (open it in a browser): {page}\n"
     )
     return 0
+
+
+def remember_demo_store(settings: Settings) -> None:
+    """Note in the data directory which store the demo filled: "there is no store here" names
+    it then, wherever `--store` put it (a data directory that cannot be written: not noted)."""
+    with contextlib.suppress(OSError):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        (settings.data_dir / DEMO_POINTER).write_text(settings.store.url + "\n", encoding="utf-8")
 
 
 def _write_demo_config(settings: Settings) -> Path:

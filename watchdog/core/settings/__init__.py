@@ -25,6 +25,7 @@ from watchdog.core.settings.alerts import (
 )
 from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.settings.load import (
+    DEMO_POINTER,
     DEMO_STORE_DIR,
     STORE_DIR,
     command_flags,
@@ -53,6 +54,7 @@ from watchdog.core.settings.model import (
 __all__ = [
     "BUILTIN_CHECK_IDS",
     "BUILTIN_CHECK_UNITS",
+    "DEMO_POINTER",
     "DEMO_STORE_DIR",
     "NORMALIZED_COLUMNS",
     "PAGERDUTY_EVENTS_URL",

@@ -30,6 +30,9 @@ APP_DIR = "memory-watchdog"
 # Under the data directory: the default embedded store, and the one `memory-watchdog demo` fills.
 STORE_DIR = "store"
 DEMO_STORE_DIR = "demo-store"
+# In the data directory: the URL of the store `memory-watchdog demo` filled last (a `--store`
+# elsewhere included), so that "there is no store here" can name it.
+DEMO_POINTER = "last-demo-store"
 # A config is a few KB; a larger file is no config (a wrong path, a log, a device's endless bytes).
 MAX_CONFIG_BYTES = 1024 * 1024
 
