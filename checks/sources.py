@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from checks.missing_table import source_columns
 from checks.otel import logs_preset, traces_preset
 from checks.presets import (
     AT,
@@ -453,33 +454,6 @@ def _compiles(
         f"the {source.preset} preset cannot read table {source.table}:"
         f" {server_words(problem.problem)}",
     ) from None
-
-
-# The presets whose tables a telemetry writer fills (the normalized preset's is one you build:
-# a view, or the narrow table beside the session state): where a missing table's telemetry may be.
-_WRITTEN = tuple(facts for name, facts in PRESETS.items() if name != "normalized")
-
-
-def source_columns(store: Store, table: str) -> dict[str, str]:
-    """The source table's columns; a StoreError when it does not exist, naming the presets'
-    tables the store does hold (`otel.otel_logs` after `daemon --otlp`) and how to read one."""
-    try:
-        return store.table_columns(table)
-    except StoreError as exc:
-        if exc.problem != f"table {table} not found":
-            raise
-        raise StoreError(exc.url_masked, exc.problem + telemetry_elsewhere(store, table)) from None
-
-
-def telemetry_elsewhere(store: Store, missing: str) -> str:
-    """`; otel.otel_logs holds OTLP logs: --config with [source] preset = "otel_logs", or the
-    daemon's config`, for each preset's table the store holds; '' when it holds none."""
-    held = [f for f in _WRITTEN if f.table != missing and store.has_table(f.table)]
-    return "".join(
-        f"; {f.table} holds {f'OTLP {f.signal}' if f.signal else f'{f.name} events'}:"
-        f' --config with [source] preset = "{f.name}", or the daemon\'s config'
-        for f in held
-    )
 
 
 def open_source(

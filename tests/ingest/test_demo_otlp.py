@@ -57,7 +57,9 @@ def test_demo_via_otlp_gives_the_demo_verdicts(tmp_path: Path) -> None:
     assert len(check_lines(direct.stdout)) == len(BUILTIN)
     assert check_lines(via.stdout) == check_lines(direct.stdout)
     (command,) = [
-        line.strip() for line in via.stdout.splitlines() if line.startswith("  memory-watchdog check")
+        line.strip()
+        for line in via.stdout.splitlines()
+        if line.startswith("  memory-watchdog check")
     ]
     assert "--config " in command
     again = subprocess.run(
