@@ -15,6 +15,7 @@ from alerts.receivers.slack import SlackNotifier
 from alerts.receivers.stdout import StdoutNotifier
 from alerts.receivers.telegram import TelegramNotifier
 from alerts.receivers.webhook import WebhookNotifier
+from watchdog.core.errors import RegistryError
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import RECEIVERS, Settings
 
@@ -55,7 +56,7 @@ NOTIFIERS: dict[str, type[ReceiverKind]] = {
 }
 
 if set(NOTIFIERS) != set(RECEIVERS):  # a kind with settings and no sender, or the reverse
-    raise RuntimeError(
+    raise RegistryError(
         f"receiver kinds out of step: notifiers {sorted(NOTIFIERS)}, settings {sorted(RECEIVERS)}"
     )
 

@@ -22,6 +22,7 @@ from checks.kinds.share import Share
 from checks.kinds.streak import Streak
 from checks.scans.session import PayloadMatch
 from watchdog.core.durations import duration_ms
+from watchdog.core.errors import RegistryError
 from watchdog.core.settings import BUILTIN_CHECK_IDS, BUILTIN_CHECK_UNITS, Settings
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
@@ -297,11 +298,14 @@ _BUILDERS: dict[str, Callable[[Settings], CheckSpec]] = {
 }
 
 
+if set(BUILTIN_CHECK_IDS) != _BUILDERS.keys():  # an id without a builder, or the reverse
+    raise RegistryError(
+        f"built-in checks out of step: builders {sorted(_BUILDERS)}, ids {sorted(BUILTIN_CHECK_IDS)}"
+    )
 # In report order, the order of the ids the settings validate overrides and routes against.
 BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
     check_id: _BUILDERS[check_id] for check_id in BUILTIN_CHECK_IDS
 }
-assert BUILTIN.keys() == _BUILDERS.keys(), "every built-in check has an id, every id a check"
 
 
 def configured_checks(settings: Settings) -> list[CheckSpec]:

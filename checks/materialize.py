@@ -248,13 +248,8 @@ class Replacing:
 
 def replacing_of(store: Store, table: str) -> Replacing | None:
     """`table`'s engine, when it is a ReplacingMergeTree (None otherwise, or no table)."""
-    database, _, name = table.rpartition(".")
-    rows = store.query(
-        "SELECT engine, engine_full, sorting_key FROM system.tables WHERE name = {t:String}"
-        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
-        {"t": name, "db": database},
-    ).rows
-    return Replacing.of(*(str(v) for v in rows[0])) if rows else None
+    facts = store.table_facts(table, "engine, engine_full, sorting_key")
+    return Replacing.of(*facts) if facts else None
 
 
 def view_statement(

@@ -57,15 +57,11 @@ def engine_arguments(engine_full: str) -> list[str]:
 
 def sharding_of(store: Store, table: str) -> Sharding | None:
     """How `table` is sharded, when it is a `Distributed` table (None otherwise)."""
-    database, _, name = table.rpartition(".")
-    rows = store.query(
-        "SELECT engine, engine_full FROM system.tables WHERE name = {t:String}"
-        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
-        {"t": name, "db": database},
-    ).rows
-    if not rows or rows[0][0] != "Distributed":
+    facts = store.table_facts(table, "engine, engine_full")
+    if not facts or facts[0] != "Distributed":
         return None
-    args = engine_arguments(str(rows[0][1]))
+    database = table.rpartition(".")[0]
+    args = engine_arguments(facts[1])
     if len(args) < 3:
         return None
     cluster, local_db, local = args[:3]

@@ -27,7 +27,7 @@ from checks.presets import (
 from checks.scans.binder import merged
 from checks.server_words import server_words
 from checks.sharding import Sharding, sharding_of
-from watchdog.core.errors import ConfigError, StoreError
+from watchdog.core.errors import ConfigError, RegistryError, StoreError
 from watchdog.core.settings import SourceSettings
 from watchdog.core.settings.presets import PRESETS
 from watchdog.core.sql import quoted
@@ -44,7 +44,10 @@ BUILDERS: dict[str, Callable[[Mapping[str, str] | None, Sequence[str]], Preset]]
     "otel_traces": traces_preset,
     "normalized": lambda types, keys: NORMALIZED,
 }
-assert BUILDERS.keys() == PRESETS.keys(), "every preset of the registry is built here"
+if BUILDERS.keys() != PRESETS.keys():  # a preset with facts and no builder, or the reverse
+    raise RegistryError(
+        f"presets out of step: builders {sorted(BUILDERS)}, settings {sorted(PRESETS)}"
+    )
 
 
 def preset_for(settings: SourceSettings, types: Mapping[str, str] | None) -> Preset:

@@ -28,7 +28,8 @@ from watchdog.core.store import Store
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import Loader
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import Daemon, Running, Serving
+from watchdog.daemon.service import Daemon, Running
+from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.status import DaemonStatus, read_status
 from watchdog.daemon.telemetry import Telemetry

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests import docs_kinds
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Every document with examples or links, in the order their examples run.
@@ -383,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.docs_examples", description=__doc__)
     parser.add_argument("--write", action="store_true", help="rewrite the examples in place")
     args = parser.parse_args(argv)
+    pages = [REPO / doc for doc in DOCS]
+    if args.write:
+        for page in docs_kinds.rewrite(pages):
+            print(f"rewrote the kinds lists of {page.relative_to(REPO)}")
     produced = regenerate()
     if args.write:
         for block in rewrite(REPO, produced):
@@ -392,7 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for block, text in differing:
         print(f"{block}: differs from what the program prints\n{difference(block, text)}")
     print(f"{len(produced) - len(differing)} of {len(produced)} examples match")
-    return 1 if differing else 0
+    lists = list(docs_kinds.stale(pages))
+    for page in lists:
+        print(f"{page.relative_to(REPO)}: a kinds list differs from the registry (make docs)")
+    return 1 if differing or lists else 0
 
 
 if __name__ == "__main__":

@@ -74,7 +74,9 @@ def _broken_links(doc: str) -> list[str]:
     return broken
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: with --dist loadgroup a worker may run other modules' tests between this
+# module's, and a module fixture would then regenerate every example again (4 x 130 s seen).
+@pytest.fixture(scope="session")
 def produced() -> dict[Block, str]:
     return regenerate()
 

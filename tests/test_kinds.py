@@ -3,9 +3,11 @@
 Every check of the suite, built-in and custom (a table per kind `[[checks.custom]]`
 can declare, and `volume`, a kind this module defines and registers), is
 judged on one world that breaches it, from the events and from the session
-state, and must give one verdict on both, triage its breach, describe itself
-and round-trip from config. A kind that passes here is a kind the watchdog
-runs: that is what makes a new kind one module.
+state, and must give one verdict on both, triage its breach, describe itself,
+show in `explain` what it counts, and round-trip from config. A declarable kind
+that the tables below do not cover brings its own table and the events that
+breach it (`Kind.example`), added to the world here. A kind that passes here is
+a kind the watchdog runs: that is what makes a new kind one module.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from checks.base import CheckSpec, KindParams, Report, Status, Unit
 from checks.builtin import BUILTIN, configured_checks
 from checks.evidence import Evidence
 from checks.kinds import KINDS
-from checks.kinds.base import Declared, Described
+from checks.kinds.base import Declared, Described, Example, ExampleEvent, Flag
+from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
 from checks.scans.session import EVIDENCE
 from checks.scans.window import LISTED
@@ -40,6 +43,7 @@ from tests.test_session_state import _same as same_reports
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.store import Store
+from watchdog.runner.explain import explain
 from watchdog.runner.once import run_once, window_at
 
 # The module's worlds are judged once, on one worker (--dist loadgroup).
@@ -95,14 +99,29 @@ class VolumeKind(Declared[Volume, VolumeConfig]):
     def describe(self, params: Volume) -> Described:
         return [("counted", ", ".join(params.events))]
 
+    def flag(self, spec: CheckSpec, bind: Binder) -> Flag:
+        """Every event of its names counts (`explain` marks each)."""
+        return Flag(self.of(spec).events, "1", bind("counted", "String"))
+
+    def example(self) -> Example:
+        """Three events of a name nothing else emits, against a target of 2."""
+        after = [timedelta(hours=3, minutes=k) for k in range(3)]
+        return Example(
+            {"kind": "volume", "events": ["volume.tick"], "target": 2},
+            tuple(ExampleEvent("volumes", "volume.tick", t) for t in after),
+        )
+
     def from_config(self, config: VolumeConfig) -> tuple[Volume, Unit]:
         return Volume(config.events), Unit.COUNT
+
+
+VOLUME = VolumeKind()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def volume() -> Iterator[None]:
     """`volume` registered for this module only (the registry is the process's)."""
-    KINDS.register(VolumeKind())
+    KINDS.register(VOLUME)
     yield
     KINDS.unregister("volume")
 
@@ -148,8 +167,16 @@ CUSTOM: dict[str, dict[str, Any]] = {
         "target": 0.1,
     },
     "fresh": {"kind": "freshness", "events": ["memory.gate.decision"], "target": 60},
-    "volume": {"kind": "volume", "events": ["memory.gate.decision"], "target": 2},
 }
+# The declarable kinds the tables above do not cover bring their own table and breach.
+EXAMPLES_OF = {
+    kind.name: example
+    for kind in (*KINDS, VOLUME)
+    if isinstance(kind, Declared)
+    and kind.name not in {table["kind"] for table in CUSTOM.values()}
+    and (example := kind.example()) is not None
+}
+CUSTOM.update({name: dict(example.table) for name, example in EXAMPLES_OF.items()})
 TABLES = [{"id": i, "target": 0, "min_samples": 0, **t} for i, t in CUSTOM.items()]
 # Every built-in check judged on little data, and breached by the world below.
 OVERRIDES = {
@@ -175,6 +202,17 @@ def _world() -> Scenario:
         world.session(f"fails{i}").starts(T0 + 3 * H + i * S).recalls(
             T0 + 3 * H + i * S + S, fails=True
         )
+    # Deviations of a session (its id in their payload, as the agents write it), so that
+    # `explain` shows what the deviation checks count: one breaks the contract, one cites
+    # an event that exists nowhere.
+    late.deviates(T0 + 3 * H + 7 * M, {"session_id": "late", "agente": "po", "tipo": "laco"})
+    late.deviates(
+        T0 + 3 * H + 8 * M,
+        {"session_id": "late", "agente": "qa", "tipo": "laco", "evidenceEventIds": ["ev-none"]},
+    )
+    for example in EXAMPLES_OF.values():
+        for event in example.events:
+            world.session(event.session).emits(event.name, T0 + event.after, meta=dict(event.meta))
     return world
 
 
@@ -224,7 +262,8 @@ def test_every_check_gives_one_verdict_on_generated_worlds(
 def test_every_registered_kind_is_in_the_suite() -> None:
     """The suite judges at least one check of every kind the registry holds."""
     kinds = {KINDS.of(spec).name for spec in configured_checks(settings())}
-    assert kinds == {kind.name for kind in KINDS}
+    missing = {kind.name for kind in KINDS} - kinds
+    assert not missing, f"kinds the suite judges no check of (give them an example()): {missing}"
 
 
 @pytest.mark.parametrize("check_id", CHECKS)
@@ -294,6 +333,38 @@ def test_a_check_describes_itself(check_id: str) -> None:
     spec = next(s for s in configured_checks(settings()) if s.id == check_id)
     described = KINDS.describe(spec)
     assert described and all(name and text for name, text in described)
+
+
+@pytest.fixture(scope="module")
+def explained(store: Store, volume: None) -> dict[str, set[str]]:
+    """Check id -> the sessions of the world in whose `explain` it shows: an event it counts
+    (the kind's `flag`) or an obligation it judges (`obligations`, `judges`)."""
+    world = _world()
+    table = unique_table()
+    world.write(store, table)
+    config = settings_for(table, CONFIG)
+    shown: dict[str, set[str]] = {}
+    for session_id in sorted({e.session for e in world.events if e.session}):
+        told = explain(store, config, session_id, AT)
+        for event in told.events:
+            for finding in event.findings:
+                shown.setdefault(finding.check_id, set()).add(session_id)
+        for had in told.obligations:
+            if had.judged:
+                shown.setdefault(had.check_id, set()).add(session_id)
+    return shown
+
+
+@pytest.mark.parametrize("check_id", CHECKS)
+def test_explain_shows_what_a_check_counts(explained: dict[str, set[str]], check_id: str) -> None:
+    """In the world that breaches it, every check shows in some session's `explain` what it
+    counted, unless its kind says why one session has nothing of it to show."""
+    spec = next(s for s in configured_checks(settings()) if s.id == check_id)
+    kind = KINDS.of(spec)
+    if kind.unexplained:
+        assert kind.flag(spec, Binder("x")) is None and not kind.obligations(spec.params)
+        return
+    assert explained.get(check_id), f"{kind.name}: no flag or obligation shows in explain"
 
 
 @pytest.mark.parametrize("table", TABLES, ids=[t["id"] for t in TABLES])

@@ -20,6 +20,7 @@ from alerts.base import (
 )
 from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, not_the_service
 from alerts.receivers.secrets import mask_secrets
+from watchdog.core.cron import CronLine
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import AlertmanagerSettings
 from watchdog.core.settings.model import ScheduleSettings
@@ -213,19 +214,4 @@ def longest_period(schedule: ScheduleSettings) -> timedelta:
     or its first 1,000 runs when it runs more often)."""
     if schedule.cron is None:
         return schedule.period
-    # Deferred: APScheduler is only needed for a cron schedule.
-    from apscheduler.triggers.cron import CronTrigger
-
-    trigger = CronTrigger.from_crontab(schedule.cron, timezone=schedule.timezone)
-    moment = datetime(2001, 1, 1, tzinfo=UTC)
-    end, longest = moment + timedelta(days=366), timedelta(0)
-    previous = trigger.get_next_fire_time(None, moment)
-    for _ in range(1000):
-        if previous is None or previous >= end:
-            break
-        following = trigger.get_next_fire_time(previous, previous + timedelta(seconds=1))
-        if following is None:
-            break
-        longest = max(longest, following - previous)
-        previous = following
-    return longest or schedule.period
+    return CronLine.parse(schedule.cron, schedule.timezone).longest_gap(schedule.period)

@@ -5,21 +5,14 @@ the settings loader (docs/architecture.md#a-check-kind-one-module).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable, Iterator, Sequence
 
 from checks.base import CheckSpec, Comparison, KindParams, NoDataPolicy, Severity
-from checks.kinds import (
-    coverage,
-    deviation_contract,
-    deviation_evidence,
-    freshness,
-    outcome_rate,
-    quantile,
-    share,
-    streak,
-)
-from checks.kinds.base import AnyKind, Declared, duration
+from checks.kinds.base import AnyKind, Declared, Kind, duration
 from watchdog.core.durations import duration_ms
+from watchdog.core.errors import RegistryError
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 
 
@@ -54,8 +47,9 @@ class Kinds:
 
     def spec_of(self, config: CustomCheck) -> CheckSpec:
         """One `[[checks.custom]]` table as a CheckSpec, by its kind."""
-        kind = self._by_name[config.kind]
-        assert isinstance(kind, Declared)
+        kind = self._by_name.get(config.kind)
+        if not isinstance(kind, Declared):
+            raise RegistryError(f"check {config.id}: kind {config.kind!r} is not declarable")
         params, unit = kind.params_of(config)
         return CheckSpec(
             id=config.id,
@@ -100,15 +94,21 @@ class Kinds:
         return sorted(names)
 
 
+def scanned(package: str = __name__) -> list[AnyKind]:
+    """The kinds of the modules of `package`, by module name: each module defining `KIND` (a
+    `Kind`) is one kind, so a new kind is one module and no list is edited."""
+    found = []
+    modules = pkgutil.iter_modules(importlib.import_module(package).__path__)
+    for module in sorted(modules, key=lambda m: m.name):
+        kind = getattr(importlib.import_module(f"{package}.{module.name}"), "KIND", None)
+        if kind is None:
+            continue
+        if not isinstance(kind, Kind):
+            raise RegistryError(f"{package}.{module.name}.KIND is no check kind")
+        found.append(kind)
+    return found
+
+
 KINDS = Kinds()
-for _module in (
-    coverage,
-    outcome_rate,
-    quantile,
-    streak,
-    share,
-    freshness,
-    deviation_contract,
-    deviation_evidence,
-):
-    KINDS.register(_module.KIND)
+for _kind in scanned():
+    KINDS.register(_kind)

@@ -8,19 +8,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
 from checks.breakdown import Triage
+from checks.kinds.obligations import Obligation
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Plans, Reader
 from checks.scans.session import SessionScan
 from checks.triage import plain
-from watchdog.core.durations import format_duration
+from watchdog.core.durations import format_ms
+from watchdog.core.errors import RegistryError
 from watchdog.core.settings.custom import CustomCheck
-
-if TYPE_CHECKING:
-    from checks.kinds.obligations import Obligation
 
 P = TypeVar("P", bound=KindParams)
 C = TypeVar("C", bound=CustomCheck)
@@ -28,9 +27,7 @@ C = TypeVar("C", bound=CustomCheck)
 Described = list[tuple[str, str]]  # (parameter, what it is set to), as the page shows them
 
 
-def duration(ms: int) -> str:
-    """A duration of a kind's parameters in milliseconds, as config writes it: 5m, 1h30m."""
-    return format_duration(timedelta(milliseconds=ms))
+duration = format_ms  # the kinds' name for it
 
 
 @dataclass(frozen=True)
@@ -51,16 +48,40 @@ class Flag:
     cites: str = ""
 
 
+@dataclass(frozen=True)
+class ExampleEvent:
+    """One event of a kind's example: its session, its name, its time after the window's
+    start, and its metadata (the event's payload)."""
+
+    session: str
+    name: str
+    after: timedelta
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A `[[checks.custom]]` table of a kind and the events that breach it (added to the
+    kind contract suite's world, tests/test_kinds.py): a new kind brings its own breach."""
+
+    table: Mapping[str, Any]
+    events: tuple[ExampleEvent, ...] = ()
+
+
 class Kind(ABC, Generic[P]):
     """A check kind: `name` (its `kind` in config), its parameters' type, its handling."""
 
     name: str
     params: type[P]
     triaged = True  # whether a breach has failing items to break down (freshness has none)
+    # Why `explain` shows nothing of one session for this kind (no `flag`, no `obligations`);
+    # "" for a kind that shows what it counts, as every kind should (the contract suite).
+    unexplained = ""
 
     def of(self, spec: CheckSpec) -> P:
         """`spec`'s parameters, which are this kind's."""
-        assert isinstance(spec.params, self.params), f"{spec.id} is no {self.name} check"
+        if not isinstance(spec.params, self.params):
+            raise RegistryError(f"check {spec.id} is no {self.name} check")
         return spec.params
 
     @abstractmethod
@@ -102,6 +123,11 @@ class Kind(ABC, Generic[P]):
         """What a check of this kind counts against one event (`explain`), its values bound."""
         return None
 
+    def example(self) -> Example | None:
+        """A table of this kind breached by a few events, for the contract suite (declarable
+        kinds that the suite's own tables do not cover must have one)."""
+        return None
+
     def payload_names(self, params: P) -> Sequence[str]:
         """The event names whose payload a check of this kind reads (the narrow table keeps it)."""
         return ()
@@ -122,7 +148,8 @@ class Declared(Kind[P], Generic[P, C]):
 
     def params_of(self, config: CustomCheck) -> tuple[KindParams, Unit]:
         """`config` (a table of this kind) as its parameters and unit."""
-        assert isinstance(config, self.config)
+        if not isinstance(config, self.config):
+            raise RegistryError(f"check {config.id}: its table is no {self.name} table")
         return self.from_config(config)
 
 

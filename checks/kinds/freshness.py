@@ -61,6 +61,7 @@ class FreshnessKind(Declared[Freshness, FreshnessConfig]):
     params = Freshness
     config = FreshnessConfig
     triaged = False  # one value, the newest event's age: nothing to break down
+    unexplained = "the newest event's age is a fact of the source, not of one session"
 
     def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
         p = self.of(spec)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from checks.kinds.base import duration
 from checks.scans.binder import AT, WS
 from checks.scans.row import EVENT
 from checks.scans.session import PayloadMatch, SessionScan
+from watchdog.core.durations import format_ms
 
 # A trigger with its deadline.
 DEADLINED = "Tuple(t Int64, hash UInt64, id String, deadline Int64)"
@@ -71,14 +71,14 @@ class Obligation:
 
     def described(self) -> list[tuple[str, str]]:
         """The parameters that define it, for a reader."""
-        grace = duration(self.grace_ms)
+        grace = format_ms(self.grace_ms)
         if self.anchor is Anchor.START:
             return [(self.grace_key, f"{grace} after the first event")]
         if self.anchor is Anchor.END:
             return [
                 (self.grace_key, f"{grace} after the end event"),
-                ("idle_timeout", f"{duration(self.idle_ms)} (a silent end)"),
-                ("observe lead", f"{duration(self.lead_ms)} before the end"),
+                ("idle_timeout", f"{format_ms(self.idle_ms)} (a silent end)"),
+                ("observe lead", f"{format_ms(self.lead_ms)} before the end"),
             ]
         after = self.after or f"after each {' or '.join(self.triggers)}"
         if self.until and not self.after:

@@ -21,13 +21,8 @@ from watchdog.core.store import Store
 
 def table_comment(store: Store, table: str) -> str | None:
     """The COMMENT of `table` (`db.name`, or a name in the current database); None: no table."""
-    database, _, name = table.rpartition(".")
-    found = store.query(
-        "SELECT comment FROM system.tables WHERE name = {t:String}"
-        " AND database = if({db:String} = '', currentDatabase(), {db:String})",
-        {"t": name, "db": database},
-    ).rows
-    return str(found[0][0]) if found else None
+    facts = store.table_facts(table, "comment")
+    return facts[0] if facts else None
 
 
 def verify(store: Store, source: CompiledSource, scan: SessionScan) -> Needs:

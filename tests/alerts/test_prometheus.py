@@ -33,7 +33,8 @@ from watchdog.daemon.ingest.service import Ingest
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import Daemon, Running, Serving
+from watchdog.daemon.service import Daemon, Running
+from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry

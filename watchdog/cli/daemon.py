@@ -36,7 +36,8 @@ from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import settled
 from watchdog.daemon.schedule import Schedule
-from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon, Running, Serving
+from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon, Running
+from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry

@@ -58,6 +58,11 @@ def format_duration(value: timedelta) -> str:
     return f"{total}ms" if total else "0s"
 
 
+def format_ms(ms: int) -> str:
+    """A duration in milliseconds as config writes it: 5m, 1h30m (a kind's parameters)."""
+    return format_duration(timedelta(milliseconds=ms))
+
+
 def human_duration(seconds: float) -> str:
     """A duration for people, its two largest units: 45s, 1m30s, 12m30s, 4h, 3h57m, 2d4h."""
     total = max(0, round(seconds))

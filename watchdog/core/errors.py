@@ -136,3 +136,9 @@ class NotifyError(WatchdogError):
         self.notifier = notifier
         self.problem = problem
         super().__init__(f"notifier {notifier}: {problem}")
+
+
+class RegistryError(RuntimeError):
+    """The plugin registries are inconsistent (a kind, preset, receiver or built-in check
+    declared halfway, twice, or of the wrong type): a bug in the code, not in the config, so
+    no `WatchdogError`. Raised by a real check, never an `assert` that `python -O` drops."""

@@ -218,6 +218,17 @@ class Store:
         )
         return bool(result.rows and int(result.rows[0][0]))
 
+    def table_facts(self, table: str, columns: str) -> tuple[str, ...] | None:
+        """`columns` (SQL: our own names of system.tables columns, never data) of `table`
+        (`db.name`, or a name in the current database); None when there is no such table."""
+        database, _, name = table.rpartition(".")
+        rows = self.query(
+            f"SELECT {columns} FROM system.tables WHERE name = {{t:String}}"
+            " AND database = if({db:String} = '', currentDatabase(), {db:String})",
+            {"t": name, "db": database},
+        ).rows
+        return tuple(str(v) for v in rows[0]) if rows else None
+
     def current_database(self) -> str:
         return str(self.query("SELECT currentDatabase()").rows[0][0])
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
+from watchdog.core.cron import CronLine
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import ScheduleSettings
 
@@ -43,16 +43,14 @@ class Schedule:
     cron: str | None
     timezone: str
     delay: timedelta
-    _cron_trigger: Any = field(default=None, compare=False, repr=False)
+    _cron_line: CronLine | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_settings(cls, settings: ScheduleSettings) -> Schedule:
         """The schedule of validated settings (the cron line and `every` were checked at load)."""
         if settings.cron is not None:
-            from apscheduler.triggers.cron import CronTrigger  # deferred: only cron schedules
-
-            trigger = CronTrigger.from_crontab(settings.cron, timezone=ZoneInfo(settings.timezone))
-            return cls(None, settings.cron, settings.timezone, settings.delay, trigger)
+            line = CronLine.parse(settings.cron, settings.timezone)
+            return cls(None, settings.cron, settings.timezone, settings.delay, line)
         return cls(int(settings.period.total_seconds()), None, settings.timezone, settings.delay)
 
     # -- the grid -------------------------------------------------------------
@@ -105,8 +103,10 @@ class Schedule:
         raise RuntimeError(f"no window end found before {_utc(until)} in {self.timezone}")
 
     def _cron_at_or_after(self, moment: datetime) -> datetime:
-        fire: datetime = self._cron_trigger.get_next_fire_time(None, moment)
-        return fire.astimezone(UTC)
+        fire = self._cron_line.at_or_after(moment) if self._cron_line is not None else None
+        if fire is None:
+            raise RuntimeError(f"cron {self.cron!r} has no fire time after {moment}")
+        return fire
 
     def _cron_after(self, after: datetime) -> datetime:
         # Probe from the next whole second: CronTrigger works in whole seconds and,

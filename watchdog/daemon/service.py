@@ -31,9 +31,10 @@ from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Narrator, Outputs
 from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.outcome import RunOutcome
-from watchdog.daemon.reload import RELOAD_TIMEOUT, Loader, Reloads
+from watchdog.daemon.reload import Reloads
 from watchdog.daemon.runs import OpenStore, RunResult
 from watchdog.daemon.schedule import Schedule
+from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
@@ -67,17 +68,6 @@ class Running:
     timer: Timer | None = None
     pages: bool = True
     debug: bool = False
-
-
-@dataclass(frozen=True)
-class Serving:
-    """What `serve` adds: `--http`, the OTLP receiver's state for it, and SIGHUP's config
-    loader (without one, SIGHUP says so and changes nothing)."""
-
-    http: str | None = None
-    receiver: web.ReceiverState | None = None
-    reload: Loader | None = None
-    reload_timeout: timedelta = RELOAD_TIMEOUT  # a read of the config taking longer is given up
 
 
 @dataclass
@@ -446,6 +436,11 @@ class Daemon:
         """The schedule's period (for a cron line: the current one)."""
         end = self.schedule.next_end(self.clock())
         return end - self.schedule.previous_end(end)
+
+    def kill_run(self) -> None:
+        """Kill the run in progress when it runs in a child process (an in-process one cannot be)."""
+        if self.running.ticks is not None:
+            self.running.ticks.kill()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the run in progress; True when none is left."""

@@ -12,9 +12,10 @@ import logging
 import os
 import signal
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from apscheduler.events import EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -22,22 +23,66 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
-from watchdog.core.times import rfc3339
+from watchdog.core.times import Clock, rfc3339
 from watchdog.daemon import web
+from watchdog.daemon.narrate import Outputs
+from watchdog.daemon.reload import RELOAD_TIMEOUT, Loader
 from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.systemd import Keepalive
 from watchdog.daemon.trigger import AlignedTrigger, misfire_grace, shutdown_scheduler
 from watchdog.report.files import report_dir
-
-if TYPE_CHECKING:
-    from watchdog.daemon.service import Daemon
 
 log = logging.getLogger("watchdog.daemon.service")  # the lines users know, under one name
 
 JOB_ID = "judge"
 
 
-def serve(daemon: Daemon, stop_timeout: timedelta) -> int:
+@dataclass(frozen=True)
+class Serving:
+    """What `serve` adds: `--http`, the OTLP receiver's state for it, and SIGHUP's config
+    loader (without one, SIGHUP says so and changes nothing)."""
+
+    http: str | None = None
+    receiver: web.ReceiverState | None = None
+    reload: Loader | None = None
+    reload_timeout: timedelta = RELOAD_TIMEOUT  # a read of the config taking longer is given up
+
+
+class Served(Protocol):
+    """What serving needs of the daemon (`watchdog.daemon.service.Daemon` is one): this module
+    consumes the interface, and never imports the daemon that calls it."""
+
+    scheduler: Any  # set by `serve`: a new schedule reschedules its job
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def schedule(self) -> Schedule: ...
+    @property
+    def outputs(self) -> Outputs: ...
+    @property
+    def serving(self) -> Serving: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def stopping(self) -> bool: ...
+    @property
+    def clock(self) -> Clock: ...
+
+    def tick(self) -> None: ...
+    def healthy(self, now: float | None = None) -> bool: ...
+    def status_line(self) -> str: ...
+    def stop(self) -> None: ...
+    def reload(self) -> bool: ...
+    def status_document(self) -> dict[str, Any]: ...
+    def last_run_age(self) -> timedelta | None: ...
+    def run_overdue(self) -> tuple[datetime, timedelta, timedelta] | None: ...
+    def period(self) -> timedelta: ...
+    def kill_run(self) -> None: ...
+    def wait_idle(self, timeout: float) -> bool: ...
+
+
+def serve(daemon: Served, stop_timeout: timedelta) -> int:
     """Run the schedule until SIGTERM/SIGINT; 0 when the last run finished, 1 when killed."""
     systemd = daemon.outputs.systemd
     scheduler = BlockingScheduler(
@@ -96,7 +141,7 @@ def serve(daemon: Daemon, stop_timeout: timedelta) -> int:
     return finish(daemon, stop_timeout)
 
 
-def serve_http(daemon: Daemon) -> web.BoundedHTTPServer | None:
+def serve_http(daemon: Served) -> web.BoundedHTTPServer | None:
     """Start `--http` (pages, /healthz, /status, /metrics) in a thread; None when not asked for.
 
     Stop the server it returns with `shutdown()` then `server_close()`.
@@ -119,7 +164,7 @@ def serve_http(daemon: Daemon) -> web.BoundedHTTPServer | None:
     return server
 
 
-def finish(daemon: Daemon, stop_timeout: timedelta) -> int:
+def finish(daemon: Served, stop_timeout: timedelta) -> int:
     """After `stop`: let the run in progress end within `stop_timeout`, else kill it.
 
     Then flush the telemetry; 0 when the run finished (or none was going), 1 when killed.
@@ -131,8 +176,7 @@ def finish(daemon: Daemon, stop_timeout: timedelta) -> int:
             "the run in progress did not finish within %s; killing it (judged at the next start)",
             format_duration(stop_timeout),
         )
-        if daemon.running.ticks is not None:
-            daemon.running.ticks.kill()
+        daemon.kill_run()
         if not daemon.wait_idle(10.0):
             telemetry.shutdown()
             logging.shutdown()
@@ -141,7 +185,7 @@ def finish(daemon: Daemon, stop_timeout: timedelta) -> int:
     return 0 if finished else 1
 
 
-def reschedule(daemon: Daemon, schedule: Schedule, settings: Settings) -> None:
+def reschedule(daemon: Served, schedule: Schedule, settings: Settings) -> None:
     """Fire the job on the new schedule from now on (when the scheduler runs)."""
     scheduler = daemon.scheduler
     if scheduler is None:

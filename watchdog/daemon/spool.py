@@ -17,13 +17,13 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from checks.base import Window
+from watchdog.core.files import write_atomic
 from watchdog.core.settings import Settings
 from watchdog.core.times import from_ms, to_ms
 from watchdog.core.urls import mask_url
@@ -167,10 +167,7 @@ class Spool:
             "told": self.state.told,
         }
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.path.with_suffix(".tmp")
-            temporary.write_text(json.dumps(document, indent=1), encoding="utf-8")
-            os.replace(temporary, self.path)
+            write_atomic(self.path, json.dumps(document, indent=1))
         except OSError as exc:
             # The runs stay in memory; they reach the store when it is back.
             log.warning("cannot write spool %s: %s", self.path, exc.strerror)

@@ -8,12 +8,11 @@ window's page is named by `watchdog.core.links` (`stamp`), as its URL is
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from checks.base import Report
+from watchdog.core.files import write_atomic
 from watchdog.core.links import ARCHIVE, STAMP, stamp
 from watchdog.core.settings import Settings
 from watchdog.report.history import History
@@ -25,20 +24,6 @@ LATEST = "report.html"
 def report_dir(settings: Settings) -> Path:
     """Where pages are written: `report.dir`, else the data directory."""
     return Path(settings.report.dir) if settings.report.dir else settings.data_dir
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a page."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def prune(directory: Path, keep: int) -> list[Path]:
@@ -59,7 +44,7 @@ def write_reports(report: Report, history: History, settings: Settings, now: dat
     directory = report_dir(settings)
     page = render_page(report, history, settings=settings, generated_at=now)
     archived = directory / ARCHIVE / f"{stamp(report.window.end)}.html"
-    _write_atomic(archived, page)
-    _write_atomic(directory / LATEST, page)
+    write_atomic(archived, page)
+    write_atomic(directory / LATEST, page)
     prune(directory / ARCHIVE, settings.report.keep)
     return archived

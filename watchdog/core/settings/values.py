@@ -7,11 +7,12 @@ Also `ConfigModel`, the base of every settings model: an unknown key is an error
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, SecretStr
+
+from watchdog.core.cron import CronLine
 
 
 class ConfigModel(BaseModel):
@@ -32,15 +33,8 @@ TimeZone = Annotated[str, AfterValidator(_timezone)]
 
 
 def _crontab(value: str) -> str:
-    """A crontab line APScheduler can parse and that fires at all (`0 0 31 2 *` never does)."""
-    from apscheduler.triggers.cron import CronTrigger  # deferred: only configs with a cron
-
-    try:
-        trigger = CronTrigger.from_crontab(value, timezone=UTC)
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a crontab line (e.g. '0 */4 * * *'): {exc}") from None
-    if trigger.get_next_fire_time(None, datetime(2000, 1, 1, tzinfo=UTC)) is None:
-        raise ValueError(f"{value!r} never fires (no such date)")
+    """A crontab line that parses and fires at all (`0 0 31 2 *` never does)."""
+    CronLine.parse(value)
     return value
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from watchdog.core.files import fsync_dir, write_atomic, write_temporary
 from watchdog.daemon.ingest.otlp import SIGNALS, Batch
 from watchdog.daemon.ingest.state import BATCH_SUFFIX, RESERVE_BYTES
 
@@ -99,35 +100,6 @@ class Load:
         )
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_tmp(tmp: Path, data: bytes) -> None:
-    """`data` in `tmp`, fsynced; on failure no file is left behind (a full disk leaves none)."""
-    try:
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def _write_durably(path: Path, data: bytes, tmp_dir: Path) -> None:
-    """`data` at `path`, complete or not at all, surviving a crash once this returns."""
-    tmp = tmp_dir / f"{uuid.uuid4().hex}.tmp"
-    _write_tmp(tmp, data)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 class SpoolUnusable(Exception):
     """The spool directory cannot be used at all (read-only, not ours): one line names it."""
 
@@ -198,7 +170,7 @@ class IngestSpool:
             raise OSError(errno.ENOSPC, "no room kept for loading (the filesystem is full)")
         tmp = self.tmp / f"{uuid.uuid4().hex}.tmp"
         try:
-            _write_tmp(tmp, batch.data)
+            write_temporary(tmp, batch.data)
         except OSError as exc:
             self.problem = f"cannot write {self.directory}: {exc.strerror}"
             raise
@@ -211,7 +183,7 @@ class IngestSpool:
                 return False
             os.replace(tmp, path)
             self._batches[name] = (len(batch.data), batch.rows)
-        _fsync_dir(self.batches)
+        fsync_dir(self.batches)
         return True
 
     def _known(self, name: str, key: str, digest: str) -> bool:
@@ -309,7 +281,9 @@ class IngestSpool:
             size=sum(entries[n][0] for n in names),
         )
         self._with_room(
-            lambda: _write_durably(self.loads / f"{token}.json", load.to_json().encode(), self.tmp)
+            lambda: write_atomic(
+                self.loads / f"{token}.json", load.to_json().encode(), tmp_dir=self.tmp
+            )
         )
         with self._lock:
             self._planned.update(names)
@@ -399,7 +373,7 @@ class IngestSpool:
         except OSError:
             pass
         try:
-            _write_tmp(self.reserve, bytes(RESERVE_BYTES))
+            write_temporary(self.reserve, bytes(RESERVE_BYTES))
         except OSError as exc:
             if exc.errno in _UNUSABLE:
                 raise SpoolUnusable(f"{self.directory}: {exc.strerror}") from None
@@ -454,7 +428,9 @@ class IngestSpool:
         with self._lock:
             self._loaded = {d: at for d, at in self._loaded.items() if at >= oldest}
             text = "".join(f"{at:.3f} {d}\n" for d, at in self._loaded.items())
-            self._with_room(lambda: _write_durably(self.ledger, text.encode("ascii"), self.tmp))
+            self._with_room(
+                lambda: write_atomic(self.ledger, text.encode("ascii"), tmp_dir=self.tmp)
+            )
             self._appended = 0
 
     def prune(self) -> None:
