@@ -16,6 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/memory-watchdog demo
+	@echo '(memory-watchdog is in .venv/bin: run "source .venv/bin/activate" first; README.md, "After make demo")'
 
 LINT_PATHS := $(wildcard watchdog checks alerts tests benchmarks)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checks.kinds import KINDS
+from checks.missing_table import telemetry_elsewhere
 from checks.presets import LB, SOURCE_ALIAS
 from checks.scans.binder import merged
 from checks.server_words import server_words
-from checks.source_tables import telemetry_elsewhere
 from checks.sources import CompiledSource, SourceSchemaError, compile_source
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings

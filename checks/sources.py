@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from checks.missing_table import source_columns
 from checks.otel import logs_preset, traces_preset
 from checks.presets import (
     AT,
@@ -26,7 +27,6 @@ from checks.presets import (
 from checks.scans.binder import merged
 from checks.server_words import server_words
 from checks.sharding import Sharding, sharding_of
-from checks.source_tables import source_columns
 from watchdog.core.errors import ConfigError, RegistryError, StoreError
 from watchdog.core.settings import SourceSettings
 from watchdog.core.settings.presets import PRESETS

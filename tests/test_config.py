@@ -26,7 +26,7 @@ _CUSTOM = {"id": "mine", "kind": "coverage", "required": ["x"], "grace": "1h", "
 def test_example_config_documents_the_defaults() -> None:
     """The shipped config/watchdog.toml loads and equals the built-in defaults."""
     loaded = load_settings(str(EXAMPLE), env={})
-    defaults = settings_from_mapping({}, env={})
+    defaults = settings_from_mapping({}, env={}).read_from(str(EXAMPLE))  # the same origin
     assert loaded.model_copy(update={"checks": {}}) == defaults
     assert configured_checks(loaded) == configured_checks(defaults)
 

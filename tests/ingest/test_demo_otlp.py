@@ -56,7 +56,12 @@ def test_demo_via_otlp_gives_the_demo_verdicts(tmp_path: Path) -> None:
     assert "through the SDK's OTLP/HTTP exporter" in via.stdout
     assert len(check_lines(direct.stdout)) == len(BUILTIN)
     assert check_lines(via.stdout) == check_lines(direct.stdout)
-    (command,) = [line.strip() for line in via.stdout.splitlines() if "check --config" in line]
+    (command,) = [
+        line.strip()
+        for line in via.stdout.splitlines()
+        if line.startswith("  memory-watchdog check")
+    ]
+    assert "--config " in command
     again = subprocess.run(
         [str(BIN), *command.split()[1:]],
         capture_output=True,

@@ -19,7 +19,7 @@ from alerts.notifiers import build_notifiers
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
 from checks.base import Severity
-from watchdog.cli.args import Subparsers, common_arguments, judged, load, require_secrets
+from watchdog.cli.args import Subparsers, common_arguments, judged, load, printed, require_secrets
 from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import RECEIVER_TABLES
@@ -148,7 +148,9 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         sys.stdout.write(jsontext.dumps(document, indent=2) + "\n")
         return 0
     if not records:
-        print("No alert state yet: run `memory-watchdog check --notify` (or the daemon) first.")
+        print(
+            f"No alert state yet: run `{printed(settings, 'check --notify')}` (or the daemon) first."
+        )
     else:
         rows = [("SOURCE", "CHECK", "STATE", "SINCE", "LAST NOTIFIED", "SILENCED UNTIL", "OUTBOX")]
         for r in records:

@@ -8,6 +8,7 @@ Flags are checked here, once: a duration flag (`--window 4h`, `--for 2h`,
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime, timedelta
 from importlib import metadata
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError, StoreError, UsageError
-from watchdog.core.settings import Settings, load_settings
+from watchdog.core.settings import Settings, command_flags, load_settings
 from watchdog.core.settings.load import check_store_url
 from watchdog.core.store import open_configured
 from watchdog.core.times import parse_time
@@ -43,6 +44,43 @@ def package_version() -> str:
         return metadata.version("memory-watchdog")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "0+unknown"
+
+
+def shared_package_warning() -> str | None:
+    """One line when another installed distribution owns files in the `watchdog` package too.
+
+    Our import package is named `watchdog`, as the file-events library on PyPI is: installed
+    in one environment they share a directory, and installing or uninstalling either one
+    changes the other. What each distribution installed is in its RECORD (`dist.files`).
+    """
+    for dist in metadata.distributions():
+        name = dist.name or "?"
+        if re.sub(r"[-_.]+", "-", name).lower() == "memory-watchdog":
+            continue
+        if any(file.parts[:1] == ("watchdog",) for file in dist.files or ()):
+            return (
+                f"warning: {name} {dist.version} is installed here too and owns files in the"
+                " same `watchdog` package directory: installing or uninstalling either one"
+                " changes the other; install memory-watchdog in an environment of its own"
+                " (pipx install, uv tool install)"
+            )
+    return None
+
+
+class VersionAction(argparse.Action):
+    """`--version`: the version on stdout, and the shared-package warning on stderr if any."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, help="show program's version number and exit"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        print(f"{PROG} {package_version()}")
+        warning = shared_package_warning()
+        if warning:
+            print(f"{PROG}: {warning}", file=sys.stderr)
+        parser.exit()
 
 
 def common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +117,13 @@ def judged(settings: Settings) -> Settings:
             return settings.with_default_source(store.has_table)
     except StoreError:
         return settings
+
+
+def printed(settings: Settings, command: str) -> str:
+    """A `memory-watchdog <command>` printed for the user, with the flags that make it read what
+    this command read (`command_flags`: --config, a --store not the default), shell-quoted."""
+    flags = command_flags(settings)
+    return f"{PROG} {command} {flags}" if flags else f"{PROG} {command}"
 
 
 def require_secrets(settings: Settings) -> None:

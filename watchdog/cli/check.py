@@ -34,7 +34,7 @@ from watchdog.cli.args import (
     time_flag,
 )
 from watchdog.core.errors import StoreError, UsageError
-from watchdog.core.settings import Settings
+from watchdog.core.settings import Settings, command_flags
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import CLOCK_SKEW, system_clock
 from watchdog.report.page import evaluate_page
@@ -81,7 +81,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise
     duration_s = time.monotonic() - started
     color = not args.output and sys.stdout.isatty()
-    emit(page or render(report, args.format, color=color), args.output)
+    emit(
+        page or render(report, args.format, color=color, flags=command_flags(settings)), args.output
+    )
     if args.notify:  # alert lifecycle and delivery; a chat failure never changes the exit code
         notify_after_check(settings, report, duration_s=duration_s, kind=run_kind)
     return exit_code(report)
@@ -93,10 +95,10 @@ def kind_of_run(at: datetime, now: datetime, length: timedelta) -> str:
     return LIVE if now - at <= length + CLOCK_SKEW else REPLAY
 
 
-def render(report: Report, fmt: str, *, color: bool) -> str:
+def render(report: Report, fmt: str, *, color: bool, flags: str = "") -> str:
     if fmt == "json":
         return render_json(report)
-    return render_text(report, color=color)
+    return render_text(report, color=color, flags=flags)
 
 
 def exit_code(report: Report) -> int:

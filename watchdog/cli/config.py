@@ -19,7 +19,14 @@ from alerts.render import templates
 from alerts.routing import Router
 from alerts.state import schema_exists
 from checks.probe import probe_source
-from watchdog.cli.args import PROG, Subparsers, common_arguments, judged, load
+from watchdog.cli.args import (
+    PROG,
+    Subparsers,
+    common_arguments,
+    judged,
+    load,
+    shared_package_warning,
+)
 from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -72,6 +79,9 @@ def _config_usage(args: argparse.Namespace) -> int:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     where = config_file(args.config)
+    warning = shared_package_warning()
+    if warning:  # not a problem of the config: said, and the exit code is the config's
+        print(f"{PROG}: {warning}", file=sys.stderr)
     try:
         settings = load(args)
     except ConfigError as exc:  # every problem of the file itself, one line each, exit 2

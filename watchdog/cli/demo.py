@@ -14,10 +14,10 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from watchdog.cli.args import Subparsers, common_arguments, load, time_flag
+from watchdog.cli.args import Subparsers, common_arguments, load, printed, time_flag
 from watchdog.cli.check import render
 from watchdog.core.errors import StoreError, UsageError
-from watchdog.core.settings import Settings
+from watchdog.core.settings import DEMO_POINTER, Settings, command_flags
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.ingest.service import Ingest
@@ -75,6 +75,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = demo_settings(settings)
     store_cfg = settings.store
     demo = run_demo(settings, sessions=args.sessions, seed=args.seed, at=at)
+    remember_demo_store(settings)
     plan, report, page = demo.plan, demo.report, demo.page
     out = sys.stdout
     out.write(
@@ -91,12 +92,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         " does: data_quality.duplicate_rows; merged away after this check, as"
         " ReplacingMergeTree does in time).\n\n"
     )
-    out.write(render(report, "text", color=out.isatty()))
+    out.write(render(report, "text", color=out.isatty(), flags=command_flags(settings)))
     at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     out.write(
         "\nWhat next:\n"
-        f"  memory-watchdog check --store {store_cfg.url} --at {at_text} --format json\n"
-        f"  memory-watchdog check --store {store_cfg.url} --at {at_text} --window 24h\n"
+        f"  {printed(settings, f'check --at {at_text} --format json')}\n"
+        f"  {printed(settings, f'check --at {at_text} --window 24h')}\n"
         "  memory-watchdog check --store 'http://user:password@your-clickhouse:8123/default'"
         " --config config/watchdog.toml\n"
         f"\nHTML report (open it in a browser): {page}\n"
@@ -138,6 +139,7 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         report = run_once(store, settings, window_at(settings, at))
         page = write_demo_report(store, settings, report, report_dir(settings), at)
     config = _write_demo_config(settings)
+    remember_demo_store(settings)
     out = sys.stdout
     out.write(
         f"Sent {plan.events} events of {plan.sessions} agent sessions (seed {seed}) as OpenTelemetry"
@@ -152,16 +154,25 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         f" {plan.duplicates} duplicate rows (memory events sent again, as an agent's retry does:"
         " data_quality.duplicate_rows).\n\n"
     )
-    out.write(render(report, "text", color=out.isatty()))
+    flags = command_flags(settings.read_from(str(config)))
+    out.write(render(report, "text", color=out.isatty(), flags=flags))
     at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     out.write(
         "\nWhat next:\n"
-        f"  memory-watchdog check --config {config} --store {settings.store.url} --at {at_text}\n"
+        f"  memory-watchdog check --at {at_text} {flags}\n"
         "  memory-watchdog daemon --otlp 127.0.0.1:4318   # receive your agents' telemetry"
         " (docs/start-without-clickhouse.md)\n"
         f"\nHTML report (open it in a browser): {page}\n"
     )
     return 0
+
+
+def remember_demo_store(settings: Settings) -> None:
+    """Note in the data directory which store the demo filled: "there is no store here" names
+    it then, wherever `--store` put it (a data directory that cannot be written: not noted)."""
+    with contextlib.suppress(OSError):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        (settings.data_dir / DEMO_POINTER).write_text(settings.store.url + "\n", encoding="utf-8")
 
 
 def _write_demo_config(settings: Settings) -> Path:

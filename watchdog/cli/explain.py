@@ -15,7 +15,15 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timedelta
 
-from watchdog.cli.args import PROG, Subparsers, common_arguments, emit, judged, load, time_flag
+from watchdog.cli.args import (
+    Subparsers,
+    common_arguments,
+    emit,
+    judged,
+    load,
+    printed,
+    time_flag,
+)
 from watchdog.core.errors import UsageError, WatchdogError
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
@@ -87,7 +95,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise NoSuchSession(
             f"explain: session '{printable(session_id, 80)}' has no event in the lookback"
             f" {rfc3339(explained.window.read_from)} .. {rfc3339(at)}"
-            f" (an earlier --at? see {PROG} check --format json for the sessions of a window)"
+            f" (an earlier --at? see {printed(settings, 'check --format json')}"
+            " for the sessions of a window)"
         )
     source = settings.source.display_name
     render = render_explain_json if args.format == "json" else render_explain_text

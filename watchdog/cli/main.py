@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from watchdog.cli.args import PROG, Parser, Subparsers, package_version
+from watchdog.cli.args import PROG, Parser, Subparsers, VersionAction
 from watchdog.core.errors import UsageError, WatchdogError
 from watchdog.core.logs import configure_logging
 
@@ -55,7 +55,7 @@ def command_named(argv: Sequence[str], commands: Mapping[str, str] = COMMANDS) -
 def build_parser(commands: Mapping[str, str] = COMMANDS, only: str | None = None) -> Parser:
     """The parser of every command, or of `only` (what `main` runs: one module imported)."""
     parser = Parser(prog=PROG, description="The verify layer of agent memory.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, target in commands.items():
         if only is None or name == only:

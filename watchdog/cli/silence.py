@@ -10,7 +10,14 @@ import getpass
 
 from alerts.lifecycle import RUN_CHECK, STORE_CHECK
 from alerts.silences import ALL, add_silence, list_silences, remove_silence
-from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, load, time_flag
+from watchdog.cli.args import (
+    Subparsers,
+    common_arguments,
+    duration_flag,
+    load,
+    printed,
+    time_flag,
+)
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
@@ -127,7 +134,8 @@ def cmd_silence_remove(args: argparse.Namespace) -> int:
         removed = remove_silence(store, settings, args.id, system_clock())
     if removed is None:
         raise UsageError(
-            f"silence remove: no silence {args.id!r} in force (see {PROG} silence list)"
+            f"silence remove: no silence {args.id!r} in force"
+            f" (see {printed(settings, 'silence list')})"
         )
     print(f"silence {removed.id} removed: {removed.check_id} notifies again from the next run")
     return 0

@@ -92,12 +92,13 @@ class StoreLockedError(StoreError):
 class MissingStoreError(StoreError):
     """The embedded store directory does not exist (and this command does not create one).
 
-    `demo_store` is the URL of the store `memory-watchdog demo` filled beside
-    the missing one, when there is one: then the message names it.
+    `demo_store` is the URL of the store `memory-watchdog demo` filled last, when the missing
+    one is a data directory's default store and there is one: then the message names it.
     """
 
     def __init__(self, url_masked: str, demo_store: str | None = None) -> None:
         self.demo_store = demo_store
+        quoted = shlex.quote(demo_store) if demo_store else ""
         elsewhere = (
             "point --store or WATCHDOG_STORE_URL at your ClickHouse"
             " (http(s)://user:password@host:8123/db) or an existing store"
@@ -105,8 +106,8 @@ class MissingStoreError(StoreError):
         if demo_store:
             problem = (
                 "there is no store here (this command does not create one), but"
-                f" `memory-watchdog demo` wrote its own: add --store {demo_store}"
-                f" (e.g. memory-watchdog check --store {demo_store}); for your own telemetry,"
+                f" `memory-watchdog demo` wrote its own: add --store {quoted}"
+                f" (e.g. memory-watchdog check --store {quoted}); for your own telemetry,"
                 f" {elsewhere}"
             )
         else:

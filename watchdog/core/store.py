@@ -21,7 +21,7 @@ from typing import Any
 from watchdog.core.driver_errors import describe_clickhouse_error, refused_by_store
 from watchdog.core.driver_errors import driver_errors as _driver_errors
 from watchdog.core.errors import MissingStoreError, StoreError, StoreLockedError, StoreURLUsageError
-from watchdog.core.settings import DEMO_STORE_DIR, STORE_DIR, StoreSettings
+from watchdog.core.settings import DEMO_POINTER, DEMO_STORE_DIR, STORE_DIR, StoreSettings
 from watchdog.core.urls import (
     MEMORY,
     StoreURL,
@@ -311,11 +311,16 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def _demo_store_beside(missing: Path) -> str | None:
-    """The demo's store when `missing` is a data directory's default store and the demo ran there."""
+    """The demo's store when `missing` is a data directory's default store and the demo ran:
+    the one it filled last (`DEMO_POINTER`, wherever its `--store` put it), else its own."""
+    if missing.name != STORE_DIR:
+        return None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        url = (missing.parent / DEMO_POINTER).read_text(encoding="utf-8").strip()
+        if url.startswith("chdb://") and Path(url.removeprefix("chdb://")).is_dir():
+            return url
     demo = missing.with_name(DEMO_STORE_DIR)
-    if missing.name == STORE_DIR and demo.is_dir():
-        return f"chdb://{demo}"
-    return None
+    return f"chdb://{demo}" if demo.is_dir() else None
 
 
 # Attempts at opening an embedded store that fails with no live holder of its lock.

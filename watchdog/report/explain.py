@@ -46,15 +46,17 @@ ROLE_WORDS = (
 )
 
 
-def explain_command(session_id: str, at: datetime) -> str:
-    """The `memory-watchdog explain` of a listed session, as the window ending `at` saw it.
+def explain_command(session_id: str, at: datetime, flags: str = "") -> str:
+    """The `memory-watchdog explain` of a listed session, as the window ending `at` saw it, with
+    the `flags` that read what the run read (`command_flags`: its --config, its --store).
 
     Quoted for a shell and printable: a hostile id is shown escaped (then
     copy it from `--format json`).
     """
-    return (
+    command = (
         f"memory-watchdog explain {printable(shlex.quote(session_id), ID_CHARS)} --at {rfc3339(at)}"
     )
+    return f"{command} {printable(flags, None)}" if flags else command
 
 
 def outcomes(events: EventSettings) -> dict[str, str]:

@@ -10,7 +10,6 @@ do (docs/operations.md#the-triage-page).
 from __future__ import annotations
 
 import functools
-import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,10 +23,9 @@ from checks.builtin import configured_checks
 from checks.kinds import KINDS
 from checks.verdict import format_target, format_value, percent
 from watchdog.core.durations import format_duration
-from watchdog.core.settings import Settings
+from watchdog.core.settings import Settings, command_flags
 from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339
-from watchdog.core.urls import mask_url
 from watchdog.report.charts import (
     BREACHING,
     Point,
@@ -154,7 +152,8 @@ def _triage(found: Triage | None) -> dict[str, Any] | None:
 
 
 def reproduce_command(report: Report, settings: Settings | None = None) -> str:
-    """The exact `memory-watchdog check` that evaluates this window again, on the same store.
+    """The exact `memory-watchdog check` that evaluates this window again: with the config file
+    the run read and its store, when not the default one (`command_flags`).
 
     The store URL is shown with its password masked (`***`): whoever reruns it
     puts the password back, or sets WATCHDOG_STORE_URL instead.
@@ -163,8 +162,8 @@ def reproduce_command(report: Report, settings: Settings | None = None) -> str:
         f"memory-watchdog check --at {rfc3339(report.window.at)}"
         f" --window {format_duration(report.window.length)}"
     )
-    url = settings.store.url if settings is not None else ""
-    return f"{command} --store {shlex.quote(mask_url(url))}" if url else command
+    flags = command_flags(settings) if settings is not None else ""
+    return f"{command} {flags}" if flags else command
 
 
 def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
@@ -177,7 +176,7 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
             "explain": (
-                explain_command(r.evidence.sessions[0], report.window.at)
+                explain_command(r.evidence.sessions[0], report.window.at, command_flags(settings))
                 if r.evidence.sessions
                 else ""
             ),

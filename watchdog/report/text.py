@@ -46,9 +46,9 @@ def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
 
 
-def _evidence_lines(result: CheckResult, at: datetime) -> list[str]:
+def _evidence_lines(result: CheckResult, at: datetime, flags: str) -> list[str]:
     """The result's evidence facts, ids capped at TEXT_EVIDENCE per list; for sessions, how to
-    explain one."""
+    explain one (with `flags`: the run's --config and --store)."""
     shown = result.evidence.shown()
     lines = []
     for found in shown.ids:
@@ -57,13 +57,17 @@ def _evidence_lines(result: CheckResult, at: datetime) -> list[str]:
         more = f" (+{rest} more in --format json)" if rest > 0 else ""
         lines.append(f"    {found.noun}: {listed}{more}")
         if found.noun == "sessions" and found.ids:
-            lines.append(f"    why one counted: {explain_command(found.ids[0], at)}")
+            lines.append(f"    why one counted: {explain_command(found.ids[0], at, flags)}")
     lines += [f"    {fact.label}: {printable(fact.text)}" for fact in shown.facts]
     return lines
 
 
-def render_text(report: Report, *, color: bool = False) -> str:
-    """What a person on call wants at 3 a.m.: verdicts first, breaches on top, then evidence."""
+def render_text(report: Report, *, color: bool = False, flags: str = "") -> str:
+    """What a person on call wants at 3 a.m.: verdicts first, breaches on top, then evidence.
+
+    `flags` (`command_flags` of the run's settings) go into the commands it prints, so that
+    they read what the run read.
+    """
     status = report.status
     out = [
         _paint(f"memory-watchdog: {status.value.upper()}", status, color)
@@ -80,7 +84,7 @@ def render_text(report: Report, *, color: bool = False) -> str:
         summary = printable(result.summary, SUMMARY_CHARS)
         out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {summary}")
     breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
-    evidence = [(r, _evidence_lines(r, report.window.at)) for r in breached]
+    evidence = [(r, _evidence_lines(r, report.window.at, flags)) for r in breached]
     evidence = [(r, lines) for r, lines in evidence if lines]
     if evidence:
         out += ["", "Evidence (oldest first):"]

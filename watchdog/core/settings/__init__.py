@@ -25,8 +25,10 @@ from watchdog.core.settings.alerts import (
 )
 from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.settings.load import (
+    DEMO_POINTER,
     DEMO_STORE_DIR,
     STORE_DIR,
+    command_flags,
     data_dir_from,
     load_settings,
     settings_from_mapping,
@@ -52,6 +54,7 @@ from watchdog.core.settings.model import (
 __all__ = [
     "BUILTIN_CHECK_IDS",
     "BUILTIN_CHECK_UNITS",
+    "DEMO_POINTER",
     "DEMO_STORE_DIR",
     "NORMALIZED_COLUMNS",
     "PAGERDUTY_EVENTS_URL",
@@ -81,6 +84,7 @@ __all__ = [
     "TelegramSettings",
     "WebhookSettings",
     "WindowSettings",
+    "command_flags",
     "data_dir_from",
     "load_settings",
     "settings_from_mapping",

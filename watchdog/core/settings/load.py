@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -23,12 +24,15 @@ from watchdog.core.settings.model import CheckOverride, Settings
 from watchdog.core.settings.receivers import SECRET_KEYS
 from watchdog.core.settings.values import MissingSecret
 from watchdog.core.text import printable
-from watchdog.core.urls import StoreURLError, parse_store_url
+from watchdog.core.urls import StoreURLError, mask_url, parse_store_url
 
 APP_DIR = "memory-watchdog"
 # Under the data directory: the default embedded store, and the one `memory-watchdog demo` fills.
 STORE_DIR = "store"
 DEMO_STORE_DIR = "demo-store"
+# In the data directory: the URL of the store `memory-watchdog demo` filled last (a `--store`
+# elsewhere included), so that "there is no store here" can name it.
+DEMO_POINTER = "last-demo-store"
 # A config is a few KB; a larger file is no config (a wrong path, a log, a device's endless bytes).
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -224,7 +228,7 @@ def _validated(data: Mapping[str, Any], env: Mapping[str, str], origin: str | No
         raise ConfigErrors.of([*found, *_besides_custom_checks(exc, expanded, origin)]) from None
     # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
     from_env = env.get("WATCHDOG_STORE_URL")
-    url = from_env or settings.store.url or f"chdb://{settings.data_dir / STORE_DIR}"
+    url = from_env or settings.store.url or default_store_url(settings)
     check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if url != settings.store.url:
         settings = settings.with_store_url(url)
@@ -263,7 +267,25 @@ def load_settings(
             raise ConfigError("", f"config file {path} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError("", f"invalid TOML: {exc}", origin=path) from None
-    return settings_from_mapping(data, env=env, origin=path)
+    settings = settings_from_mapping(data, env=env, origin=path)
+    return settings.read_from(path) if path else settings
+
+
+def command_flags(settings: Settings) -> str:
+    """The flags a command printed for the user needs to read what `settings` read, quoted for
+    a shell: `--config <the file>` when one was read, `--store <URL>` when it is not the data
+    directory's default store (its password masked: put it back, or set WATCHDOG_STORE_URL)."""
+    flags = []
+    if settings.config_file:
+        flags += ["--config", shlex.quote(settings.config_file)]
+    if settings.store.url and settings.store.url != default_store_url(settings):
+        flags += ["--store", shlex.quote(mask_url(settings.store.url))]
+    return " ".join(flags)
+
+
+def default_store_url(settings: Settings) -> str:
+    """The store every command opens when nothing names one: under the data directory."""
+    return f"chdb://{settings.data_dir / STORE_DIR}"
 
 
 _KINDS = (

@@ -10,13 +10,14 @@ can use. The environment is not read here: the loader (`.load`) fills
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SerializeAsAny, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
 from watchdog.core.durations import Duration, format_duration
 from watchdog.core.errors import ConfigError, ConfigErrors
@@ -328,6 +329,20 @@ class Settings(_Settings):
     ingest: IngestSettings = IngestSettings()
     # `[[checks.custom]]` in the file; moved here before validation (see the loader).
     custom_checks: tuple[SerializeAsAny[CustomCheck], ...] = ()
+    # The file these settings were read from, absolute (None: the built-in defaults): not a key
+    # of it, but what a command the program prints for the user names (`--config`).
+    _config_file: str | None = PrivateAttr(default=None)
+
+    @property
+    def config_file(self) -> str | None:
+        """The config file these settings were read from (absolute), None for the defaults."""
+        return self._config_file
+
+    def read_from(self, path: str) -> Settings:
+        """These settings, read from the config file `path`."""
+        copy = self.model_copy()
+        copy._config_file = os.path.abspath(path)
+        return copy
 
     @field_validator("custom_checks", mode="before")
     @classmethod

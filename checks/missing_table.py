@@ -1,5 +1,9 @@
-"""Where a source's telemetry is: the source table's columns, and when it is missing, the
-presets' tables the store does hold (docs/sources.md)."""
+"""A source table that is missing: the presets' tables the store holds instead, and how to read one.
+
+`check` on a store where `daemon --otlp` wrote `otel.otel_logs` while the config names the joelclaw
+preset says "table joelclaw.otel_events not found; otel.otel_logs holds OTLP logs: ..."
+(docs/configuration.md#the-default-source).
+"""
 
 from __future__ import annotations
 
