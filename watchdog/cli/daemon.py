@@ -136,7 +136,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         running=Running(ticks=ticks, debug=args.debug),
         serving=Serving(
             http=args.http,
-            receiver=None if ingest is None else (lambda: ingest.spool_state().to_json()),
+            receiver=None if ingest is None else ingest.spool_state,
             reload=settled(load_checked, config_file(args.config)),
         ),
     )
