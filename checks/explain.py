@@ -61,6 +61,7 @@ class Had:
     met_by: str  # the event id that met it, '' when none did
     judged: bool  # whether the check judges this session (real, in its scope)
     window_ms: int | None = None  # the check's own window length, when it has one
+    late: SessionEvent | None = None  # missed: the first required event after the deadline
 
     @property
     def label(self) -> str:
@@ -227,4 +228,24 @@ def explain_session(
     whole = replace(window, length=window.lookback)
     listing = merged(source.params, whole.params(), {"explain_session": session_id})
     had = _obligations(store, one, listing, enabled) if rows else []
-    return Explained(session_id, window, tuple(events), total, tuple(had))
+    return Explained(session_id, window, tuple(events), total, tuple(_late(had, events)))
+
+
+def _late(had: Sequence[Had], events: Sequence[SessionEvent]) -> list[Had]:
+    """Each missed start or end obligation with the event that came too late for it, if one
+    did: the first of its required events after the deadline.
+
+    Not a trigger's: a later event of those names may answer the next trigger (a compaction's
+    observe, the end's); nor a silent end's: an observe after the last event would have been
+    the last event.
+    """
+    found = []
+    for h in had:
+        anchor = h.obligation.anchor
+        if h.met_by or anchor is Anchor.EVENT or (anchor is Anchor.END and not h.trigger_id):
+            found.append(h)
+            continue
+        required = h.obligation.required
+        late = next((e for e in events if e.name in required and e.time > h.deadline), None)
+        found.append(replace(h, late=late))
+    return found

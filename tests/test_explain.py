@@ -22,7 +22,7 @@ AT = T0 + 4 * H
 # What the explanation of a session says of each fault the demo injects into it.
 SAYS: dict[str, tuple[str, ...]] = {
     "cold start": ("start recall:", "missed - recall_coverage"),
-    "late recall": ("start recall:", "missed - recall_coverage"),
+    "late recall": ("start recall: missed, late by", "after the first event) - recall_coverage"),
     "silent end without observe": ("end observe (silent end):", "missed - observe_coverage"),
     "end without observe": ("end observe (end event):", "missed - observe_coverage"),
     "answer without recall": ("recall before response:", "missed - recall_before_response"),
@@ -239,3 +239,34 @@ def test_custom_coverage_obligations_are_listed_and_out_of_scope_ones_not_judged
     text = text_of(store, settings, "s1")
     assert lines_with(text, "memory.recall.started after tool.call: missed - tool_recall")
     assert lines_with(text, "not judged - ci_only", "outside its scope")
+
+
+def test_a_late_recall_is_missed_and_says_how_late(store: Store) -> None:
+    """A start recall after its deadline is missed, and explain says by how much and what the
+    deadline was."""
+    sc = Scenario()
+    sc.session("late").starts(T0 + H).recalls(T0 + H + 5 * M + 42 * S)
+    table = unique_table()
+    sc.write(store, table)
+    settings = settings_for(table)
+    text = text_of(store, settings, "late")
+    assert lines_with(
+        text, "start recall: missed, late by 42s (deadline 5m after the first event)"
+    ), text
+    assert lines_with(text, "late: ev-000002 at 2026-11-28T01:05:42Z")
+    explained = explain(store, settings, "late", AT)
+    document = json.loads(render_explain_json(explained, "t", settings.events, window_of(settings)))
+    (start,) = [o for o in document["obligations"] if o["obligation"] == "start recall"]
+    assert start["status"] == "missed"
+    assert start["late"] == {"event_id": "ev-000002", "time": "2026-11-28T01:05:42Z", "by_s": 42.0}
+
+
+def test_a_recall_never_made_is_missed_without_a_lateness(store: Store) -> None:
+    """A cold start has no late recall: nothing says late."""
+    sc = Scenario()
+    sc.session("cold").starts(T0 + H).emits("tool.call", T0 + H + M)
+    table = unique_table()
+    sc.write(store, table)
+    text = text_of(store, settings_for(table), "cold")
+    assert lines_with(text, "start recall: missed - recall_coverage")
+    assert not lines_with(text, "late by") and not lines_with(text, "late:")

@@ -19,6 +19,7 @@ from typing import Any
 
 from checks.explain import Explained, Had
 from watchdog.core import jsontext
+from watchdog.core.durations import human_duration
 from watchdog.core.settings import EventSettings
 from watchdog.core.text import plural, printable
 from watchdog.core.times import rfc3339
@@ -85,6 +86,18 @@ def judgement(had: Had, at: datetime, window_of: WindowOf) -> Judgement:
     return Judgement("met" if had.met_by else "missed", window)
 
 
+# What a deadline counts from, by anchor (a silent end is never late: see checks.explain).
+_FROM = {"start": "the first event", "end": "the end event"}
+
+
+def _lateness(had: Had) -> str:
+    """`late by 42s (deadline 5m after the first event)`: how late the late event came."""
+    assert had.late is not None
+    by = human_duration((had.late.time - had.deadline).total_seconds())
+    due = human_duration((had.deadline - had.trigger_time).total_seconds())
+    return f"late by {by} (deadline {due} after {_FROM[had.obligation.anchor]})"
+
+
 def _trigger(had: Had) -> str:
     if had.trigger_id:
         return f"{printable(had.trigger_id, ID_CHARS)} at {rfc3339(had.trigger_time)}"
@@ -112,6 +125,15 @@ def to_json(
                 "deadline": rfc3339(had.deadline),
                 "met_by": had.met_by or None,
                 "status": judged.status,
+                "late": (
+                    {
+                        "event_id": had.late.event_id,
+                        "time": rfc3339(had.late.time),
+                        "by_s": (had.late.time - had.deadline).total_seconds(),
+                    }
+                    if had.late is not None and judged.status == "missed"
+                    else None
+                ),
                 "window": (
                     {"start": rfc3339(judged.window[0]), "end": rfc3339(judged.window[1])}
                     if judged.window
@@ -186,7 +208,11 @@ def render_explain_text(
             where += f", window {rfc3339(judged.window[0])} .. {rfc3339(judged.window[1])}"
         if judged.status == "not judged":
             where += " (the session is outside its scope)"
-        out.append(f"  {had.label}: {judged.status} - {where}")
+        late = had.late if judged.status == "missed" else None
+        status = f"missed, {_lateness(had)}" if late is not None else judged.status
+        out.append(f"  {had.label}: {status} - {where}")
         met = f", met by {printable(had.met_by, ID_CHARS)}" if had.met_by else ""
         out.append(f"    trigger {_trigger(had)}, due {rfc3339(had.deadline)}{met}")
+        if late is not None:
+            out.append(f"    late: {printable(late.event_id, ID_CHARS)} at {rfc3339(late.time)}")
     return "\n".join(out) + "\n"
