@@ -27,7 +27,7 @@ from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import Loader
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

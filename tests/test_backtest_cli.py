@@ -60,6 +60,42 @@ def test_the_text_names_the_breached_window_and_how_to_see_it_whole(breached: st
     assert "one window in full: memory-watchdog check --at 2026-11-27T08:00:00Z --window 4h" in text
 
 
+def test_a_one_minute_schedule_is_backtested_in_its_one_minute_windows(
+    breached: str, tmp_path: Path
+) -> None:
+    """The windows are the daemon's: one schedule period long, tiling the period, so the cold
+    start is counted in the one window its recall deadline falls in, not in every 4h window
+    that holds it (issue 33, point 6)."""
+    config = tmp_path / "every-minute.toml"
+    config.write_text('[schedule]\nevery = "1m"\ndelay = "10s"\n')
+    hour = "--from", "2026-11-28T03:00:00Z", "--to", "2026-11-28T04:00:00Z"
+    result = run(
+        "backtest", "--config", str(config), "--store", breached, *hour, "--format", "json"
+    )
+    assert result.returncode == 1, result.stderr
+    windows = json.loads(result.stdout)["windows"]
+    assert len(windows) == 60
+    spans = {
+        datetime.fromisoformat(w["window"]["end"]) - datetime.fromisoformat(w["window"]["start"])
+        for w in windows
+    }
+    assert spans == {timedelta(minutes=1)}
+    counted = [w["checks"]["recall_coverage"]["value"] or 0 for w in windows]
+    whole = run(
+        "check",
+        "--store",
+        breached,
+        "--at",
+        "2026-11-28T04:00:00Z",
+        "--window",
+        "1h",
+        "--format",
+        "json",
+    )
+    assert json.loads(whole.stdout)["checks"]["recall_coverage"]["value"] == sum(counted)
+    assert (sum(counted), sum(1 for v in counted if v)) == (1, 1)
+
+
 def test_a_period_without_a_breach_exits_0(tmp_path: Path) -> None:
     """The one window of a healthy store's period: exit 0."""
     healthy = make_store(tmp_path / "healthy", "healthy")

@@ -52,7 +52,7 @@ from watchdog.core.store import Store
 from watchdog.core.times import rfc3339
 from watchdog.daemon.child import ChildCrashed, ChildTicks
 from watchdog.daemon.narrate import Outputs
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.telemetry import Telemetry

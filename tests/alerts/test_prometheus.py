@@ -32,7 +32,7 @@ from watchdog.daemon.ingest.metrics import IngestCollector
 from watchdog.daemon.ingest.service import Ingest
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

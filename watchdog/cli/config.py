@@ -32,7 +32,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 
 
 @dataclass

@@ -35,7 +35,7 @@ from watchdog.daemon.ingest.service import Ingest, TurnTakingTicks
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import settled
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

@@ -29,7 +29,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.report.explain import WindowOf, render_explain_json, render_explain_text
 from watchdog.runner.explain import explain
 

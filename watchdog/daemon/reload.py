@@ -20,7 +20,7 @@ from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, WatchdogError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import read_config_bytes
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.reload import Reloads
 from watchdog.daemon.runs import OpenStore, RunResult
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.systemd import Notify

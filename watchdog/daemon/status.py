@@ -22,7 +22,7 @@ from watchdog.core.text import printable
 from watchdog.core.times import CLOCK_SKEW, from_ms, rfc3339
 from watchdog.core.urls import mask_url
 from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
-from watchdog.daemon.schedule import Schedule
+from watchdog.core.schedule import Schedule
 from watchdog.daemon.spool import Spool
 
 _NOT_JUDGED = ("breached", "error")

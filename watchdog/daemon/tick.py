@@ -52,7 +52,7 @@ from watchdog.daemon.runs import (
     waiting,
     with_delivery,
 )
-from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
+from watchdog.core.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
 from watchdog.daemon.status import last_completed_at, read_status
 from watchdog.daemon.telemetry import Stopwatch
