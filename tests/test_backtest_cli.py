@@ -14,8 +14,10 @@ from watchdog.report.backtest import (
     WEEKLY,
     allowed_breaches,
     nearest_rank,
+    render_backtest_text,
     summarize,
     weekly_target,
+    would_breach,
 )
 from watchdog.report.backtest_page import render_backtest_page
 
@@ -216,3 +218,27 @@ def test_the_page_escapes_what_comes_from_the_data() -> None:
     )
     html = render_backtest_page(summarize(T - timedelta(hours=4), T, [bad]))
     assert "<script>x" not in html and "&lt;script&gt;x" in html
+
+
+@pytest.mark.parametrize(
+    ("unit", "values"),
+    [
+        (Unit.MS, [1738.6, 1739.2, 1739.4, 1200.0, 5000.0, 1738.9, 1739.1, 900.0]),
+        (Unit.RATIO, [0.05051, 0.05069, 0.0506, 0.0499, 0.2, 0.05055, 0.0001, 0.0508]),
+        (Unit.S, [3601.0, 3599.5, 3600.4, 7199.0, 7201.0, 10.0, 3600.0, 3602.0]),
+    ],
+)
+def test_no_two_candidates_read_the_same_with_different_counts(
+    unit: Unit, values: list[float]
+) -> None:
+    """Each candidate target is the value its text shows (snapped to the unit's step), counted
+    at that value, once: `>= 1739 ms: 1, >= 1739 ms: 0` was printed (issue 33, point 12)."""
+    results = [result(v, Status.OK, unit) for v in values]
+    bt = summarize(T, T + timedelta(days=2), [report(i, r) for i, r in enumerate(results)])
+    text = render_backtest_text(bt)
+    line = next(x for x in text.splitlines() if x.startswith("  p95: "))
+    offered = [part.rsplit(": ", 1)[0] for part in line.removeprefix("  p95: ").split(", ")]
+    assert len(offered) == len(set(offered)), line
+    s = bt.summary["p95"]
+    for c in s.candidates:  # the count is the count at the target as shown and as written
+        assert c.breached == sum(would_breach(r, c.target) for r in results)

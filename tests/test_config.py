@@ -186,7 +186,7 @@ def test_the_window_is_one_schedule_period_long(
     """Every command's window is the schedule's period: derived when window.length is left
     out, accepted when written equal (issue 33, point 6)."""
     settings = settings_from_mapping({"schedule": schedule, "window": window}, env={})
-    at = datetime(2026, 11, 28, 4, tzinfo=UTC)
+    at = datetime(2026, 11, 28, tzinfo=UTC)  # a window end of each of these schedules
     expected = Schedule.from_settings(settings.schedule)
     assert window_at(settings, at).length == at - expected.previous_end(at)
     assert window_at(settings, at).length == settings.schedule.gaps()[1]

@@ -13,8 +13,8 @@ from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger
 
-from watchdog.core.settings import Settings
 from watchdog.core.schedule import Schedule
+from watchdog.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
