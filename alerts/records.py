@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from alerts.codec import utc
 from alerts.lifecycle import Alert
@@ -57,15 +57,29 @@ class CheckPoint:
 
 
 def check_history(
-    store: Store, settings: Settings, check_id: str, n: int = 42, *, source: str | None = None
+    store: Store,
+    settings: Settings,
+    check_id: str,
+    n: int = 42,
+    *,
+    source: str | None = None,
+    length: timedelta | None = None,
 ) -> list[CheckPoint]:
     """One check over the last `n` evaluations of the source, oldest first.
 
     `check_id` may be the pseudo check `store` (was the source readable).
-    Evaluations in which the check did not appear are left out.
+    Evaluations in which the check did not appear are left out, and with
+    `length` those of windows of another length (their values are not
+    comparable: a 24h window counts six times what a 4h one does).
     """
     if not schema_exists(store, settings):
         return []
+    sized = (
+        " AND toUnixTimestamp64Milli(window_end) - toUnixTimestamp64Milli(window_start)"
+        " = {length:Int64}"
+        if length is not None
+        else ""
+    )
     # The JSON of each run row is read in ClickHouse; only the points come back.
     rows = store.query(
         "SELECT toUnixTimestamp64Milli(at) AS at_ms,"
@@ -74,9 +88,14 @@ def check_history(
         " JSONExtract(checks, {check:String}, 'target', 'Nullable(Float64)') AS target,"
         " JSONExtractString(checks, {check:String}, 'severity') AS severity"
         f" FROM {table(settings, 'runs')} FINAL"
-        " WHERE source = {source:String} AND JSONHas(checks, {check:String})"
+        f" WHERE source = {{source:String}} AND JSONHas(checks, {{check:String}}){sized}"
         " ORDER BY at DESC LIMIT {n:UInt32}",
-        {"check": check_id, "source": source or settings.source.display_name, "n": max(0, n)},
+        {
+            "check": check_id,
+            "source": source or settings.source.display_name,
+            "n": max(0, n),
+            "length": 0 if length is None else length // timedelta(milliseconds=1),
+        },
     ).rows
     return [
         CheckPoint(from_ms(int(at)), str(status), value, target, str(severity))

@@ -23,6 +23,7 @@ from tests.daemon_rig import (
     outage,
     write_source,
 )
+from watchdog.core import jsontext
 from watchdog.core.store import Store
 from watchdog.core.times import rfc3339
 from watchdog.daemon.service import Daemon
@@ -157,6 +158,25 @@ def test_http_serves_the_latest_page_and_the_status_document(
     ]
     assert [a["check"] for a in document["firing_alerts"]] == ["telemetry_freshness"]
     assert document["spool"] == {"error_runs": 0, "since": None}
+
+
+def test_status_is_computed_when_asked_and_is_the_commands_document(
+    rig: Rig, http: tuple[Daemon, Callable[[str], tuple[int, Any]]]
+) -> None:
+    """/status ages between runs as /healthz does, and is what `status --format json` prints
+    then, of the store as the last run read it (`store_read_at`)."""
+    daemon, get = http
+    rig.tick(daemon, end(5) + DELAY)
+    _, first = get("/status")
+    rig.clock.now = end(5) + DELAY + 15 * M  # no run in between
+    code, later = get("/status")
+    assert code == 200
+    assert (first["age_s"], later["age_s"]) == (120.0, 1020.0)
+    assert later["now"] == rfc3339(rig.clock.now)
+    assert later["store_read_at"] == rfc3339(end(5) + DELAY)
+    command = json.loads(jsontext.dumps(rig.status().to_json()))
+    assert command["store_read_at"] == later["now"]
+    assert {**later, "store_read_at": later["now"]} == command
 
 
 def test_healthz_says_when_a_run_is_overdue(make_rig: Callable[..., Rig]) -> None:

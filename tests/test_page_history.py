@@ -191,6 +191,21 @@ def test_history_comes_from_the_run_log(store: Store) -> None:
     )
 
 
+def test_history_charts_only_windows_of_the_reports_length(store: Store) -> None:
+    """A run log holding 1h and 24h windows (a `check --window 24h --notify`) among the 4h ones
+    charts the 4h windows only: the values of other lengths are not comparable on one axis."""
+    settings = _run_log_settings(store)
+    for k, value in enumerate([0.02, 0.09, 0.01]):
+        _record(store, settings, _observe_failure_rate_at(3 - k, value))
+    for k, length, value in ((2, H, 0.5), (1, 24 * H, 0.3)):  # ending 2h after a 4h window
+        other = _observe_failure_rate_at(k, value)
+        window = replace(other.window, at=other.window.at + 2 * H, length=length)
+        _record(store, settings, replace(other, window=window))
+    history = load_history(store, settings, known_report())
+    series = history.points["observe_failure_rate"]
+    assert [p.value for p in series] == [0.02, 0.09, 0.01, 0.125]
+
+
 def test_a_no_data_alert_is_worded_on_the_page() -> None:
     """With `no_data = "alerting"`, the timeline and the episodes name a no-data alert as such."""
     settings = settings_from_mapping(

@@ -46,11 +46,32 @@ def check_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if re.match(r"^[✓✗!~?-] ", line)]
 
 
-def test_demo_via_otlp_gives_the_demo_verdicts(tmp_path: Path) -> None:
+Demos = tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str], Path]
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
+    """The demo written directly and sent through the receiver (same seed), and their directory."""
+    tmp_path = tmp_path_factory.mktemp("demos")
+    return demo(tmp_path, "direct"), demo(tmp_path, "via", "--via-otlp"), tmp_path
+
+
+def injected(text: str) -> str:
+    (line,) = [line for line in text.splitlines() if line.startswith("Injected: ")]
+    return line
+
+
+def test_demo_via_otlp_says_it_injects_what_the_demo_does(demos: Demos) -> None:
+    """The "Injected:" line of `demo --via-otlp` is the direct demo's: the same faults, all named."""
+    direct, via, _ = demos
+    assert injected(via.stdout) == injected(direct.stdout)
+    assert "questions answered without recall" in injected(via.stdout)
+
+
+def test_demo_via_otlp_gives_the_demo_verdicts(demos: Demos) -> None:
     """Sent by the SDK's exporter through the receiver into otel_logs, the demo's events are judged
     exactly as the demo's own rows in joelclaw.otel_events are; its `check` line works."""
-    direct = demo(tmp_path, "direct")
-    via = demo(tmp_path, "via", "--via-otlp")
+    direct, via, tmp_path = demos
     assert direct.returncode == 0, direct.stderr
     assert via.returncode == 0, via.stderr
     assert "through the SDK's OTLP/HTTP exporter" in via.stdout

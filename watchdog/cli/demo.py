@@ -81,16 +81,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out.write(
         f"Wrote {plan.events} events of {plan.sessions} agent sessions (seed {args.seed}) into"
         f" {DEMO_TABLE} in {store_cfg.url}\n"
-        f"Injected: {plan.cold_sessions} cold sessions, {plan.late_recalls} late recalls,"
-        f" {plan.crashed_sessions} crashed sessions, {plan.ended_without_observe} ended without observe,"
-        f" {plan.unobserved_compactions} unobserved compactions, {plan.lost_observes} lost and"
-        f" {plan.failed_observes} failed observes, a failure streak of {plan.failure_streak},"
-        f" {plan.slow_recalls} slow recalls, {plan.deviation_breaches} deviation contract breaches,"
-        f" {plan.deviation_missing_evidence} deviations citing missing ids,"
-        f" {plan.answered_without_recall} questions answered without recall,"
-        f" {plan.duplicates} duplicate rows (memory events written again, as an outbox retry"
-        " does: data_quality.duplicate_rows; merged away after this check, as"
-        " ReplacingMergeTree does in time).\n\n"
+        f"{plan.injected()}\n"
+        "The duplicate rows are memory events written again, as an outbox retry does; they are"
+        " merged away after this check, as ReplacingMergeTree does in time.\n\n"
     )
     out.write(render(report, "text", color=out.isatty(), flags=command_flags(settings)))
     at_text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -145,14 +138,8 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
         f"Sent {plan.events} events of {plan.sessions} agent sessions (seed {seed}) as OpenTelemetry"
         " log records, through the SDK's OTLP/HTTP exporter, to the watchdog's receiver;"
         f" it stored them in {DEMO_LOGS_TABLE} in {settings.store.url}\n"
-        f"Injected: {plan.cold_sessions} cold sessions, {plan.late_recalls} late recalls,"
-        f" {plan.crashed_sessions} crashed sessions, {plan.ended_without_observe} ended without observe,"
-        f" {plan.unobserved_compactions} unobserved compactions, {plan.lost_observes} lost and"
-        f" {plan.failed_observes} failed observes, a failure streak of {plan.failure_streak},"
-        f" {plan.slow_recalls} slow recalls, {plan.deviation_breaches} deviation contract breaches,"
-        f" {plan.deviation_missing_evidence} deviations citing missing ids,"
-        f" {plan.duplicates} duplicate rows (memory events sent again, as an agent's retry does:"
-        " data_quality.duplicate_rows).\n\n"
+        f"{plan.injected()}\n"
+        "The duplicate rows are memory events sent again, as an agent's retry does.\n\n"
     )
     flags = command_flags(settings.read_from(str(config)))
     out.write(render(report, "text", color=out.isatty(), flags=flags))

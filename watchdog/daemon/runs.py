@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 
 from alerts.base import Notifier, Timer
 from alerts.lease import Lease
@@ -28,7 +27,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import Clock
 from watchdog.daemon.outcome import RunOutcome
-from watchdog.daemon.status import read_status
+from watchdog.daemon.status import StoreRead, read_store
 from watchdog.daemon.telemetry import CheckTiming
 
 log = logging.getLogger(__name__)
@@ -172,7 +171,7 @@ class Delivered:
 
     delivery: DeliveryReport
     backlog: Mapping[str, int] | None = None
-    status: dict[str, Any] | None = None
+    status: StoreRead | None = None
 
 
 def deliver_closed(access: Access, settings: Settings, *, status: bool) -> Delivered:
@@ -195,11 +194,7 @@ def deliver_closed(access: Access, settings: Settings, *, status: bool) -> Deliv
             if access.lease is not None:
                 access.lease.release(store)
             backlog = backlog_of(store, settings, access.clock())
-            document = (
-                read_status(store, settings, access.clock(), STATUS_RUNS).to_json()
-                if status
-                else None
-            )
+            document = read_store(store, settings, access.clock(), STATUS_RUNS) if status else None
     except StoreError as exc:
         log.warning(
             "cannot read the outbox backlog after delivering (the alert lease expires by"

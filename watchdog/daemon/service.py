@@ -23,6 +23,7 @@ from alerts.lease import holder_name
 from alerts.lifecycle import STORE_CHECK
 from alerts.notifiers import build_notifiers
 from checks.base import Window
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import serving, web
@@ -33,9 +34,9 @@ from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.reload import Reloads
 from watchdog.daemon.runs import OpenStore, RunResult
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool, SpooledRun
+from watchdog.daemon.status import StoreRead, status_at
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import (
@@ -79,7 +80,7 @@ class Judging:
     log_read: bool = False  # the run log was read since the daemon started
     store_alert_known: bool = False  # the store holds a firing `store` alert
     crashes: list[Crash] = field(default_factory=list)  # ticks that died, not yet recorded
-    status: dict[str, Any] | None = None  # the latest `status` document (--http)
+    status: StoreRead | None = None  # what the latest tick read for `status` (--http)
 
 
 class Daemon:
@@ -403,14 +404,19 @@ class Daemon:
             self.running.ticks.stop_flag.set()
 
     def status_document(self) -> dict[str, Any]:
-        """`status --format json` as of the latest tick, with the spool as it is now."""
-        if self.judging.status is None:
+        """`status --format json` now, of the store as the latest tick read it (this process
+        never opens the engine), with the spool and the receiver's as they are now."""
+        read = self.judging.status
+        if read is None:
             raise RuntimeError("no run has read the store yet")
-        since = self.spool.since
-        spool = {"error_runs": len(self.spool.runs), "since": rfc3339(since) if since else None}
         receiver = self.serving.receiver
-        live = {"ingest": dict(receiver())} if receiver is not None else {}
-        return {**self.judging.status, "spool": spool, **live}
+        return status_at(
+            read,
+            self.settings,
+            self.clock(),
+            spool=self.spool,
+            ingest=receiver() if receiver is not None else None,
+        ).to_json()
 
     def last_run_age(self) -> timedelta | None:
         """How long ago the last judged window ended."""

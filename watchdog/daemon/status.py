@@ -1,6 +1,7 @@
 """`memory-watchdog status`: last runs, firing alerts, outbox backlog, next run; a health check.
 
-The command is `watchdog.cli.status`; the daemon serves the same document on `/status`. It only
+The command is `watchdog.cli.status`; the daemon serves the same document on `/status`, computed
+at each request (`status_at`) from what its last tick read of the store (`read_store`). It only
 reads: no table is created (docs/operations.md#is-the-watchdog-alive-status-and---max-age).
 """
 
@@ -16,13 +17,13 @@ from alerts.records import AlertRecord, Backlog, RunRecord, alert_states, last_r
 from alerts.state import REPLAY, readable_columns, schema_exists, table
 from checks.base import Status
 from watchdog.core.durations import human_duration
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.text import printable
 from watchdog.core.times import CLOCK_SKEW, from_ms, rfc3339
 from watchdog.core.urls import mask_url
 from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool
 
 _NOT_JUDGED = ("breached", "error")
@@ -56,10 +57,37 @@ def completed_by_source(store: Store, settings: Settings, now: datetime) -> dict
 
 
 @dataclass(frozen=True)
+class StoreRead:
+    """What `status` reads of the store (read-only), at `read_at`: the part of the status that
+    only a run or a command changes. The daemon's ticks hand theirs back (its process never
+    opens the engine) and `/status` shows it at the moment it is asked for (`status_at`)."""
+
+    read_at: datetime
+    completed: tuple[tuple[str, datetime], ...]  # completed_by_source, newest first
+    runs: list[RunRecord]
+    alerts: list[AlertRecord]
+    backlog: list[Backlog]
+    lease: LeaseInfo | None
+
+
+def read_store(store: Store, settings: Settings, now: datetime, runs: int) -> StoreRead:
+    """Read the run log, alert states, outbox and alert lease as of `now` (read-only)."""
+    return StoreRead(
+        read_at=now,
+        completed=tuple(completed_by_source(store, settings, now).items()),
+        runs=last_runs(store, settings, runs),
+        alerts=alert_states(store, settings),
+        backlog=outbox_backlog(store, settings, now=now),
+        lease=current_lease(store, settings, settings.source.display_name),
+    )
+
+
+@dataclass(frozen=True)
 class DaemonStatus:
-    """Everything `status` shows, read at `now`."""
+    """Everything `status` shows at `now`, of the store as read at `read_at`."""
 
     now: datetime
+    read_at: datetime
     source: str
     store: str  # masked
     schedule: str
@@ -114,6 +142,7 @@ class DaemonStatus:
         return {
             "schema_version": 1,
             "now": rfc3339(self.now),
+            "store_read_at": rfc3339(self.read_at),
             "source": self.source,
             "store": self.store,
             "schedule": {"describe": self.schedule, "next_run": rfc3339(self.next_run)},
@@ -186,25 +215,42 @@ def _backlog_json(b: Backlog) -> dict[str, Any]:
 
 def read_status(store: Store, settings: Settings, now: datetime, runs: int) -> DaemonStatus:
     """Read the run log, alert states and outbox (read-only), plus the local spool."""
+    return status_at(read_store(store, settings, now, runs), settings, now)
+
+
+def status_at(
+    read: StoreRead,
+    settings: Settings,
+    now: datetime,
+    *,
+    spool: Spool | None = None,
+    ingest: SpoolState | None = None,
+) -> DaemonStatus:
+    """The status at `now` of the store as `read`: the age, the next run, the local spool
+    (`spool`, else the one on disk) and the receiver's (`ingest`, else the spool directory's
+    when the config listens) as they are at `now`."""
     schedule = Schedule.from_settings(settings.schedule)
-    spool = Spool.for_settings(settings)
-    completed = completed_by_source(store, settings, now)
+    spool = Spool.for_settings(settings) if spool is None else spool
+    if ingest is None and settings.ingest.listens:
+        ingest = read_spool_state(spool_dir(settings))
     source = settings.source.display_name
+    completed = dict(read.completed)
     return DaemonStatus(
         now=now,
+        read_at=read.read_at,
         source=source,
         store=mask_url(settings.store.url),
         schedule=schedule.describe(),
         next_run=schedule.next_run(now),
         last_completed=completed.get(source),
-        elsewhere=tuple((name, at) for name, at in completed.items() if name != source),
-        runs=last_runs(store, settings, runs),
-        alerts=alert_states(store, settings),
-        backlog=outbox_backlog(store, settings, now=now),
+        elsewhere=tuple((name, at) for name, at in read.completed if name != source),
+        runs=read.runs,
+        alerts=read.alerts,
+        backlog=read.backlog,
         spooled=len(spool.runs),
         spooled_since=spool.since,
-        lease=current_lease(store, settings, settings.source.display_name),
-        ingest=read_spool_state(spool_dir(settings)) if settings.ingest.listens else None,
+        lease=read.lease,
+        ingest=ingest,
     )
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from alerts.base import Notifier, Timer
 from alerts.lease import Lease, LeaseInfo, LeaseLost, holder_name
@@ -34,6 +34,7 @@ from alerts.pipeline import (
 )
 from checks.base import Report, Window
 from watchdog.core.errors import StoreError
+from watchdog.core.schedule import CatchUp, Schedule, catch_up
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import Clock, rfc3339
@@ -52,9 +53,8 @@ from watchdog.daemon.runs import (
     waiting,
     with_delivery,
 )
-from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
-from watchdog.daemon.status import last_completed_at, read_status
+from watchdog.daemon.status import StoreRead, last_completed_at, read_store
 from watchdog.daemon.telemetry import Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
@@ -119,7 +119,7 @@ class TickResult:
     runs: tuple[RunResult, ...] = ()
     stopped_before: datetime | None = None  # a stop request left this window and later ones
     store_down: StoreDown | None = None
-    status: dict[str, Any] | None = None  # `status --format json`, when asked for
+    status: StoreRead | None = None  # what `status` reads of the store, when asked for
     standby: LeaseInfo | None = None  # another process holds the alert lease
     crashes_recorded: int = 0  # of the request's crashes, written to the store
     run_alert: str = ""  # what recording crashes and resolving the `run` alert said
@@ -225,7 +225,7 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
     crashes_recorded = flushed = 0
     plan: CatchUp | None = None
     stopped_before = attempting = None
-    status: dict[str, Any] | None = None
+    status: StoreRead | None = None
     runs: list[RunResult] = []
     said: list[str] = []
 
@@ -377,11 +377,11 @@ def _step_aside(tick: Tick, holder: LeaseInfo | None) -> TickResult:
     return TickResult(last_judged=last, log_read=False, standby=holder)
 
 
-def _status(tick: Tick) -> dict[str, Any] | None:
-    """The status document the tick hands back, when the request asks for it."""
+def _status(tick: Tick) -> StoreRead | None:
+    """What `status` reads of the store, handed back when the request asks for it (/status)."""
     if not tick.request.status:
         return None
-    return read_status(tick.store, tick.settings, tick.clock(), STATUS_RUNS).to_json()
+    return read_store(tick.store, tick.settings, tick.clock(), STATUS_RUNS)
 
 
 def _deliver_closed(

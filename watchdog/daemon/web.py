@@ -31,6 +31,7 @@ from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.links import ARCHIVE, STAMP, parse_stamp
 from watchdog.core.times import CLOCK_SKEW, rfc3339
+from watchdog.daemon.ingest.state import SpoolState
 from watchdog.report.files import LATEST
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,8 @@ LastRunAge = Callable[[], timedelta | None]
 Overdue = Callable[[], tuple[datetime, timedelta, timedelta] | None]
 # The Accept header -> the metrics' body and content type.
 MetricsExposition = Callable[[str | None], tuple[bytes, str]]
-# The OTLP receiver's spool state (watchdog.daemon.ingest.state.SpoolState.to_json).
-ReceiverState = Callable[[], Mapping[str, Any]]
+# The OTLP receiver's spool now.
+ReceiverState = Callable[[], SpoolState]
 
 WORKERS = 4  # threads serving connections: a scrape, a health check and a person at once
 QUEUE = 16  # requests waiting for a worker; more are closed at once
@@ -67,7 +68,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 def health(
     age: timedelta | None,
     period: timedelta,
-    receiver: Mapping[str, Any] | None = None,
+    receiver: SpoolState | None = None,
     overdue: tuple[datetime, timedelta, timedelta] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """200 when the last run is younger than two periods, no run is overdue (due, and not
@@ -84,10 +85,10 @@ def health(
             f" later (a run may take {allowed.total_seconds():.0f}s)",
         )
     if receiver is not None:
-        body["ingest"] = dict(receiver)
-        if code == 200 and receiver.get("problem"):
+        body["ingest"] = receiver.to_json()
+        if code == 200 and receiver.problem:
             code = 503
-            body.update(status="spool", problem=f"the OTLP receiver: {receiver['problem']}")
+            body.update(status="spool", problem=f"the OTLP receiver: {receiver.problem}")
     return code, body
 
 

@@ -141,6 +141,21 @@ class DemoPlan:
     answered_without_recall: int
     duplicates: int
 
+    def injected(self) -> str:
+        """`Injected: …`: every fault, counted, in one line (the same whichever way the demo's
+        telemetry is stored; how its duplicates came is said apart)."""
+        return (
+            f"Injected: {self.cold_sessions} cold sessions, {self.late_recalls} late recalls,"
+            f" {self.crashed_sessions} crashed sessions,"
+            f" {self.ended_without_observe} ended without observe,"
+            f" {self.unobserved_compactions} unobserved compactions, {self.lost_observes} lost and"
+            f" {self.failed_observes} failed observes, a failure streak of {self.failure_streak},"
+            f" {self.slow_recalls} slow recalls, {self.deviation_breaches} deviation contract"
+            f" breaches, {self.deviation_missing_evidence} deviations citing missing ids,"
+            f" {self.answered_without_recall} questions answered without recall,"
+            f" {self.duplicates} duplicate rows (data_quality.duplicate_rows)."
+        )
+
 
 class Writer(Protocol):
     """The part of `watchdog.store.Store` that `write_demo` needs."""

@@ -121,13 +121,16 @@ def episodes(replays: Mapping[str, AlertReplay]) -> list[Episode]:
 
 
 def load_history(store: Store, settings: Settings, report: Report) -> History:
-    """The last `report.history` windows of every check from the run log, with this report."""
+    """The last `report.history` windows of every check from the run log of the report's
+    window length (other lengths do not share its axis), with this report."""
     windows = settings.report.history
     points: dict[str, list[Point]] = {}
     try:
         for check_id in report.checks:
             series = []
-            for cp in check_history(store, settings, check_id, windows):
+            for cp in check_history(
+                store, settings, check_id, windows, length=report.window.length
+            ):
                 with contextlib.suppress(ValueError):
                     series.append(Point(cp.at, cp.value, Status(cp.status)))
             points[check_id] = series
