@@ -23,11 +23,11 @@ import pytest
 from tests.alerts.slack_standin import Reply, SlackStandIn
 from tests.builder import T0, H, M, Scenario
 from tests.fakes import LOCKED, MovableClock, StoreOpener
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import Loader
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

@@ -114,8 +114,9 @@ def config(period: dict[str, Any]) -> dict[str, Any]:
     ]
     fitting = [c for c in longer if int(c["window"][:-1]) + 2 <= lookback]
     checks = {**EVERY_CHECK["checks"], "custom": [*EVERY_CHECK["checks"]["custom"], *fitting]}
-    window = {"length": f"{length}m", "lookback": f"{lookback}m", "idle_timeout": f"{idle}m"}
-    return {"checks": checks, "window": window}
+    window = {"lookback": f"{lookback}m", "idle_timeout": f"{idle}m"}
+    # The window is one schedule period long (docs/spec.md section 4).
+    return {"checks": checks, "window": window, "schedule": {"every": f"{length}m"}}
 
 
 @pytest.mark.slow

@@ -14,8 +14,10 @@ from watchdog.report.backtest import (
     WEEKLY,
     allowed_breaches,
     nearest_rank,
+    render_backtest_text,
     summarize,
     weekly_target,
+    would_breach,
 )
 from watchdog.report.backtest_page import render_backtest_page
 
@@ -58,6 +60,42 @@ def test_the_text_names_the_breached_window_and_how_to_see_it_whole(breached: st
     assert "6 windows ending in (2026-11-27T04:00:00Z, 2026-11-28T04:00:00Z]" in text
     assert "2026-11-28T04:00:00Z  recall_coverage" in text
     assert "one window in full: memory-watchdog check --at 2026-11-27T08:00:00Z --window 4h" in text
+
+
+def test_a_one_minute_schedule_is_backtested_in_its_one_minute_windows(
+    breached: str, tmp_path: Path
+) -> None:
+    """The windows are the daemon's: one schedule period long, tiling the period, so the cold
+    start is counted in the one window its recall deadline falls in, not in every 4h window
+    that holds it (issue 33, point 6)."""
+    config = tmp_path / "every-minute.toml"
+    config.write_text('[schedule]\nevery = "1m"\ndelay = "10s"\n')
+    hour = "--from", "2026-11-28T03:00:00Z", "--to", "2026-11-28T04:00:00Z"
+    result = run(
+        "backtest", "--config", str(config), "--store", breached, *hour, "--format", "json"
+    )
+    assert result.returncode == 1, result.stderr
+    windows = json.loads(result.stdout)["windows"]
+    assert len(windows) == 60
+    spans = {
+        datetime.fromisoformat(w["window"]["end"]) - datetime.fromisoformat(w["window"]["start"])
+        for w in windows
+    }
+    assert spans == {timedelta(minutes=1)}
+    counted = [w["checks"]["recall_coverage"]["value"] or 0 for w in windows]
+    whole = run(
+        "check",
+        "--store",
+        breached,
+        "--at",
+        "2026-11-28T04:00:00Z",
+        "--window",
+        "1h",
+        "--format",
+        "json",
+    )
+    assert json.loads(whole.stdout)["checks"]["recall_coverage"]["value"] == sum(counted)
+    assert (sum(counted), sum(1 for v in counted if v)) == (1, 1)
 
 
 def test_a_period_without_a_breach_exits_0(tmp_path: Path) -> None:
@@ -180,3 +218,27 @@ def test_the_page_escapes_what_comes_from_the_data() -> None:
     )
     html = render_backtest_page(summarize(T - timedelta(hours=4), T, [bad]))
     assert "<script>x" not in html and "&lt;script&gt;x" in html
+
+
+@pytest.mark.parametrize(
+    ("unit", "values"),
+    [
+        (Unit.MS, [1738.6, 1739.2, 1739.4, 1200.0, 5000.0, 1738.9, 1739.1, 900.0]),
+        (Unit.RATIO, [0.05051, 0.05069, 0.0506, 0.0499, 0.2, 0.05055, 0.0001, 0.0508]),
+        (Unit.S, [3601.0, 3599.5, 3600.4, 7199.0, 7201.0, 10.0, 3600.0, 3602.0]),
+    ],
+)
+def test_no_two_candidates_read_the_same_with_different_counts(
+    unit: Unit, values: list[float]
+) -> None:
+    """Each candidate target is the value its text shows (snapped to the unit's step), counted
+    at that value, once: `>= 1739 ms: 1, >= 1739 ms: 0` was printed (issue 33, point 12)."""
+    results = [result(v, Status.OK, unit) for v in values]
+    bt = summarize(T, T + timedelta(days=2), [report(i, r) for i, r in enumerate(results)])
+    text = render_backtest_text(bt)
+    line = next(x for x in text.splitlines() if x.startswith("  p95: "))
+    offered = [part.rsplit(": ", 1)[0] for part in line.removeprefix("  p95: ").split(", ")]
+    assert len(offered) == len(set(offered)), line
+    s = bt.summary["p95"]
+    for c in s.candidates:  # the count is the count at the target as shown and as written
+        assert c.breached == sum(would_breach(r, c.target) for r in results)

@@ -185,7 +185,7 @@ def test_missing_config_file_exits_2(healthy: str) -> None:
 def test_config_from_environment(healthy: str, tmp_path: Path) -> None:
     """WATCHDOG_CONFIG and WATCHDOG_STORE_URL stand in for --config and --store."""
     cfg = tmp_path / "cfg.toml"
-    cfg.write_text("[window]\nlength = '2h'\n")
+    cfg.write_text("[schedule]\nevery = '2h'\n")
     result = run(
         "check",
         "--at",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,12 +12,14 @@ from checks.builtin import BUILTIN, configured_checks
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.quiet import QuietHours
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import (
     BUILTIN_CHECK_IDS,
     Settings,
     load_settings,
     settings_from_mapping,
 )
+from watchdog.runner.once import window_at
 
 EXAMPLE = Path(__file__).parents[1] / "config" / "watchdog.toml"
 _CUSTOM = {"id": "mine", "kind": "coverage", "required": ["x"], "grace": "1h", "target": 0}
@@ -29,6 +31,10 @@ def test_example_config_documents_the_defaults() -> None:
     defaults = settings_from_mapping({}, env={}).read_from(str(EXAMPLE))  # the same origin
     assert loaded.model_copy(update={"checks": {}}) == defaults
     assert configured_checks(loaded) == configured_checks(defaults)
+    # It writes no live source (nor window length): it judges the default source, as no
+    # config does (issue 33, point 12), in windows of the schedule's period (point 6).
+    assert not loaded.source_named
+    assert loaded.window.length is None
 
 
 def test_example_config_names_every_check() -> None:
@@ -163,6 +169,59 @@ def test_lookback_must_cover_deadlines() -> None:
     """A lookback too short to judge the window's obligations is a config error."""
     with pytest.raises(ConfigError, match="window: lookback 8h is too short"):
         settings_from_mapping({"window": {"lookback": "8h"}}, env={})
+
+
+@pytest.mark.parametrize(
+    ("schedule", "window"),
+    [
+        ({}, {}),
+        ({"every": "1m", "delay": "10s"}, {}),
+        ({"every": "1d"}, {"length": "1d"}),
+        ({"cron": "0 */6 * * *"}, {"length": "6h"}),
+    ],
+)
+def test_the_window_is_one_schedule_period_long(
+    schedule: dict[str, str], window: dict[str, str]
+) -> None:
+    """Every command's window is the schedule's period: derived when window.length is left
+    out, accepted when written equal (issue 33, point 6)."""
+    settings = settings_from_mapping({"schedule": schedule, "window": window}, env={})
+    at = datetime(2026, 11, 28, tzinfo=UTC)  # a window end of each of these schedules
+    expected = Schedule.from_settings(settings.schedule)
+    assert window_at(settings, at).length == at - expected.previous_end(at)
+    assert window_at(settings, at).length == settings.schedule.gaps()[1]
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        (
+            {"schedule": {"every": "1m", "delay": "10s"}, "window": {"length": "4h"}},
+            "window.length: 4h is not the schedule's period (schedule.every = '1m')",
+        ),
+        (
+            {"window": {"length": "2h"}},
+            "window.length: 2h is not the schedule's period (schedule.every = '4h')",
+        ),
+        (
+            {"schedule": {"cron": "0 9,17 * * *"}, "window": {"length": "8h"}},
+            "(schedule.cron = '0 9,17 * * *': windows of 8h to 16h)",
+        ),
+        (
+            {"schedule": {"every": "1d"}, "window": {"lookback": "1d"}},
+            "window: lookback 1d is too short to judge the obligations due in a window: it must"
+            " be at least the window (the schedule's period, 1d)",
+        ),
+    ],
+)
+def test_a_window_length_that_is_not_the_schedule_period_is_refused(
+    config: dict[str, dict[str, str]], problem: str
+) -> None:
+    """A written window.length that disagrees with the schedule is a config error naming both
+    (issue 33, point 6), as is a written lookback too short for the schedule's window."""
+    with pytest.raises(ConfigError) as caught:
+        settings_from_mapping(config, env={})
+    assert problem in str(caught.value)
 
 
 def test_settings_are_frozen() -> None:

@@ -19,8 +19,8 @@ import pytest
 from tests.pages import known_report
 from watchdog.core.cron import CronLine
 from watchdog.core.files import write_atomic
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import ScheduleSettings, settings_from_mapping
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.report.files import write_reports
 from watchdog.report.history import History

@@ -255,7 +255,7 @@ def test_every_check_gives_one_verdict_on_generated_worlds(
     """The engine properties' worlds, at any `at` and lookback, judged by every check of the
     suite: the same report from the events and from the state (the lookback's ends fall
     inside buckets, read from the events, and sessions straddle them)."""
-    config = {**CONFIG, "window": {"lookback": f"{lookback_min}m", "length": "1h"}}
+    config = {**CONFIG, "window": {"lookback": f"{lookback_min}m"}, "schedule": {"every": "1h"}}
     same_reports(store, engine.build(plans), AT + timedelta(milliseconds=at_offset_ms), config)
 
 

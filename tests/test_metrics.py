@@ -25,11 +25,11 @@ from alerts.testing import RecordingNotifier
 from tests.builder import T0, H, M
 from tests.daemon_rig import write_source
 from watchdog.core.errors import StoreLockedError
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watchdog.core.errors import ConfigError
+from watchdog.core.schedule import Schedule, catch_up
 from watchdog.core.settings import ScheduleSettings, settings_from_mapping
-from watchdog.daemon.schedule import Schedule, catch_up
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)

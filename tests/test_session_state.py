@@ -148,7 +148,9 @@ def test_the_whole_buckets_and_the_cut_ones_tile_the_lookback() -> None:
     """Whole buckets lie inside [lb, at); the two cut ranges (read from the narrow table by
     time) are the rest, each shorter than a bucket."""
     for lookback in ("7h", "24h"):
-        settings = settings_for("t.x", {"window": {"lookback": lookback, "length": "1h"}})
+        settings = settings_for(
+            "t.x", {"window": {"lookback": lookback}, "schedule": {"every": "1h"}}
+        )
         for offset_ms in (0, 1, BUCKET_MS - 1, BUCKET_MS, 7 * BUCKET_MS + 123):
             window = window_at(settings, AT + timedelta(milliseconds=offset_ms))
             b, p = bounds(window), window.params()

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from tests.builder import T0, H, M
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.narrate import Outputs
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Keepalive, Notify

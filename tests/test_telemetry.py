@@ -24,10 +24,10 @@ from alerts.testing import FakeTimer, RecordingNotifier
 from tests.builder import T0, H, M, S, Scenario, unique_table
 from tests.fakes import LOCKED, MovableClock, StoreOpener
 from tests.otlp_standin import OTLPCollector
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.narrate import Outputs
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.telemetry import Telemetry

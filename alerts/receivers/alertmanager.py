@@ -22,8 +22,7 @@ from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, 
 from alerts.receivers.secrets import mask_secrets
 from watchdog.core.cron import CronLine
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import AlertmanagerSettings
-from watchdog.core.settings.model import ScheduleSettings
+from watchdog.core.settings import AlertmanagerSettings, ScheduleSettings
 from watchdog.core.settings.values import secret_value
 from watchdog.core.times import parse_time, rfc3339
 

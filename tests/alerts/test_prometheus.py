@@ -26,13 +26,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from alerts.testing import RecordingNotifier
 from tests.builder import T0, H, M, Scenario
 from tests.ingest.conftest import ingest_settings
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.ingest.metrics import IngestCollector
 from watchdog.daemon.ingest.service import Ingest
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

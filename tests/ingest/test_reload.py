@@ -29,7 +29,7 @@ def test_a_reload_that_changes_ingest_keeps_it_and_says_it_takes_a_restart(
     env = {"HOME": str(tmp_path)}
     running = settings_from_mapping({"ingest": {"token": "old-token-0123"}}, env=env)
     loaded = settings_from_mapping(
-        {"ingest": {"token": "new-token-4567", "max_body": "1MiB"}, "window": {"length": "2h"}},
+        {"ingest": {"token": "new-token-4567", "max_body": "1MiB"}, "window": {"lookback": "36h"}},
         env=env,
     )
     with caplog.at_level(logging.INFO, logger="watchdog.daemon.reload"):

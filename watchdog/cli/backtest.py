@@ -26,10 +26,10 @@ from watchdog.cli.args import (
     time_flag,
 )
 from watchdog.core.errors import UsageError
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339, system_clock
-from watchdog.daemon.schedule import Schedule
 from watchdog.report.backtest import (
     Backtest,
     render_backtest_json,

@@ -48,7 +48,7 @@ def add_check(sub: Subparsers) -> None:
     p = sub.add_parser("check", help="evaluate once and print the report")
     common_arguments(p)
     p.add_argument("--at", help="evaluation time, RFC 3339 (default: now); replays the past")
-    p.add_argument("--window", help="window length, e.g. 4h (default: window.length)")
+    p.add_argument("--window", help="window length, e.g. 4h (default: the schedule's period)")
     p.add_argument("--format", default="text", help="text | json | html")
     p.add_argument("--output", help="write the report to this file instead of stdout")
     p.add_argument("--notify", action="store_true", help="run the alert lifecycle and send")
@@ -67,7 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     length = duration_flag("--window", args.window) if args.window else None
     settings = judged(load(args))
-    run_kind = kind_of_run(at, now, length or settings.window.length)
+    run_kind = kind_of_run(at, now, window_at(settings, at, length).length)
     started = time.monotonic()
     page = ""
     try:

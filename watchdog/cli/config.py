@@ -28,11 +28,11 @@ from watchdog.cli.args import (
     shared_package_warning,
 )
 from watchdog.core.errors import ConfigError, StoreError, UsageError
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
-from watchdog.daemon.schedule import Schedule
 
 
 @dataclass

@@ -25,6 +25,7 @@ from watchdog.cli.args import (
 )
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
 from watchdog.core.times import system_clock
@@ -35,7 +36,6 @@ from watchdog.daemon.ingest.service import Ingest, TurnTakingTicks
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import settled
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.service import DEFAULT_STOP_TIMEOUT, Daemon, Running
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool

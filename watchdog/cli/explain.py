@@ -25,11 +25,11 @@ from watchdog.cli.args import (
     time_flag,
 )
 from watchdog.core.errors import UsageError, WatchdogError
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
-from watchdog.daemon.schedule import Schedule
 from watchdog.report.explain import WindowOf, render_explain_json, render_explain_text
 from watchdog.runner.explain import explain
 

@@ -51,11 +51,11 @@ class CronLine:
         )
         return None if fire is None else fire.astimezone(UTC)
 
-    def longest_gap(self, fallback: timedelta) -> timedelta:
-        """The longest gap between consecutive fire times over a year (or its first 1,000
-        runs when it runs more often); `fallback` when it has fewer than two."""
+    def gaps(self, fallback: timedelta) -> tuple[timedelta, timedelta]:
+        """The shortest and the longest gap between consecutive fire times over a year (or
+        its first 1,000 runs when it runs more often); `fallback` when it has fewer than two."""
         moment = datetime(2001, 1, 1, tzinfo=UTC)
-        end, longest = moment + timedelta(days=366), timedelta(0)
+        end, seen = moment + timedelta(days=366), []
         previous = self.at_or_after(moment)
         for _ in range(1000):
             if previous is None or previous >= end:
@@ -63,6 +63,10 @@ class CronLine:
             following = self.after(previous)
             if following is None:
                 break
-            longest = max(longest, following - previous)
+            seen.append(following - previous)
             previous = following
-        return longest or fallback
+        return (min(seen), max(seen)) if seen else (fallback, fallback)
+
+    def longest_gap(self, fallback: timedelta) -> timedelta:
+        """The longest gap between consecutive fire times (`gaps`)."""
+        return self.gaps(fallback)[1]

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from checks.base import Status
+from watchdog.core.schedule import CatchUp
 from watchdog.core.times import rfc3339
 from watchdog.daemon.metrics import Metrics
 from watchdog.daemon.runs import RunResult
-from watchdog.daemon.schedule import CatchUp
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import TickResult, bounds

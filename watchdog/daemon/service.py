@@ -23,6 +23,7 @@ from alerts.lease import holder_name
 from alerts.lifecycle import STORE_CHECK
 from alerts.notifiers import build_notifiers
 from checks.base import Window
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
 from watchdog.daemon import serving, web
@@ -33,7 +34,6 @@ from watchdog.daemon.outage import announce_store_down
 from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.reload import Reloads
 from watchdog.daemon.runs import OpenStore, RunResult
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.daemon.status import StoreRead, status_at

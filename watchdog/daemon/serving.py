@@ -22,12 +22,12 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from watchdog.core.durations import format_duration
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339
 from watchdog.daemon import web
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import RELOAD_TIMEOUT, Loader
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.systemd import Keepalive
 from watchdog.daemon.trigger import AlignedTrigger, misfire_grace, shutdown_scheduler
 from watchdog.report.files import report_dir

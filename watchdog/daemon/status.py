@@ -17,13 +17,13 @@ from alerts.records import AlertRecord, Backlog, RunRecord, alert_states, last_r
 from alerts.state import REPLAY, readable_columns, schema_exists, table
 from checks.base import Status
 from watchdog.core.durations import human_duration
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.text import printable
 from watchdog.core.times import CLOCK_SKEW, from_ms, rfc3339
 from watchdog.core.urls import mask_url
 from watchdog.daemon.ingest.state import SpoolState, read_spool_state, spool_dir
-from watchdog.daemon.schedule import Schedule
 from watchdog.daemon.spool import Spool
 
 _NOT_JUDGED = ("breached", "error")

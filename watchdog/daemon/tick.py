@@ -34,6 +34,7 @@ from alerts.pipeline import (
 )
 from checks.base import Report, Window
 from watchdog.core.errors import StoreError
+from watchdog.core.schedule import CatchUp, Schedule, catch_up
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import Clock, rfc3339
@@ -52,7 +53,6 @@ from watchdog.daemon.runs import (
     waiting,
     with_delivery,
 )
-from watchdog.daemon.schedule import CatchUp, Schedule, catch_up
 from watchdog.daemon.spool import SpooledRun
 from watchdog.daemon.status import StoreRead, last_completed_at, read_store
 from watchdog.daemon.telemetry import Stopwatch

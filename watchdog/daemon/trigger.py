@@ -1,6 +1,6 @@
 """The APScheduler side of the daemon: a trigger on the aligned schedule, its grace, its end.
 
-watchdog.daemon.schedule knows which windows end when; this fires the daemon's job
+watchdog.core.schedule knows which windows end when; this fires the daemon's job
 `schedule.delay` after each of them (APScheduler 3), and still runs one that fires late by at
 most `schedule.misfire_grace` (docs/operations.md#the-daemon).
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger
 
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
-from watchdog.daemon.schedule import Schedule
 
 log = logging.getLogger(__name__)
 

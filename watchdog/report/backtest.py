@@ -145,6 +145,36 @@ def _beyond(value: float, unit: Unit, comparison: Comparison) -> float:
     return value  # > and <: the value itself breaches nothing equal to it
 
 
+def readable(value: float, unit: Unit, comparison: Comparison | None = None) -> float:
+    """`value` at the precision its text shows (0.1%, 1 ms, a duration's two largest units,
+    a count's 6 digits), so a candidate is counted at the target a reader would write.
+
+    With `comparison`, towards breaching less (up for `>`, `>=`, down for `<`, `<=`): a
+    target that breached at most so many windows still does once rounded.
+    """
+    if not math.isfinite(value):
+        return value
+    step = _step(abs(value), unit)
+    if comparison in (Comparison.GT, Comparison.GE):
+        return math.ceil(value / step - 1e-9) * step
+    if comparison in (Comparison.LT, Comparison.LE):
+        return math.floor(value / step + 1e-9) * step
+    return round(value / step) * step
+
+
+def _step(magnitude: float, unit: Unit) -> float:
+    """The smallest difference the text of a value of `magnitude` in `unit` shows."""
+    if unit is Unit.RATIO:
+        return 0.001
+    if unit is Unit.MS:
+        return 1.0
+    if unit is Unit.S:  # human_duration: its two largest units
+        return 1.0 if magnitude < 3600 else 60.0 if magnitude < 86400 else 3600.0
+    if magnitude == 0:
+        return 1.0
+    return max(1.0, 10.0 ** (math.floor(math.log10(magnitude)) - 5))  # f"{value:g}"
+
+
 def weekly_target(results: Sequence[CheckResult], allowed: int) -> float | None:
     """The tightest target that breaches in at most `allowed` of these windows (None: no value).
 
@@ -175,16 +205,22 @@ def _summary(check_id: str, results: Sequence[CheckResult], allowed: int) -> Che
     def count(target: float) -> int:
         return sum(would_breach(r, target) for r in judged)
 
-    offered: dict[float, str] = {}
+    # Each candidate is the target its text shows (`readable`), once: the first offered of
+    # the targets reading the same (the current one, then the weekly, then the ranks).
+    offered: dict[str, tuple[float, str]] = {}
+
+    def offer(target: float, why: str) -> None:
+        offered.setdefault(value_in(first.unit, target), (target, why))
+
     if judged:
-        offered[first.target] = "current"
+        offer(first.target, "current")
         weekly = weekly_target(judged, allowed)
         if weekly is not None:
-            offered.setdefault(weekly, WEEKLY)
+            offer(readable(weekly, first.unit, first.comparison), WEEKLY)
         for rank in CANDIDATE_RANKS if values else ():
-            offered.setdefault(nearest_rank(values, rank / 100), f"p{rank}")
+            offer(readable(nearest_rank(values, rank / 100), first.unit), f"p{rank}")
     candidates = tuple(
-        Candidate(target, count(target), why) for target, why in sorted(offered.items())
+        Candidate(target, count(target), why) for target, why in sorted(offered.values())
     )
     shares = None
     if any(r.evidence.at_or_above_target is not None for r in judged):

@@ -13,17 +13,18 @@ from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
 from checks.kinds import KINDS
 from checks.sources import open_source
+from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 
 
 def window_at(settings: Settings, at: datetime, length: timedelta | None = None) -> Window:
-    """The evaluation window ending at `at`.
+    """The evaluation window ending at `at`, one schedule period long unless `length` says.
 
-    A window longer than the configured one (`--window 24h`) reads further
-    back too, so that every obligation due in it can still be judged.
+    A window longer than the lookback allows for (`--window 24h`) reads further back
+    too, so that every obligation due in it can still be judged.
     """
-    length = length or settings.window.length
+    length = length or Schedule.from_settings(settings.schedule).length_before(at)
     return Window(at=at.astimezone(UTC), length=length, lookback=settings.window.reach(length))
 
 

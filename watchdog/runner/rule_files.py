@@ -263,10 +263,10 @@ def run_rule_file(store: Store, rules: RuleFile, settings: Settings) -> list[Out
     try:
         for i, case in enumerate(rules.cases):
             table = f"{database}.case_{i}"
-            length = case.window or settings.window.length
-            _write_case(store, table, case, case.at - length)
             case_settings = _case_settings(settings, table)
-            report = run_once(store, case_settings, window_at(case_settings, case.at, length))
+            window = window_at(case_settings, case.at, case.window)
+            _write_case(store, table, case, window.start)
+            report = run_once(store, case_settings, window)
             outcomes.extend(_judge(expect, report, case) for expect in case.expectations)
     finally:
         store.command(f"DROP DATABASE IF EXISTS {database}")

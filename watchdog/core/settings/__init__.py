@@ -44,12 +44,11 @@ from watchdog.core.settings.model import (
     DeviationSettings,
     EventSettings,
     ReportSettings,
-    ScheduleSettings,
     Settings,
     SourceSettings,
     StoreSettings,
-    WindowSettings,
 )
+from watchdog.core.settings.timing import ScheduleSettings, WindowSettings
 
 __all__ = [
     "BUILTIN_CHECK_IDS",

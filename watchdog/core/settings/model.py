@@ -25,8 +25,8 @@ from watchdog.core.settings.alerts import AlertSettings
 from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.presets import EXPORTER_PRESETS, PRESETS
+from watchdog.core.settings.timing import ScheduleSettings, WindowSettings, window_problems
 from watchdog.core.settings.values import ConfigModel as _Settings
-from watchdog.core.settings.values import Crontab, TimeZone
 from watchdog.core.sql import is_identifier, is_table_name
 from watchdog.core.units import TargetText, Unit, target_value
 
@@ -99,6 +99,9 @@ class SourceSettings(_Settings):
     # otel presets: the attribute keys holding the session id, first present wins, in the
     # event's own attributes then the resource's (OpenTelemetry GenAI: the conversation).
     session_keys: tuple[str, ...] = DEFAULT_SESSION_KEYS
+    # The attribute (payload, metadata) keys holding an event's error class, first present
+    # wins (triage's `error`); None: the preset's (OpenTelemetry's error.type, exception.type).
+    error_keys: tuple[str, ...] | None = None
     # The per-session state table `schema apply --materialize` keeps (e.g.
     # "watchdog.session_state"): when set, the session checks read it, not the events.
     state: str | None = None
@@ -128,9 +131,11 @@ class SourceSettings(_Settings):
                 )
         return value
 
-    @field_validator("session_keys")
+    @field_validator("session_keys", "error_keys")
     @classmethod
-    def _attribute_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _attribute_keys(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return value
         if not value:
             raise ValueError("needs at least one attribute key")
         for key in value:
@@ -156,34 +161,6 @@ class SourceSettings(_Settings):
     def display_name(self) -> str:
         """The source as reports and alerts name it: `source.name`, else the table."""
         return self.name or self.table_name
-
-
-class WindowSettings(_Settings):
-    length: Duration = timedelta(hours=4)
-    lookback: Duration = timedelta(hours=24)
-    recall_grace: Duration = timedelta(minutes=5)
-    observe_grace: Duration = timedelta(minutes=15)
-    idle_timeout: Duration = timedelta(hours=6)
-
-    @model_validator(mode="after")
-    def _lookback_covers_deadlines(self) -> WindowSettings:
-        for key in ("length", "lookback", "idle_timeout"):
-            if getattr(self, key) <= timedelta(0):
-                raise ValueError(f"{key} must be positive")
-        need = self.length + max(self.idle_timeout, self.recall_grace, self.observe_grace)
-        if self.lookback < need:
-            raise ValueError(
-                f"lookback {format_duration(self.lookback)} is too short to judge the "
-                f"obligations due in a window: it must be at least length + the longest of "
-                f"idle_timeout and the graces ({format_duration(need)})"
-            )
-        return self
-
-    def reach(self, length: timedelta) -> timedelta:
-        """How far back a window of `length` must read to judge every obligation due in it."""
-        return max(
-            self.lookback, length + max(self.idle_timeout, self.recall_grace, self.observe_grace)
-        )
 
 
 class EventSettings(_Settings):
@@ -251,44 +228,6 @@ class CheckOverride(_Settings):
     severity: Severity | None = None
     min_samples: int | None = Field(default=None, ge=0)
     no_data: NoDataPolicyName | None = None
-
-
-class ScheduleSettings(_Settings):
-    every: Duration | None = None
-    cron: Crontab | None = None
-    timezone: TimeZone = "UTC"
-    delay: Duration = timedelta(minutes=2)
-    max_catchup: int = Field(default=6, ge=0)
-    misfire_grace: Duration = timedelta(minutes=30)
-
-    @field_validator("every")
-    @classmethod
-    def _whole_seconds(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None:
-            seconds = value.total_seconds()
-            if seconds < 1 or not seconds.is_integer():
-                raise ValueError("must be a whole number of seconds, at least 1s")
-        return value
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> ScheduleSettings:
-        if self.every is not None and self.cron is not None:
-            raise ValueError("set either every or cron, not both")
-        # A run fires `delay` after its window ends: within the period, so runs keep order.
-        limit = min(self.period, timedelta(days=1)) if self.cron is None else timedelta(days=1)
-        if self.delay >= limit:
-            raise ValueError(
-                f"delay {format_duration(self.delay)} must be shorter than"
-                f" {format_duration(limit)} (the period, at most 1d)"
-            )
-        if self.misfire_grace <= timedelta(0):
-            raise ValueError("misfire_grace must be positive")
-        return self
-
-    @property
-    def period(self) -> timedelta:
-        """The schedule's period when it is `every` (default 4h)."""
-        return self.every if self.every is not None else timedelta(hours=4)
 
 
 class ReportSettings(_Settings):
@@ -372,9 +311,10 @@ class Settings(_Settings):
     def _checks_are_known(self) -> Settings:
         """Custom ids unique and not built-in, each fitting the lookback; overrides and routes
         of known ids, targets in their checks' units. ConfigErrors names every problem."""
-        problems: list[ConfigError] = []
+        problems = window_problems(self.window, self.schedule)
         taken = set(BUILTIN_CHECK_IDS)
-        lookback = self.window.lookback
+        longest = self.schedule.gaps()[1]
+        lookback = self.window.reach(longest)
         for index, check in enumerate(self.custom_checks):
             if check.id in taken or check.id in PSEUDO_CHECK_IDS:
                 what = (
@@ -388,7 +328,7 @@ class Settings(_Settings):
                     ConfigError(f"checks.custom[{index}].id", f"{check.id!r} is {what}")
                 )
             taken.add(check.id)
-            if check.reach(self.window.length) > lookback:
+            if check.reach(longest) > lookback:
                 problems.append(
                     ConfigError(
                         f"checks.custom[{index}].window",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from watchdog.core.cron import CronLine
@@ -46,6 +47,7 @@ class Schedule:
     _cron_line: CronLine | None = field(default=None, compare=False, repr=False)
 
     @classmethod
+    @lru_cache(maxsize=16)
     def from_settings(cls, settings: ScheduleSettings) -> Schedule:
         """The schedule of validated settings (the cron line and `every` were checked at load)."""
         if settings.cron is not None:
@@ -148,6 +150,12 @@ class Schedule:
     def previous_end(self, end: datetime) -> datetime:
         """The window end just before `end`: where the window ending at `end` starts."""
         return self.last_end(end - timedelta(microseconds=1))
+
+    def length_before(self, at: datetime) -> timedelta:
+        """How long the window ending at the last window end at or before `at` is: the
+        length of a window ending at `at` (a window is one schedule period long)."""
+        end = self.last_end(at)
+        return end - self.previous_end(end)
 
     def window_bounds(self, end: datetime) -> tuple[datetime, datetime]:
         """The aligned window `[start, end)` that ends at `end`."""
