@@ -37,7 +37,7 @@ class AlertFacts:
     source: str
     check_id: str
     severity: str
-    cause: str  # what it fired for: "breached" or "error"
+    cause: str  # what it fires for: "breached", "error" or "no_data"; "resolved" once over
     headline: str  # "recall_coverage breached"
     summary: str  # the check's one line
     value: str  # formatted, with its unit

@@ -21,6 +21,7 @@ from watchdog.core.times import rfc3339
 
 KEY_PREFIX = "memory-watchdog"
 MAX_KEY = 255  # PagerDuty's limit for a dedup_key
+RESOLVED_CAUSE = "resolved"  # the cause a resolve carries: it no longer fires for anything
 
 
 def alert_key(source: str, check_id: str, firing_since: datetime | None) -> str:
@@ -46,7 +47,7 @@ def alert_facts(n: Notification, link: str = "", check_kind: str = "") -> AlertF
         source=n.source,
         check_id=n.check_id,
         severity=n.severity.value,
-        cause=n.cause,
+        cause=RESOLVED_CAUSE if resolved else n.cause,
         headline=str(context["headline"]),
         summary=str(context["summary"]),
         value=str(context["value"]),

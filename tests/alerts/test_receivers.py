@@ -157,6 +157,8 @@ def test_webhook_resolve_carries_the_episode_start_and_its_end(
     assert alert["endsAt"] == "2026-11-28T08:00:00Z"
     assert alert["generatorURL"] == ""  # no report.base_url
     assert alert["fingerprint"] == fired["alerts"][0]["fingerprint"]
+    assert fired["alerts"][0]["annotations"]["cause"] == "breached"
+    assert alert["annotations"]["cause"] == "resolved"  # not what it had fired for
 
 
 def test_webhook_groups_one_evaluation_and_names_only_common_labels(
