@@ -9,7 +9,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from checks.presets import AT, INTEGER, LB, STRING, TIME, ColumnType, Expr, Preset
+from checks.presets import (
+    AT,
+    INTEGER,
+    LB,
+    STRING,
+    TIME,
+    Attribute,
+    ColumnType,
+    Expr,
+    Preset,
+    first_non_empty,
+)
 from watchdog.core.sql import quoted
 
 ATTRIBUTES = ColumnType(
@@ -99,18 +110,10 @@ def attributes(column: str, types: Mapping[str, str] | None) -> Attributes:
     return Attributes(column, layout)
 
 
-def _first_non_empty(values: Sequence[str]) -> str:
-    """SQL: the first of `values` that is not '' (else '')."""
-    if len(values) == 1:
-        return values[0]
-    pairs = "".join(f"{v} != '', {v}, " for v in values[:-1])
-    return f"multiIf({pairs}{values[-1]})"
-
-
 def session_id(own: Attributes, resource: Attributes, keys: Sequence[str]) -> Expr:
     """The first present of the session keys in the event's own attributes, then the resource's."""
     values = [own.value(k) for k in keys] + [resource.value(k) for k in keys]
-    return Expr(_first_non_empty(values), (own.column, resource.column))
+    return Expr(first_non_empty(values), (own.column, resource.column))
 
 
 def _types(own: str, extra: Mapping[str, ColumnType]) -> dict[str, ColumnType]:
@@ -171,6 +174,7 @@ def logs_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) ->
             "SeverityText": Expr("SeverityText", ("SeverityText",)),
         },
         event_id_hint=Expr(event_id, ("LogAttributes",)),
+        attribute=Attribute(log.value, ("LogAttributes",)),
         # The JSON layout's payload is built as an object; the Map layout's serialises to
         # one unless a key or value is not UTF-8 (see Attributes.utf8).
         payload_object=Expr(log.utf8() if log.layout is Layout.MAP else "1", ("LogAttributes",)),
@@ -220,6 +224,7 @@ def traces_preset(types: Mapping[str, str] | None, session_keys: Sequence[str]) 
             "ServiceName": Expr("ServiceName", ("ServiceName",)),
             "StatusMessage": Expr("StatusMessage", ("StatusMessage",)),
         },
+        attribute=Attribute(span.value, ("SpanAttributes",)),
         payload_object=Expr(span.utf8() if span.layout is Layout.MAP else "1", ("SpanAttributes",)),
         payload_utf8=Expr(span.utf8(), ("SpanAttributes",)),
         types=_types(

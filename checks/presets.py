@@ -7,10 +7,11 @@ normalized presets here, the exporter's in `checks.otel`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from watchdog.core.settings import NORMALIZED_COLUMNS
+from watchdog.core.sql import quoted
 
 LB = "fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
 AT = "fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC')"
@@ -46,9 +47,22 @@ TIME = ColumnType(
 )
 INTEGER = ColumnType(r"U?Int(8|16|32|64)", "an integer type (UInt64, ...)")
 
+# Where an event's error class is, after a layout's own error column: OpenTelemetry's
+# semantic conventions (`error.type` on spans and logs, `exception.type` on exception
+# records), then a free-text `error` attribute as agents often write it.
+DEFAULT_ERROR_KEYS = ("error.type", "exception.type", "error")
+
 PAYLOAD_OBJECT = Expr("JSONType(payload) = 'Object'")
 PAYLOAD_UTF8 = Expr("isValidUTF8(payload)")
 NO_ID_HINT = Expr("''")
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """How a preset reads one key of an event's attributes as text ('' when absent)."""
+
+    read: Callable[[str], str]  # key -> SQL
+    reads: tuple[str, ...]  # the raw columns it reads
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,33 @@ class Preset:
     session_in_payload: bool = False
     # The types each raw column it reads may have: another type is a schema error.
     types: Mapping[str, ColumnType] = field(default_factory=dict)
+    # The error class (triage's `error` dimension, `with_error_keys`): `dimensions["error"]`
+    # when the layout has an error column of its own, then the first present of the error
+    # keys (`source.error_keys`, else these) as `attribute` reads one.
+    error_keys: tuple[str, ...] = DEFAULT_ERROR_KEYS
+    attribute: Attribute | None = None
+
+    def with_error_keys(self, keys: Sequence[str] | None) -> Preset:
+        """The preset with its `error` dimension: its own error column, then the first present
+        of `keys` (None: the preset's own) among the event's attributes."""
+        if self.attribute is None:
+            return self
+        own = self.dimensions.get("error")
+        values = [own.sql] if own is not None else []
+        values += [self.attribute.read(key) for key in (self.error_keys if keys is None else keys)]
+        if not values:
+            return self
+        reads = (*(own.reads if own is not None else ()), *self.attribute.reads)
+        error = Expr(first_non_empty(values), tuple(dict.fromkeys(reads)))
+        return replace(self, dimensions={**self.dimensions, "error": error})
+
+
+def first_non_empty(values: Sequence[str]) -> str:
+    """SQL: the first of `values` that is not '' (else '')."""
+    if len(values) == 1:
+        return values[0]
+    pairs = "".join(f"{v} != '', {v}, " for v in values[:-1])
+    return f"multiIf({pairs}{values[-1]})"
 
 
 def _readable(extract: Callable[[str], str]) -> str:
@@ -171,6 +212,13 @@ JOELCLAW = Preset(
         "component": Expr("component", ("component",)),
         "error": Expr("error", ("error",)),
     },
+    # The `error` column only, unless `source.error_keys` names metadata keys to read where
+    # it is empty (each one parses the metadata of every event again).
+    error_keys=(),
+    attribute=Attribute(
+        lambda key: _readable(lambda m: f"JSONExtractString({m}, {quoted(key)})"),
+        ("metadata_json",),
+    ),
     types={
         "id": STRING,
         "timestamp": TIME,
@@ -185,4 +233,7 @@ NORMALIZED = Preset(
     # Qualified: the compiled SELECT defines aliases with these very names.
     columns={name: Expr(f"{SOURCE_ALIAS}.{name}", (name,)) for name in NORMALIZED_COLUMNS},
     ts_filter=Expr(f"{SOURCE_ALIAS}.ts >= {LB} AND {SOURCE_ALIAS}.ts < {AT}", ("ts",)),
+    attribute=Attribute(
+        lambda key: f"JSONExtractString({SOURCE_ALIAS}.payload, {quoted(key)})", ("payload",)
+    ),
 )

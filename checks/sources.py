@@ -52,7 +52,8 @@ if BUILDERS.keys() != PRESETS.keys():  # a preset with facts and no builder, or 
 
 def preset_for(settings: SourceSettings, types: Mapping[str, str] | None) -> Preset:
     """The configured preset for a table with these column types (None: its usual layout)."""
-    return BUILDERS[settings.preset](types, settings.session_keys)
+    built = BUILDERS[settings.preset](types, settings.session_keys)
+    return built.with_error_keys(settings.error_keys)
 
 
 def _own_telemetry(preset: Preset, columns: Mapping[str, str] | None) -> bool:

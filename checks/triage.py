@@ -110,5 +110,11 @@ LIMIT {TOP} BY dimension"""
         if dim:
             share = int(n) / total if total else 0.0
             groups[str(dim)].append(Group(str(value), int(n), share))
-    found = tuple(Dimension(d, tuple(g)) for d, g in groups.items() if g)
+    # Free text no failing item carries says nothing: left out ("error" of a source whose
+    # failures have no error attribute).
+    found = tuple(
+        Dimension(d, tuple(g))
+        for d, g in groups.items()
+        if g and not (d in FREE_TEXT and all(x.value == "" for x in g))
+    )
     return Triage(items=total, noun="events", dimensions=found)

@@ -99,6 +99,9 @@ class SourceSettings(_Settings):
     # otel presets: the attribute keys holding the session id, first present wins, in the
     # event's own attributes then the resource's (OpenTelemetry GenAI: the conversation).
     session_keys: tuple[str, ...] = DEFAULT_SESSION_KEYS
+    # The attribute (payload, metadata) keys holding an event's error class, first present
+    # wins (triage's `error`); None: the preset's (OpenTelemetry's error.type, exception.type).
+    error_keys: tuple[str, ...] | None = None
     # The per-session state table `schema apply --materialize` keeps (e.g.
     # "watchdog.session_state"): when set, the session checks read it, not the events.
     state: str | None = None
@@ -128,9 +131,11 @@ class SourceSettings(_Settings):
                 )
         return value
 
-    @field_validator("session_keys")
+    @field_validator("session_keys", "error_keys")
     @classmethod
-    def _attribute_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _attribute_keys(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return value
         if not value:
             raise ValueError("needs at least one attribute key")
         for key in value:
