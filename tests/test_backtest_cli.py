@@ -98,6 +98,73 @@ def test_a_one_minute_schedule_is_backtested_in_its_one_minute_windows(
     assert (sum(counted), sum(1 for v in counted if v)) == (1, 1)
 
 
+# The period ends at 03:30, inside the 4h window 00:00-04:00 that holds the cold start.
+INSIDE = "--from", "2026-11-27T20:00:00Z", "--to", "2026-11-28T03:30:00Z"
+
+
+def test_the_window_the_period_ends_inside_is_named_as_not_yet_judged(breached: str) -> None:
+    """The window still running at --to is not judged silently: the text and the JSON say which
+    it is and when the daemon judges it (issue 33, point 7)."""
+    text = run("backtest", "--store", breached, *INSIDE)
+    assert (
+        "Not yet judged: the window 2026-11-28T00:00:00Z to 2026-11-28T04:00:00Z ends after"
+        " --to; the daemon judges it at 2026-11-28T04:02:00Z (--partial judges it so far)"
+    ) in text.stdout, text.stdout + text.stderr
+    document = json.loads(run("backtest", "--store", breached, *INSIDE, "--format", "json").stdout)
+    assert document["not_yet_judged"] == {
+        "start": "2026-11-28T00:00:00Z",
+        "end": "2026-11-28T04:00:00Z",
+        "judged_at": "2026-11-28T04:02:00Z",
+    }
+    assert "partial" not in document
+    assert [w["window"]["end"] for w in document["windows"]] == ["2026-11-28T00:00:00Z"]
+
+
+def test_partial_judges_the_running_window_so_far_apart_from_the_summary(breached: str) -> None:
+    """--partial: the running window judged from its start to --to, marked as partial, left
+    out of the summary, counted in the exit code (issue 33, point 7)."""
+    result = run("backtest", "--store", breached, *INSIDE, "--partial", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    partial = document["partial"]
+    assert partial["window"] == {"start": "2026-11-28T00:00:00Z", "end": "2026-11-28T03:30:00Z"}
+    assert partial["checks"]["recall_coverage"]["value"] == 1
+    assert document["summary"]["recall_coverage"]["windows"] == 1  # the full window alone
+    check = run(
+        "check",
+        "--store",
+        breached,
+        "--at",
+        "2026-11-28T03:30:00Z",
+        "--window",
+        "3h30m",
+        "--format",
+        "json",
+    )
+    assert partial == json.loads(check.stdout)
+    text = run("backtest", "--store", breached, *INSIDE, "--partial").stdout
+    assert (
+        "Partial window 2026-11-28T00:00:00Z to 2026-11-28T03:30:00Z (judged so far; the"
+        " window ends at 2026-11-28T04:00:00Z; not in the summary): breached: recall_coverage"
+    ) in text, text
+
+
+def test_partial_alone_judges_a_period_no_window_ends_in(breached: str) -> None:
+    """A period inside one window: with --partial, its part so far; without, the usage error
+    says --partial would judge it."""
+    hour = "--from", "2026-11-28T02:30:00Z", "--to", "2026-11-28T03:30:00Z"
+    refused = run("backtest", "--store", breached, *hour)
+    assert refused.returncode == 2
+    assert "--partial judges the window running since 2026-11-28T00:00:00Z" in refused.stderr
+    result = run("backtest", "--store", breached, *hour, "--partial", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert (document["windows"], document["partial"]["checks"]["recall_coverage"]["value"]) == (
+        [],
+        1,
+    )
+
+
 def test_a_period_without_a_breach_exits_0(tmp_path: Path) -> None:
     """The one window of a healthy store's period: exit 0."""
     healthy = make_store(tmp_path / "healthy", "healthy")

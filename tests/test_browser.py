@@ -24,7 +24,7 @@ import pytest
 
 from tests.pages import known_history, known_report, parse
 from watchdog.core.settings import Settings, settings_from_mapping
-from watchdog.daemon.web import make_handler, serve
+from watchdog.daemon.web import make_app, serve
 from watchdog.report.files import write_reports
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -76,13 +76,13 @@ def site(tmp_path: Path) -> Path:
 @pytest.fixture
 def served(site: Path) -> Iterator[str]:
     """The daemon's server for `site` on 127.0.0.1; yields its base URL."""
-    handler = make_handler(
+    app = make_app(
         site,
         status=lambda: {"runs": []},
         last_run_age=lambda: None,
         period=Settings().schedule.period,
     )
-    httpd, thread = serve("127.0.0.1:0", handler)
+    httpd, thread = serve("127.0.0.1:0", app)
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, Gauge
 
 from watchdog.core.errors import UsageError
 from watchdog.daemon import web
-from watchdog.daemon.web import CSP, health, make_handler, parse_listen, serve
+from watchdog.daemon.web import CSP, health, make_app, parse_listen, serve
 from watchdog.report.files import LATEST
 
 PERIOD = timedelta(hours=4)
@@ -56,10 +57,8 @@ def daemon() -> Daemon:
 
 @pytest.fixture
 def server(pages: Path, daemon: Daemon) -> Iterator[tuple[str, int]]:
-    handler = make_handler(
-        pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
-    )
-    httpd, thread = serve("127.0.0.1:0", handler)
+    app = make_app(pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD)
+    httpd, thread = serve("127.0.0.1:0", app)
     try:
         yield httpd.server_address[0], httpd.server_address[1]
     finally:
@@ -131,10 +130,8 @@ def test_reports_index_lists_pages_newest_first(server: tuple[str, int]) -> None
 
 def test_no_report_yet_is_404(tmp_path: Path, daemon: Daemon) -> None:
     """Before the first run has written a page, `/` says so with a 404."""
-    handler = make_handler(
-        tmp_path, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
-    )
-    httpd, thread = serve(":0", handler)
+    app = make_app(tmp_path, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD)
+    httpd, thread = serve(":0", app)
     try:
         response = get(httpd.server_address[:2], "/")  # type: ignore[arg-type]
         assert (response.status, body(response)) == (404, b"no report written yet\n")
@@ -244,11 +241,9 @@ def test_an_idle_connection_is_closed_after_the_timeout(
     pages: Path, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A connection that never sends its request is closed by the server, not kept forever."""
-    monkeypatch.setattr(web, "IO_TIMEOUT", 0.3)
-    handler = make_handler(
-        pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
-    )
-    httpd, thread = serve("127.0.0.1:0", handler)
+    monkeypatch.setattr(web, "IO_TIMEOUT", 1)
+    app = make_app(pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD)
+    httpd, thread = serve("127.0.0.1:0", app)
     try:
         with socket.create_connection(httpd.server_address[:2], timeout=10) as idle:
             assert idle.recv(1) == b""  # closed by the server (a timeout here raises instead)
@@ -263,10 +258,8 @@ def test_a_client_that_goes_away_costs_at_most_one_log_line(
 ) -> None:
     """Clients that disconnect before reading the answer leave no traceback, one line each at most."""
     (pages / LATEST).write_bytes(b"<!doctype html>" + b"x" * 8_000_000)
-    handler = make_handler(
-        pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD
-    )
-    httpd, thread = serve("127.0.0.1:0", handler)
+    app = make_app(pages, status=daemon.status, last_run_age=daemon.last_run_age, period=PERIOD)
+    httpd, thread = serve("127.0.0.1:0", app)
     clients = 5
     caplog.set_level(logging.DEBUG, logger="watchdog.daemon.web")
     try:
@@ -290,3 +283,22 @@ def test_a_client_that_goes_away_costs_at_most_one_log_line(
     assert len(records) <= clients
     assert all(r.exc_info is None for r in records)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_metrics_are_prometheus_clients_exposition_with_the_pages_headers(pages: Path) -> None:
+    """`/metrics` is prometheus_client's WSGI app on the registry handed in, with the headers."""
+    registry = CollectorRegistry()
+    Gauge("memory_watchdog_example", "An example", registry=registry).set(3)
+    app = make_app(pages, status=dict, last_run_age=lambda: None, period=PERIOD, metrics=registry)
+    httpd, thread = serve("127.0.0.1:0", app)
+    try:
+        response = get(httpd.server_address[:2], "/metrics")  # type: ignore[arg-type]
+        head = get(httpd.server_address[:2], "/metrics", method="HEAD")  # type: ignore[arg-type]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+    assert response.status == 200
+    assert "memory_watchdog_example 3.0" in body(response).decode()
+    assert response.headers["Content-Security-Policy"] == CSP
+    assert (head.status, body(head)) == (200, b"")

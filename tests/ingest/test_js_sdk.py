@@ -3,7 +3,8 @@
 A Node agent's exporter sends its requests chunked (Node's `http`, no
 Content-Length), as JSON (`@opentelemetry/exporter-logs-otlp-http`) or
 protobuf (`-otlp-proto`). The packages are installed by `make node` into
-.cache/otel-js (`.ci/run` does it); without them these tests skip.
+.cache/otel-js (`.ci/run` does it); without them these tests skip. The Node
+sample of docs/start-without-clickhouse.md is run as written, read from the doc.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from watchdog.core.store import Store
 
 OTEL_JS = REPO / ".cache" / "otel-js"
 SEND = Path(__file__).with_name("node") / "send.mjs"
+DOC = REPO / "docs" / "start-without-clickhouse.md"
+SAMPLE_MARK = "<!-- tests/ingest/test_js_sdk.py runs this sample as written -->"
 
 
 @pytest.fixture
@@ -88,3 +91,38 @@ def test_js_sdk_log_exporter_gives_the_direct_insert_verdicts(
     expected = evaluate_table(store, direct, AT, LOGS)
     got = evaluate_table(store, receiver.logs_table, AT, LOGS)
     assert verdicts(got) == verdicts(expected)
+
+
+def doc_sample() -> str:
+    """The fenced block that follows SAMPLE_MARK in the doc."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = lines.index(SAMPLE_MARK) + 1
+    assert lines[start].startswith("```"), lines[start]
+    end = lines.index("```", start + 1)
+    return "\n".join(lines[start + 1 : end]) + "\n"
+
+
+def test_the_docs_node_sample_sends_its_record(
+    store: Store, receiving: Callable[..., Receiving], node: str, tmp_path: Path
+) -> None:
+    """The doc's Node agent, run as written with the endpoint in the environment, exits 0
+    silently and its memory event is stored with its session and event ids."""
+    (tmp_path / "agent.mjs").write_text(doc_sample(), encoding="utf-8")
+    (tmp_path / "node_modules").symlink_to(OTEL_JS / "node_modules")
+    receiver = receiving()
+    done = subprocess.run(
+        [node, "agent.mjs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "PATH": str(Path(node).parent)},
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    receiver.load()
+    rows = store.query(
+        "SELECT EventName, LogAttributes['session.id'], LogAttributes['event.id'], ServiceName"
+        f" FROM {receiver.logs_table}"
+    ).rows
+    assert [tuple(r) for r in rows] == [("memory.recall.completed", "7f9c...", "e-42", "my-agent")]

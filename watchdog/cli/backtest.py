@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from checks.base import Status
 from watchdog.cli.args import (
     Subparsers,
     common_arguments,
@@ -32,6 +31,7 @@ from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339, system_clock
 from watchdog.report.backtest import (
     Backtest,
+    Running,
     render_backtest_json,
     render_backtest_text,
     summarize,
@@ -39,6 +39,7 @@ from watchdog.report.backtest import (
 from watchdog.report.backtest_page import render_backtest_page
 from watchdog.report.page import reproduce_command
 from watchdog.runner.backtest import run_windows, windows_ending
+from watchdog.runner.once import run_once, window_at
 
 FORMATS = ("text", "json", "html")
 # A year of 4h windows is 2,190; more windows than this is a period to split.
@@ -53,6 +54,11 @@ def add_backtest(sub: Subparsers) -> None:
     p.add_argument("--from", dest="start", help="judge windows ending after this time (RFC 3339)")
     p.add_argument("--to", dest="end", help="... up to this time (RFC 3339; default: now)")
     p.add_argument("--last", help="the period ending --to (default now), e.g. 7d")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="also judge the window still running at --to, so far (marked; not in the summary)",
+    )
     p.add_argument("--format", default="text", help="text | json | html")
     p.add_argument("--output", help="write the result to this file instead of stdout")
     p.set_defaults(run=cmd_backtest)
@@ -71,14 +77,31 @@ def period(args: argparse.Namespace, now: datetime) -> tuple[datetime, datetime]
     return start, end
 
 
-def window_ends(settings: Settings, start: datetime, end: datetime) -> list[datetime]:
-    """The schedule's window ends in (start, end]; a usage error when none or too many."""
-    schedule = Schedule.from_settings(settings.schedule)
+def running_at(schedule: Schedule, end: datetime) -> Running | None:
+    """The schedule's window that `end` falls inside (None when `end` is a window end)."""
+    start = schedule.last_end(end)
+    if start == end:
+        return None
+    closes = schedule.next_end(end)
+    return Running(start, closes, closes + schedule.delay)
+
+
+def window_ends(
+    schedule: Schedule, start: datetime, end: datetime, *, partial: Running | None = None
+) -> list[datetime]:
+    """The schedule's window ends in (start, end]; a usage error when too many, or none
+    (unless the `partial` window is to be judged alone)."""
     ends = schedule.ends_between(start, end, MAX_WINDOWS + 1)
-    if not ends:
+    if not ends and partial is None:
+        running = running_at(schedule, end)
         raise UsageError(
             f"backtest: no window of the schedule ({schedule.describe()}) ends in"
             f" ({rfc3339(start)}, {rfc3339(end)}]: choose a longer period"
+            + (
+                f", or --partial judges the window running since {rfc3339(running.start)}"
+                if running is not None
+                else ""
+            )
         )
     if len(ends) > MAX_WINDOWS:
         raise UsageError(
@@ -93,15 +116,23 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json, html)")
     start, end = period(args, system_clock())
     settings = judged(load(args))
-    ends = window_ends(settings, start, end)
+    schedule = Schedule.from_settings(settings.schedule)
+    running = running_at(schedule, end)
+    ends = window_ends(schedule, start, end, partial=running if args.partial else None)
+    triage = args.format == "json"  # each window's report is `check --format json`'s
     with open_configured(settings.store) as store:
-        # JSON: each window's report is `check --format json`'s, its triage included.
-        reports = run_windows(
-            store, settings, windows_ending(settings, ends), triage=args.format == "json"
+        reports = (
+            run_windows(store, settings, windows_ending(settings, ends), triage=triage)
+            if ends
+            else []
         )
-    backtest = summarize(start, end, reports)
+        partial = None
+        if args.partial and running is not None:  # as `check --at <--to> --window <so far>`
+            window = window_at(settings, end, end - running.start)
+            partial = run_once(store, settings, window, triage=triage)
+    backtest = summarize(start, end, reports, running=running, partial=partial)
     emit(render(backtest, args.format, settings), args.output)
-    return 0 if all(r.status is Status.OK for r in reports) else 1
+    return 0 if backtest.healthy else 1
 
 
 def render(backtest: Backtest, fmt: str, settings: Settings) -> str:

@@ -389,7 +389,7 @@ class Daemon:
         """Run the schedule until SIGTERM/SIGINT; 0 when the last run finished, 1 when killed."""
         return serving.serve(self, stop_timeout)
 
-    def serve_http(self) -> web.BoundedHTTPServer | None:
+    def serve_http(self) -> web.WebServer | None:
         """Start `--http` in a thread; None when not asked for (see watchdog.daemon.serving)."""
         return serving.serve_http(self)
 

@@ -141,7 +141,7 @@ def serve(daemon: Served, stop_timeout: timedelta) -> int:
     return finish(daemon, stop_timeout)
 
 
-def serve_http(daemon: Served) -> web.BoundedHTTPServer | None:
+def serve_http(daemon: Served) -> web.WebServer | None:
     """Start `--http` (pages, /healthz, /status, /metrics) in a thread; None when not asked for.
 
     Stop the server it returns with `shutdown()` then `server_close()`.
@@ -149,16 +149,16 @@ def serve_http(daemon: Served) -> web.BoundedHTTPServer | None:
     serving = daemon.serving
     if serving.http is None:
         return None
-    handler = web.make_handler(
+    app = web.make_app(
         report_dir(daemon.settings),
         status=daemon.status_document,
         last_run_age=daemon.last_run_age,
         period=daemon.period(),
-        metrics=daemon.outputs.metrics.exposition,
+        metrics=daemon.outputs.metrics.registry,
         receiver=serving.receiver,
         overdue=daemon.run_overdue,
     )
-    server, _ = web.serve(serving.http, handler)
+    server, _ = web.serve(serving.http, app)
     host, port = server.server_address[:2]
     log.info("serving pages, /healthz, /status and /metrics on http://%s:%s/", host, port)
     return server

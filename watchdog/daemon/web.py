@@ -1,37 +1,36 @@
 """The daemon's small HTTP server (`daemon --http`): the pages, `/healthz`, `/status`, `/metrics`.
 
-`make_handler` routes GET and HEAD (a window end that is no time is a 400,
-a client gone costs one debug line); `BoundedHTTPServer` is the standard
-library's server bounded: idle connections in one selector with no thread,
-a fixed pool of workers, a stuck connection cut. The routes and what
+`make_app` is a WSGI application routing GET and HEAD (a window end that is no time is a
+400; `/metrics` is prometheus_client's WSGI app on the daemon's registry); `serve` runs it on
+waitress bounded as the OTLP receiver's is (watchdog.daemon.ingest.waitress_bounds): idle
+connections in one loop with no thread, a fixed pool of workers, every slot taken the idlest
+connection closed for a new one, a request not received whole in time cut. The routes and what
 `/healthz` answers: docs/operations.md#the-daemons-pages-and-healthz.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
-import selectors
-import socket
-import sys
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from markupsafe import escape
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.task import ThreadedTaskDispatcher
+from waitress.trigger import trigger
 
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.links import ARCHIVE, STAMP, parse_stamp
 from watchdog.core.times import CLOCK_SKEW, rfc3339
 from watchdog.daemon.ingest.state import SpoolState
+from watchdog.daemon.ingest.waitress_bounds import Server
 from watchdog.report.files import LATEST
 
 log = logging.getLogger(__name__)
@@ -44,16 +43,16 @@ StatusDocument = Callable[[], Mapping[str, Any]]
 LastRunAge = Callable[[], timedelta | None]
 # (when the run was due, how late it is, what a run may take) when a run is overdue, else None.
 Overdue = Callable[[], tuple[datetime, timedelta, timedelta] | None]
-# The Accept header -> the metrics' body and content type.
-MetricsExposition = Callable[[str | None], tuple[bytes, str]]
+StartResponse = Callable[..., Any]
+App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 # The OTLP receiver's spool now.
 ReceiverState = Callable[[], SpoolState]
 
-WORKERS = 4  # threads serving connections: a scrape, a health check and a person at once
-QUEUE = 16  # requests waiting for a worker; more are closed at once
-MAX_IDLE = 256  # connections waiting for their request (no thread each); beyond, the oldest goes
-IO_TIMEOUT = 10.0  # seconds a connection may wait for its request, and any read or write
-MAX_CONNECTION = 30.0  # seconds a worker may spend on one connection
+WORKERS = 4  # threads serving requests: a scrape, a health check and a person at once
+MAX_IDLE = 256  # connections (no thread each); every one taken, the idlest goes for a new one
+IO_TIMEOUT = 10  # seconds a connection may stay silent both ways (waitress's channel_timeout)
+MAX_CONNECTION = 30.0  # seconds a request may take to arrive whole after its first byte
+SWEEP_EVERY = 1  # seconds between the sweeps closing idle and slow connections
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -127,281 +126,202 @@ def _index(directory: Path) -> str:
     )
 
 
-def make_handler(
+def make_app(
     report_dir: Path,
     *,
     status: StatusDocument,
     last_run_age: LastRunAge,
     period: timedelta,
-    metrics: MetricsExposition | None = None,
+    metrics: CollectorRegistry | None = None,
     receiver: ReceiverState | None = None,
     overdue: Overdue | None = None,
-) -> type[BaseHTTPRequestHandler]:
-    """A request handler class serving `report_dir` and the daemon's health and status."""
+) -> App:
+    """The WSGI application serving `report_dir` and the daemon's health, status and metrics."""
+    exposition = make_wsgi_app(metrics) if metrics is not None else None
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "memory-watchdog"
-        sys_version = ""
-        timeout = IO_TIMEOUT  # StreamRequestHandler sets it on the socket
-
-        def do_HEAD(self) -> None:
-            self._answer(head=True)
-
-        def do_GET(self) -> None:
-            self._answer(head=False)
-
-        def _answer(self, *, head: bool) -> None:
-            try:
-                self._route(head=head)
-            except OSError:
-                raise  # the client went away or stalled: the server logs one line
-            except Exception as exc:  # a bug of ours: one line, a 500, the server goes on
-                log.warning("http %s: %s: %s", self.path[:200], type(exc).__name__, exc)
-                self._text(500, "internal error", head)
-
-        def _route(self, *, head: bool) -> None:
-            path = unquote(urlsplit(self.path).path)
-            if path in ("/", "/index.html"):
-                self._file(report_dir / LATEST, head, missing="no report written yet")
-            elif path in (f"/{ARCHIVE}", f"/{ARCHIVE}/"):
-                self._send(200, "text/html; charset=utf-8", _index(report_dir).encode(), head)
-            elif path.startswith(f"/{ARCHIVE}/"):
-                name = parse_stamp(path[len(ARCHIVE) + 2 :])
-                if name is None:
-                    self._text(400, "not a window end (e.g. 20261128T040000Z)", head)
-                else:
-                    self._file(
-                        report_dir / ARCHIVE / f"{name}.html", head, missing="no such report"
-                    )
-            elif path == "/healthz":
-                code, body = health(
-                    self._safe(last_run_age),
-                    period,
-                    receiver() if receiver else None,
-                    overdue() if overdue else None,
-                )
-                self._json(code, body, head)
-            elif path == "/status":
-                try:
-                    document = dict(status())
-                except Exception as exc:  # the store may be down: say so, do not crash
-                    log.warning("/status: %s", exc)
-                    self._json(503, {"error": str(exc).splitlines()[0] if str(exc) else "?"}, head)
-                    return
-                self._json(200, document, head)
-            elif path == "/metrics" and metrics is not None:
-                exposed, content_type = metrics(self.headers.get("Accept"))
-                self._send(200, content_type, exposed, head)
-            else:
-                self._text(404, "not found (try /, /reports/, /healthz, /status, /metrics)", head)
-
-        @staticmethod
-        def _safe(age: LastRunAge) -> timedelta | None:
-            try:
-                return age()
-            except Exception as exc:
-                log.warning("/healthz: last run age unknown: %s", exc)
-                return None
-
-        def _file(self, path: Path, head: bool, *, missing: str) -> None:
-            try:
-                body = path.read_bytes()
-            except (FileNotFoundError, IsADirectoryError):
-                self._text(404, missing, head)
-                return
-            self._send(200, "text/html; charset=utf-8", body, head)
-
-        def _json(self, code: int, body: Mapping[str, Any], head: bool) -> None:
-            text = jsontext.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n"
-            self._send(code, "application/json", text.encode(), head)
-
-        def _text(self, code: int, text: str, head: bool) -> None:
-            self._send(code, "text/plain; charset=utf-8", (text + "\n").encode(), head)
-
-        def _send(self, code: int, content_type: str, body: bytes, head: bool) -> None:
-            self.send_response(code, HTTPStatus(code).phrase)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("Content-Security-Policy", CSP)
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Referrer-Policy", "no-referrer")
-            self.end_headers()
-            if not head:
-                self.wfile.write(body)
-
-        answered: list[str]  # the request line and status, once answered
-
-        def handle(self) -> None:
-            self.answered = []
-            super().handle()  # a client gone or stalled raises: the server logs that line
-            for line in self.answered:  # one debug line per request, once it is answered
-                log.debug("http %s %s", self.address_string(), line)
-
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            self.answered = [f'"{self.requestline[:200]}" {code}']
-
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("http %s " + format, self.address_string(), *args)
-
-    return Handler
-
-
-class BoundedHTTPServer(HTTPServer):
-    """An HTTPServer with a fixed pool of worker threads, and no thread for an idle connection.
-
-    The standard library's ThreadingHTTPServer starts a thread per connection
-    and waits forever on an idle one: 2,000 idle connections made 2,003
-    threads. Here a new connection waits in a selector, costing no thread,
-    until its request arrives (at most `IO_TIMEOUT`; beyond `max_idle` such
-    connections the oldest is closed); then one of `workers` threads serves
-    it, taking it from a queue of `waiting` (full: the connection is closed).
-    A connection a worker has held for longer than `max_connection` (a client
-    trickling its request) is cut. All of this runs in `serve_forever`'s
-    thread (`service_actions`), so the selector needs no lock.
-    """
-
-    request_queue_size = 128  # the listen backlog (socketserver's 5 makes a burst wait seconds)
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
-        *,
-        workers: int = WORKERS,
-        waiting: int = QUEUE,
-        max_idle: int = MAX_IDLE,
-        max_connection: float = MAX_CONNECTION,
-    ) -> None:
-        super().__init__(address, handler)
-        self.max_idle = max_idle
-        self.max_connection = max_connection
-        self._selector = selectors.DefaultSelector()
-        self._idle: dict[socket.socket, tuple[Any, float]] = {}  # oldest first
-        self._queue: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(waiting)
-        self._busy: dict[socket.socket, float] = {}  # connection -> when a worker took it
-        self._lock = threading.Lock()
-        self.refused = 0  # connections closed because every worker was busy
-        self._refused_said = 0.0
-        self._workers = [
-            threading.Thread(target=self._work, name=f"watchdog-http-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for worker in self._workers:
-            worker.start()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Park the new connection until its request arrives (serve_forever's thread)."""
-        if len(self._idle) >= self.max_idle:
-            self._drop(next(iter(self._idle)), "closed: too many idle connections")
-        self._idle[request] = (client_address, time.monotonic())
-        self._selector.register(request, selectors.EVENT_READ)
-
-    def service_actions(self) -> None:
-        """Hand the connections whose request arrived to the workers; close the idle, cut the stuck."""
-        now = time.monotonic()
-        if self._idle:
-            for key, _ in self._selector.select(timeout=0):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                client_address, _ = self._idle.pop(sock)
-                self._selector.unregister(sock)
-                self._dispatch(sock, client_address)
-            for sock, (_, since) in list(self._idle.items()):
-                if now - since > IO_TIMEOUT:
-                    self._drop(sock, "closed: no request within the timeout")
-        cutoff = now - self.max_connection
-        with self._lock:
-            overdue = [sock for sock, since in self._busy.items() if since < cutoff]
-        for sock in overdue:
-            with contextlib.suppress(OSError):  # the worker's blocked read or write returns
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def _drop(self, sock: socket.socket, why: str) -> None:
-        client_address, _ = self._idle.pop(sock)
-        self._selector.unregister(sock)
-        log.debug("http %s: %s", _host(client_address), why)
-        self.shutdown_request(sock)
-
-    def _dispatch(self, sock: socket.socket, client_address: Any) -> None:
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        head = environ.get("REQUEST_METHOD") == "HEAD"
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return _text(start_response, 501, "only GET and HEAD", head)
+        # PATH_INFO is already unquoted by waitress (as latin-1, PEP 3333).
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
         try:
-            self._queue.put_nowait((sock, client_address))
-        except queue.Full:
-            self.refused += 1
-            now = time.monotonic()
-            if now - self._refused_said >= 60:  # a flood is one line a minute, not one a client
-                self._refused_said = now
-                log.warning(
-                    "http: every worker is busy; closing new requests (%d so far)", self.refused
-                )
-            self.shutdown_request(sock)
+            if path == "/metrics" and exposition is not None:
+                return _secured(exposition, environ, start_response, head)
+            return _route(path, head, start_response)
+        except Exception as exc:  # a bug of ours: one line, a 500, the server goes on
+            log.warning("http %s: %s: %s", path[:200], type(exc).__name__, exc)
+            return _text(start_response, 500, "internal error", head)
 
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            request, client_address = item
-            with self._lock:
-                self._busy[request] = time.monotonic()
+    def _route(path: str, head: bool, start_response: StartResponse) -> Iterable[bytes]:
+        if path in ("/", "/index.html"):
+            return _file(start_response, report_dir / LATEST, head, "no report written yet")
+        if path in (f"/{ARCHIVE}", f"/{ARCHIVE}/"):
+            page = _index(report_dir).encode()
+            return _send(start_response, 200, "text/html; charset=utf-8", page, head)
+        if path.startswith(f"/{ARCHIVE}/"):
+            name = parse_stamp(path[len(ARCHIVE) + 2 :])
+            if name is None:
+                return _text(start_response, 400, "not a window end (e.g. 20261128T040000Z)", head)
+            return _file(
+                start_response, report_dir / ARCHIVE / f"{name}.html", head, "no such report"
+            )
+        if path == "/healthz":
+            code, body = health(
+                _safe(last_run_age),
+                period,
+                receiver() if receiver else None,
+                overdue() if overdue else None,
+            )
+            return _json(start_response, code, body, head)
+        if path == "/status":
             try:
-                self.finish_request(request, client_address)
-            except Exception:
-                self.handle_error(request, client_address)
-            finally:
-                with self._lock:
-                    self._busy.pop(request, None)
-                self.shutdown_request(request)
+                document = dict(status())
+            except Exception as exc:  # the store may be down: say so, do not crash
+                log.warning("/status: %s", exc)
+                error = {"error": str(exc).splitlines()[0] if str(exc) else "?"}
+                return _json(start_response, 503, error, head)
+            return _json(start_response, 200, document, head)
+        return _text(
+            start_response, 404, "not found (try /, /reports/, /healthz, /status, /metrics)", head
+        )
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """One debug line per client that disconnected, stalled or failed; never a traceback."""
-        log.debug("http %s: %s", _host(client_address), _one_line(sys.exc_info()[1]))
+    return app
+
+
+HEADERS = [
+    ("Cache-Control", "no-store"),
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+]
+
+
+def _secured(
+    inner: App, environ: dict[str, Any], start_response: StartResponse, head: bool
+) -> Iterable[bytes]:
+    """prometheus_client's answer, with the pages' headers (and no body for HEAD)."""
+
+    def secured(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+        return start_response(status, [*headers, *HEADERS], *exc)
+
+    body = inner({**environ, "REQUEST_METHOD": "GET"}, secured)
+    return [] if head else body
+
+
+def _safe(age: LastRunAge) -> timedelta | None:
+    try:
+        return age()
+    except Exception as exc:
+        log.warning("/healthz: last run age unknown: %s", exc)
+        return None
+
+
+def _file(start_response: StartResponse, path: Path, head: bool, missing: str) -> Iterable[bytes]:
+    try:
+        body = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return _text(start_response, 404, missing, head)
+    return _send(start_response, 200, "text/html; charset=utf-8", body, head)
+
+
+def _json(
+    start_response: StartResponse, code: int, body: Mapping[str, Any], head: bool
+) -> Iterable[bytes]:
+    text = jsontext.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n"
+    return _send(start_response, code, "application/json", text.encode(), head)
+
+
+def _text(start_response: StartResponse, code: int, text: str, head: bool) -> Iterable[bytes]:
+    return _send(start_response, code, "text/plain; charset=utf-8", (text + "\n").encode(), head)
+
+
+def _send(
+    start_response: StartResponse, code: int, content_type: str, body: bytes, head: bool
+) -> Iterable[bytes]:
+    headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *HEADERS]
+    start_response(f"{code} {HTTPStatus(code).phrase}", headers)
+    return [] if head else [body]
+
+
+def _screen(method: str, path: str, header: Any) -> None:
+    """Every request's body is read (GET and HEAD have none)."""
+    return None
+
+
+class WebServer:
+    """waitress serving the app on one address, in a thread of its own."""
+
+    def __init__(self, app: App, host: str, port: int) -> None:
+        self._map: dict[int, Any] = {}
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+        try:
+            adjustments = Adjustments(
+                host=host,
+                port=port,
+                threads=WORKERS,
+                connection_limit=MAX_IDLE,
+                channel_timeout=IO_TIMEOUT,
+                cleanup_interval=SWEEP_EVERY,
+                max_request_body_size=64 * 1024,
+                asyncore_use_poll=True,
+                ident="memory-watchdog",
+                clear_untrusted_proxy_headers=False,
+            )
+        except ValueError:
+            raise UsageError(f"--http: cannot listen on {host}:{port}: no such address") from None
+        workers = ThreadedTaskDispatcher()
+        workers.set_thread_count(WORKERS)
+        try:
+            self._server = Server(
+                app,
+                self._map,
+                dispatcher=workers,
+                adj=adjustments,
+                sockinfo=adjustments.listen[0],
+                max_request=MAX_CONNECTION,
+                screen=_screen,
+                name="http",
+            )
+        except OSError as exc:
+            workers.shutdown(timeout=1)
+            wasyncore.close_all(self._map)
+            raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror}") from None
+        self.server_address: tuple[str, int] = (
+            str(self._server.effective_host),
+            int(self._server.effective_port),
+        )
+        self.thread = threading.Thread(target=self._run, name="watchdog-http", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._server.run()
+        except Exception:  # the loop must never take the daemon down
+            log.exception("http: the server stopped unexpectedly")
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop accepting, let the requests in progress finish (bounded), close every connection."""
+        self._server.task_dispatcher.shutdown(cancel_pending=False, timeout=timeout)
+        pull = next((d for d in list(self._map.values()) if isinstance(d, trigger)), None)
+        try:
+            if pull is None:
+                raise OSError
+            pull.pull_trigger(lambda: wasyncore.close_all(self._map))
+        except OSError:
+            wasyncore.close_all(self._map)
+        self.thread.join(timeout)
 
     def server_close(self) -> None:
-        super().server_close()
-        for sock in list(self._idle):
-            self._drop(sock, "closed: the server stops")
-        self._selector.close()
-        for _ in self._workers:
-            try:
-                self._queue.put_nowait(None)
-            except queue.Full:
-                break  # daemon threads: they end with the process
+        """Close what `shutdown` left (nothing, once it returned)."""
+        wasyncore.close_all(self._map)
 
 
-class _ServerV6(BoundedHTTPServer):
-    address_family = socket.AF_INET6
-
-
-def _host(client_address: Any) -> str:
-    return str(client_address[0]) if client_address else "?"
-
-
-def _one_line(error: BaseException | None) -> str:
-    if error is None:
-        return "connection failed"
-    text = " ".join(str(error).split())[:200]
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def serve(
-    listen: str, handler: type[BaseHTTPRequestHandler]
-) -> tuple[BoundedHTTPServer, threading.Thread]:
+def serve(listen: str, app: App) -> tuple[WebServer, threading.Thread]:
     """Bind `listen` (HOST:PORT, loopback by default) and serve in a daemon thread.
 
     Stop it with `server.shutdown()` then `server.server_close()`.
     """
     host, port = parse_listen(listen)
-    server_class = _ServerV6 if ":" in host else BoundedHTTPServer
-    try:
-        server = server_class((host, port), handler)
-    except OSError as exc:
-        raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror}") from None
-    thread = threading.Thread(
-        target=server.serve_forever,
-        kwargs={"poll_interval": 0.1},
-        name="watchdog-http",
-        daemon=True,
-    )
-    thread.start()
-    return server, thread
+    server = WebServer(app, host, port)
+    server.thread.start()
+    return server, server.thread

@@ -90,26 +90,57 @@ class CheckSummary:
 
 
 @dataclass(frozen=True)
+class Running:
+    """The window the period ends inside: not yet ended at `--to`, so not judged with the rest."""
+
+    start: datetime
+    end: datetime
+    judged_at: datetime  # when the daemon judges it: its end plus schedule.delay
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "start": rfc3339(self.start),
+            "end": rfc3339(self.end),
+            "judged_at": rfc3339(self.judged_at),
+        }
+
+
+@dataclass(frozen=True)
 class Backtest:
-    """The windows whose end lies in (start, end], judged, and their summary."""
+    """The windows whose end lies in (start, end], judged, and their summary; the window still
+    running at `end`, and with `--partial` its report so far (in neither the windows nor the
+    summary)."""
 
     start: datetime
     end: datetime
     reports: tuple[Report, ...]
     summary: dict[str, CheckSummary]
+    running: Running | None = None
+    partial: Report | None = None
 
     @property
     def breached_windows(self) -> list[Report]:
         return [r for r in self.reports if r.status is not Status.OK]
 
+    @property
+    def healthy(self) -> bool:
+        """No window breached or erred, the partial one included (the exit code)."""
+        judged = (*self.reports, self.partial) if self.partial else self.reports
+        return all(r.status is Status.OK for r in judged)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "schema_version": 1,
             "from": rfc3339(self.start),
             "to": rfc3339(self.end),
             "windows": [r.to_json() for r in self.reports],
             "summary": {check_id: s.to_json() for check_id, s in self.summary.items()},
         }
+        if self.running is not None:
+            document["not_yet_judged"] = self.running.to_json()
+        if self.partial is not None:
+            document["partial"] = self.partial.to_json()
+        return document
 
 
 def _number(value: float | None, unit: Unit) -> float | int | None:
@@ -252,15 +283,23 @@ def allowed_breaches(start: datetime, end: datetime) -> int:
     return int((end - start) / WEEK)
 
 
-def summarize(start: datetime, end: datetime, reports: Sequence[Report]) -> Backtest:
-    """The backtest of the windows ending in (start, end], from their reports (oldest first)."""
+def summarize(
+    start: datetime,
+    end: datetime,
+    reports: Sequence[Report],
+    *,
+    running: Running | None = None,
+    partial: Report | None = None,
+) -> Backtest:
+    """The backtest of the windows ending in (start, end], from their reports (oldest first);
+    the window running at `end` and its partial report are carried, never summarized."""
     allowed = allowed_breaches(start, end)
     check_ids = list(reports[0].checks) if reports else []
     summary = {
         check_id: _summary(check_id, [r.checks[check_id] for r in reports], allowed)
         for check_id in check_ids
     }
-    return Backtest(start, end, tuple(reports), summary)
+    return Backtest(start, end, tuple(reports), summary, running, partial)
 
 
 # --- text ----------------------------------------------------------------------------------
@@ -289,6 +328,7 @@ def render_backtest_text(backtest: Backtest, *, how_to_check: str = "") -> str:
             f"each window {format_duration(first.window.length)} long, events read from"
             f" {format_duration(first.window.lookback)} back; {len(breached)} breached or erred"
         )
+    out += _running_lines(backtest)
     out += ["", _row("check", "windows", "breached", "min", "median", "p95", "max", "breach at")]
     for s in backtest.summary.values():
         if not s.windows:
@@ -332,6 +372,26 @@ def render_backtest_text(backtest: Backtest, *, how_to_check: str = "") -> str:
         if how_to_check:
             out.append(f"  one window in full: {how_to_check}")
     return "\n".join(out) + "\n"
+
+
+def _running_lines(backtest: Backtest) -> list[str]:
+    """The window still running at --to: when the daemon judges it, or its partial report."""
+    running, partial = backtest.running, backtest.partial
+    if running is None:
+        return []
+    lines = [
+        f"Not yet judged: the window {rfc3339(running.start)} to {rfc3339(running.end)} ends"
+        f" after --to; the daemon judges it at {rfc3339(running.judged_at)}"
+        + (" (--partial judges it so far)" if partial is None else "")
+    ]
+    if partial is not None:
+        bad = [c.id for c in partial.ordered() if c.status in (Status.BREACHED, Status.ERROR)]
+        lines.append(
+            f"Partial window {rfc3339(partial.window.start)} to {rfc3339(partial.window.end)}"
+            f" (judged so far; the window ends at {rfc3339(running.end)}; not in the summary):"
+            f" {partial.status.value}" + (f": {', '.join(bad)}" if bad else "")
+        )
+    return lines
 
 
 def _row(*cells: str) -> str:

@@ -176,7 +176,10 @@ class Server(TcpWSGIServer):  # type: ignore[misc]
     channel_class = _Channel
     next_channel_cleanup: float  # waitress's: when its sweep runs next
 
-    def __init__(self, *args: Any, max_request: float, screen: Screen, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, max_request: float, screen: Screen, name: str = "otlp", **kwargs: Any
+    ) -> None:
+        self.name = name  # which server its log lines are of (`otlp`, `http`: the pages)
         self.max_request = max_request
         self.screen = screen
         self.reused = 0  # idle connections closed for new ones
@@ -217,8 +220,9 @@ class Server(TcpWSGIServer):  # type: ignore[misc]
         if now - self._said >= 60:
             self._said = now
             log.warning(
-                "otlp: all %d connections were taken; closing the idlest idle ones for new"
+                "%s: all %d connections were taken; closing the idlest idle ones for new"
                 " connections (%d so far)",
+                self.name,
                 self.adj.connection_limit,
                 self.reused,
             )
@@ -231,7 +235,8 @@ class Server(TcpWSGIServer):  # type: ignore[misc]
             if channel.began is not None and channel.began < cutoff and not channel.requests:
                 if not channel.will_close:
                     log.debug(
-                        "otlp %s: closed: request not received whole within %gs",
+                        "%s %s: closed: request not received whole within %gs",
+                        self.name,
                         channel.addr[0] if channel.addr else "?",
                         self.max_request,
                     )
