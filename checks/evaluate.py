@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, Window
 from checks.breakdown import Triage
 from checks.kinds import KINDS
+from checks.listed import with_event_details
 from checks.scans.plans import Breakdown, Context, Group, Judged, Plans, Reader, Row
 from checks.scans.row import QUALITY
 from checks.scans.windows import Windows
@@ -49,7 +50,9 @@ def evaluate(
     found = _Found(plans)
     for group, ctx, row in plans.run(store, window, timed):
         found.read(group, ctx, row, by_id, readers)
-    report = found.report(window, source, specs)
+    (report,) = with_event_details(
+        store, source, [found.report(window, source, specs)], error_classes
+    )
     if not triage:
         return report
     return complete_triage(
@@ -82,6 +85,7 @@ def evaluate_windows(
         for each, (ctx, row) in zip(found, outcomes, strict=True):
             each.read(group, ctx, row, by_id, readers)
     reports = [f.report(w, source, specs) for f, w in zip(found, windows.windows, strict=True)]
+    reports = with_event_details(store, source, reports, error_classes)
     if not triage:
         return reports
     return [

@@ -31,11 +31,45 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class ListedEvent:
+    """A listed event as a person follows it: its session, latency and error class (each ''
+    or None when it has none; the error class only where the report shows error classes)."""
+
+    event_id: str
+    name: str = ""
+    session_id: str = ""
+    latency_ms: float | None = None
+    error_class: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "name": self.name,
+            "session_id": self.session_id or None,
+            "latency_ms": self.latency_ms,
+            "error_class": self.error_class or None,
+        }
+
+    def words(self) -> str:
+        """`session s1, memory.observe.failed, 412 ms, error: qdrant timeout`."""
+        parts = [f"session {self.session_id}" if self.session_id else "no session"]
+        parts += [self.name] if self.name else []
+        parts += [f"{self.latency_ms:.0f} ms"] if self.latency_ms is not None else []
+        parts += [f"error: {self.error_class}"] if self.error_class else []
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
 class IdList:
-    """Opaque ids (oldest first, at most 20) and what they are: `sessions` or `events`."""
+    """Opaque ids (oldest first, at most 20) and what they are: `sessions` or `events`; for
+    events, what the evidence lookup found of each (`details`, by id)."""
 
     noun: str
     ids: tuple[str, ...]
+    details: tuple[ListedEvent, ...] = ()
+
+    def detail(self, event_id: str) -> ListedEvent | None:
+        return next((d for d in self.details if d.event_id == event_id), None)
 
 
 @dataclass(frozen=True)
@@ -65,6 +99,7 @@ class Evidence:
     run: FailureRun | None = None  # streak
     newest: datetime | None = None  # freshness: the newest event before the evaluation time
     no_event: bool = False  # freshness: no event at all before the evaluation time
+    details: tuple[ListedEvent, ...] | None = None  # `events` looked up (checks.listed)
 
     def __post_init__(self) -> None:
         if self.no_event and self.newest is not None:
@@ -102,12 +137,14 @@ class Evidence:
             )
         if self.newest is not None or self.no_event:
             out["newest"] = rfc3339(self.newest) if self.newest is not None else None
+        if self.details is not None:
+            out["event_details"] = [d.to_json() for d in self.details]
         return out
 
     def shown(self) -> Shown:
         """The facts a person reads, in one order for every output: ids, counts, kinds, run, newest."""
         ids = tuple(
-            IdList(noun, found)
+            IdList(noun, found, self.details or () if noun == "events" else ())
             for noun, found in (("sessions", self.sessions), ("events", self.events))
             if found
         )

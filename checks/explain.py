@@ -77,6 +77,23 @@ class Explained:
     events: tuple[SessionEvent, ...]
     total_events: int
     obligations: tuple[Had, ...]
+    marked: str = ""  # explained for this event id (`explain <event id>`): its session's story
+
+
+def session_of_event(
+    store: Store, source: CompiledSource, window: Window, event_id: str
+) -> str | None:
+    """The session of the event `event_id` of the lookback ('' for none), None when no event of
+    the lookback has that id (bound, the preset's id hint filtered first)."""
+    sql = source.events_source.select(
+        "any(session_id)",
+        where="(event_id_hint = '' OR event_id_hint = {ex_event:String})"
+        " AND event_id = {ex_event:String}",
+        group="event_id",
+    )
+    params = merged(source.events_source.params, window.params(), {"ex_event": event_id})
+    rows = store.query(sql, params).rows
+    return str(rows[0][0]) if rows else None
 
 
 def _restricted(source: CompiledSource) -> CompiledSource:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -49,7 +50,7 @@ def test_recall_just_before_the_message_does_not_count(store: Store) -> None:
     )
     result = evaluate(store, sc, AT).checks[CHECK]
     assert (result.status, result.value, result.sample_size) == (Status.BREACHED, 1, 1)
-    assert result.evidence == Evidence(events=("m1",))
+    assert replace(result.evidence, details=None) == Evidence(events=("m1",))
 
 
 def test_recall_exactly_at_the_reply_meets_it(store: Store) -> None:
@@ -207,7 +208,7 @@ def test_an_obligation_due_before_the_window_was_judged_then(store: Store) -> No
     sc.session("s2").asks(T0 - M).answers(T0)
     result = evaluate(store, sc, AT).checks[CHECK]
     assert (result.value, result.sample_size) == (1, 1)
-    assert result.evidence == Evidence(
+    assert replace(result.evidence, details=None) == Evidence(
         events=tuple(e.id for e in sc.events if e.session == "s2")[:1]
     )
 
@@ -232,7 +233,7 @@ def test_evidence_lists_messages_oldest_first_each_once(store: Store) -> None:
     sc.session("s1").asks(ASKED, id="early").answers(ASKED + S)
     sc.duplicate(sc.events[0])
     result = evaluate(store, sc, AT).checks[CHECK]
-    assert result.evidence == Evidence(events=("early", "late"))
+    assert replace(result.evidence, details=None) == Evidence(events=("early", "late"))
     assert (result.value, result.sample_size) == (2, 2)
 
 
@@ -261,7 +262,9 @@ def test_the_json_report_has_it_with_its_evidence(store: Store) -> None:
     assert list(document["checks"]) == list(BUILTIN_CHECK_IDS)
     found = document["checks"][CHECK]
     assert (found["status"], found["value"], found["sample_size"]) == ("breached", 1, 1)
-    assert found["evidence"] == {"events": ["q1"]}
+    assert found["evidence"]["events"] == ["q1"]
+    (detail,) = found["evidence"]["event_details"]  # additive: the message's session
+    assert (detail["event_id"], detail["session_id"]) == ("q1", "s1")
 
 
 def test_the_text_report_lists_its_evidence(store: Store) -> None:

@@ -1,4 +1,5 @@
-"""`memory-watchdog explain SESSION_ID [--at TIME]`: why a session counted, event by event.
+"""`memory-watchdog explain SESSION_ID [--at TIME]`: why a session counted, event by event (an
+event id, as the evidence lists them, explains that event's session with the event marked).
 
 It reads what `check --at` reads (the lookback before `--at`, default now):
 the session's events, what each check counts against them, and each
@@ -45,7 +46,11 @@ class NoSuchSession(WatchdogError):
 
 def add_explain(sub: Subparsers) -> None:
     p = sub.add_parser("explain", help="one session's events and obligations, and what counted")
-    p.add_argument("session_id", metavar="SESSION_ID", help="the session to explain")
+    p.add_argument(
+        "session_id",
+        metavar="SESSION_ID",
+        help="the session to explain, or an event id (its session, the event marked)",
+    )
     common_arguments(p)
     p.add_argument("--at", help="as a check at this time sees it, RFC 3339 (default: now)")
     p.add_argument("--format", default="text", help="text | json")
@@ -91,12 +96,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
     session_id = session_id_of(args.session_id, settings)
     with open_configured(settings.store) as store:
         explained = explain(store, settings, session_id, at)
+    if not explained.events and explained.marked:
+        raise NoSuchSession(
+            f"explain: event '{printable(session_id, 80)}' belongs to no session (its session"
+            " id is empty or listed in source.ignore_sessions)"
+        )
     if not explained.events:
         raise NoSuchSession(
             f"explain: session '{printable(session_id, 80)}' has no event in the lookback"
-            f" {rfc3339(explained.window.read_from)} .. {rfc3339(at)}"
+            f" {rfc3339(explained.window.read_from)} .. {rfc3339(at)}, nor is it an event's id"
             f" (an earlier --at? see {printed(settings, 'check --format json')}"
-            " for the sessions of a window)"
+            " for the sessions and events of a window)"
         )
     source = settings.source.display_name
     render = render_explain_json if args.format == "json" else render_explain_text

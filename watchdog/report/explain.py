@@ -144,6 +144,7 @@ def to_json(
     return {
         "schema_version": 1,
         "session_id": explained.session_id,
+        "event_id": explained.marked or None,
         "source": source,
         "at": rfc3339(at),
         "read": {"from": rfc3339(explained.window.read_from), "to": rfc3339(at)},
@@ -156,6 +157,7 @@ def to_json(
                 "outcome": words.get(e.name, ""),
                 "latency_ms": e.latency_ms,
                 "counted_by": [{"check": f.check_id, "as": f.words} for f in e.findings],
+                "marked": e.event_id == explained.marked,
             }
             for e in explained.events
         ],
@@ -184,7 +186,12 @@ def render_explain_text(
     )
     out = [
         f"memory-watchdog explain: session {printable(explained.session_id, ID_CHARS)}"
-        f"  source {printable(source)}",
+        + (
+            f" (of event {printable(explained.marked, ID_CHARS)}, marked >>)"
+            if explained.marked
+            else ""
+        )
+        + f"  source {printable(source)}",
         f"read from {rfc3339(explained.window.read_from)} to {rfc3339(at)}"
         f" (the lookback of check --at {rfc3339(at)}): {listed}, oldest first",
         "",
@@ -192,9 +199,11 @@ def render_explain_text(
     ]
     for e in explained.events:
         latency = f"{e.latency_ms:.0f} ms" if e.latency_ms is not None else ""
+        mark = "  >> the event asked about" if e.event_id == explained.marked else ""
         out.append(
             f"{rfc3339(e.time):<25} {printable(e.name, 64):<34}"
             f" {printable(e.event_id, ID_CHARS):<28} {words.get(e.name, ''):<18} {latency}".rstrip()
+            + mark
         )
         for f in e.findings:
             out.append(f"    counted by {f.check_id}: {printable(f.words, 200)}")

@@ -176,8 +176,11 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
             "explain": (
-                explain_command(r.evidence.sessions[0], report.window.at, command_flags(settings))
-                if r.evidence.sessions
+                explain_command(listed[0], report.window.at, command_flags(settings))
+                if (
+                    listed := r.evidence.sessions
+                    or (r.evidence.events if r.evidence.details else None)
+                )
                 else ""
             ),
         }

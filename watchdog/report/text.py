@@ -56,7 +56,12 @@ def _evidence_lines(result: CheckResult, at: datetime, flags: str) -> list[str]:
         rest = len(found.ids) - TEXT_EVIDENCE
         more = f" (+{rest} more in --format json)" if rest > 0 else ""
         lines.append(f"    {found.noun}: {listed}{more}")
-        if found.noun == "sessions" and found.ids:
+        for event_id in found.ids[:TEXT_EVIDENCE]:
+            detail = found.detail(event_id)
+            if detail is not None:
+                words = printable(detail.words(), SUMMARY_CHARS)
+                lines.append(f"      {printable(event_id, ID_CHARS)}: {words}")
+        if found.ids and (found.noun == "sessions" or found.details):
             lines.append(f"    why one counted: {explain_command(found.ids[0], at, flags)}")
     lines += [f"    {fact.label}: {printable(fact.text)}" for fact in shown.facts]
     return lines

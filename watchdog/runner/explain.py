@@ -6,10 +6,11 @@ reads at `at` (docs/spec.md#9-looking-back-backtest-and-explain).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from checks.builtin import configured_checks
-from checks.explain import Explained, explain_session
+from checks.explain import Explained, explain_session, session_of_event
 from checks.kinds import KINDS
 from checks.sources import open_source
 from watchdog.core.settings import Settings
@@ -20,8 +21,20 @@ from watchdog.runner.once import window_at
 def explain(store: Store, settings: Settings, session_id: str, at: datetime) -> Explained:
     """The session's events in the lookback before `at`, and every obligation it had.
 
-    The lookback is the one `check --at` reads at `at`.
+    The lookback is the one `check --at` reads at `at`. An id no session has that is an
+    event's explains that event's session, the event marked (`Explained.marked`; with no
+    session: no events, the session id '').
     """
     specs = configured_checks(settings)
     source = open_source(store, settings.source, KINDS.scopes(specs))
-    return explain_session(store, source, window_at(settings, at), specs, session_id)
+    window = window_at(settings, at)
+    explained = explain_session(store, source, window, specs, session_id)
+    if explained.events:
+        return explained
+    # No session of that id: an event id (evidence lists them) explains its session.
+    found = session_of_event(store, source, window, session_id)
+    if found is None:
+        return explained
+    if not found:
+        return replace(explained, session_id="", marked=session_id)
+    return replace(explain_session(store, source, window, specs, found), marked=session_id)
