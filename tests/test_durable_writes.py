@@ -143,4 +143,4 @@ def test_the_schedule_and_the_longest_gap_read_the_same_fire_times() -> None:
     ]
     assert line.at_or_after(start) == ends[0]
     # Friday 17:00 to Monday 9:00, the weekend of autumn's change having an hour more.
-    assert line.longest_gap(timedelta(hours=4)) == timedelta(hours=65)
+    assert line.gaps(timedelta(hours=4))[1] == timedelta(hours=65)

@@ -20,7 +20,6 @@ from alerts.base import (
 )
 from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, not_the_service
 from alerts.receivers.secrets import mask_secrets
-from watchdog.core.cron import CronLine
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import AlertmanagerSettings, ScheduleSettings
 from watchdog.core.settings.values import secret_value
@@ -210,7 +209,5 @@ def refresh_horizon(schedule: ScheduleSettings) -> timedelta:
 
 def longest_period(schedule: ScheduleSettings) -> timedelta:
     """`every`, or the longest gap between consecutive runs of the cron line (over a year,
-    or its first 1,000 runs when it runs more often)."""
-    if schedule.cron is None:
-        return schedule.period
-    return CronLine.parse(schedule.cron, schedule.timezone).longest_gap(schedule.period)
+    or its first 1,000 runs when it runs more often): the schedule's longest window."""
+    return schedule.gaps()[1]

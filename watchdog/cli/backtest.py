@@ -87,13 +87,17 @@ def running_at(schedule: Schedule, end: datetime) -> Running | None:
 
 
 def window_ends(
-    schedule: Schedule, start: datetime, end: datetime, *, partial: Running | None = None
+    schedule: Schedule,
+    start: datetime,
+    end: datetime,
+    *,
+    running: Running | None = None,
+    partial: bool = False,
 ) -> list[datetime]:
     """The schedule's window ends in (start, end]; a usage error when too many, or none
-    (unless the `partial` window is to be judged alone)."""
+    (unless the `running` window is to be judged alone, `partial`)."""
     ends = schedule.ends_between(start, end, MAX_WINDOWS + 1)
-    if not ends and partial is None:
-        running = running_at(schedule, end)
+    if not ends and not (partial and running is not None):
         raise UsageError(
             f"backtest: no window of the schedule ({schedule.describe()}) ends in"
             f" ({rfc3339(start)}, {rfc3339(end)}]: choose a longer period"
@@ -118,7 +122,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     settings = judged(load(args))
     schedule = Schedule.from_settings(settings.schedule)
     running = running_at(schedule, end)
-    ends = window_ends(schedule, start, end, partial=running if args.partial else None)
+    ends = window_ends(schedule, start, end, running=running, partial=args.partial)
     triage = args.format == "json"  # each window's report is `check --format json`'s
     with open_configured(settings.store) as store:
         reports = (

@@ -66,7 +66,3 @@ class CronLine:
             seen.append(following - previous)
             previous = following
         return (min(seen), max(seen)) if seen else (fallback, fallback)
-
-    def longest_gap(self, fallback: timedelta) -> timedelta:
-        """The longest gap between consecutive fire times (`gaps`)."""
-        return self.gaps(fallback)[1]
