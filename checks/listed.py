@@ -24,7 +24,8 @@ def with_event_details(
     reads of them all (the ids bound as a parameter, the preset's id hint filtered first).
 
     The error class is the `error` dimension as the triage normalises it, only with
-    `error_classes`. A lookup the store refuses leaves the evidence as it was: the ids alone.
+    `error_classes`. A lookup the store refuses leaves the verdicts and the ids as they were,
+    without details, and says so in each report's notes.
     """
     wanted = sorted(
         {i for r in reports for c in r.checks.values() for i in (c.evidence.events or ())}
@@ -50,8 +51,9 @@ def with_event_details(
     params = merged(events.params, reach.params(), {"ev_ids": wanted}, normalise)
     try:
         rows = store.query(sql, params).dicts()
-    except StoreError:
-        return list(reports)
+    except StoreError as exc:
+        note = f"the listed events' details could not be read ({exc.problem}): ids only"
+        return [replace(r, notes=(*r.notes, note)) for r in reports]
     found = {
         str(row["event_id"]): ListedEvent(
             event_id=str(row["event_id"]),

@@ -233,6 +233,9 @@ NORMALIZED = Preset(
     # Qualified: the compiled SELECT defines aliases with these very names.
     columns={name: Expr(f"{SOURCE_ALIAS}.{name}", (name,)) for name in NORMALIZED_COLUMNS},
     ts_filter=Expr(f"{SOURCE_ALIAS}.ts >= {LB} AND {SOURCE_ALIAS}.ts < {AT}", ("ts",)),
+    # The narrow table (`schema apply --materialize`) stores the raw preset's error class in
+    # its `dims`; a table of your own without that column has no error dimension of its own.
+    dimensions={"error": Expr(f"{SOURCE_ALIAS}.dims['error']", ("dims",))},
     attribute=Attribute(
         lambda key: f"JSONExtractString({SOURCE_ALIAS}.payload, {quoted(key)})", ("payload",)
     ),

@@ -207,7 +207,7 @@ def test_the_narrow_table_on_a_cluster_gives_the_raw_verdicts(
     store: Store, written: dict[str, Any], materialized: Materialized
 ) -> None:
     """The narrow table read with the normalized preset, sharded by session: the raw table's
-    verdicts, evidence, deviations and data quality (the preset has no triage dimensions)."""
+    verdicts, evidence (the error classes the narrow table stored), deviations and data quality."""
     _, single, _ = written["joelclaw"]
     found = _json(store, materialized.narrow)
     for key in ("status", "checks", "deviations", "data_quality"):

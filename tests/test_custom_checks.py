@@ -11,7 +11,7 @@ import pytest
 
 from checks.base import Status
 from checks.builtin import configured_checks
-from checks.evidence import Evidence
+from checks.evidence import Evidence, ListedEvent
 from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
@@ -78,7 +78,8 @@ def test_coverage_can_count_trigger_events(store: Store) -> None:
     config = custom(kind="coverage", required=KR, trigger=["dispatch"], grace="1m", count="events")
     result = evaluate(store, sc, AT, config).checks["mine"]
     assert (result.value, result.sample_size) == (2, 3)
-    assert result.evidence == Evidence(events=("d1", "d3"))
+    listed = (ListedEvent("d1", "dispatch", "s"), ListedEvent("d3", "dispatch", "s"))
+    assert result.evidence == Evidence(events=("d1", "d3"), details=listed)
     assert result.summary == "2 of 3 events missed kr.started or kr.completed or kr.failed"
 
 

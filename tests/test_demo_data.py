@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from checks.base import Status
-from checks.evidence import Evidence
+from checks.evidence import Evidence, ListedEvent
 from tests.builder import settings_for, unique_table
 from tests.demo_oracle import (
     AT,
@@ -311,6 +311,7 @@ def test_the_watchdog_finds_the_unrecalled_answers_of_the_plan(
     expected = evaluate(events, AT)
     assert (result.status, result.value) == (Status.BREACHED, plan.answered_without_recall)
     assert result.sample_size == expected.questions_due
-    assert result.evidence == Evidence(
-        events=tuple(i for _, i in sorted(expected.answered_without_recall))
-    )
+    listed = tuple(i for _, i in sorted(expected.answered_without_recall))
+    by_id = {e.id: e for e in events}
+    details = tuple(ListedEvent(i, by_id[i].name, by_id[i].session, by_id[i].latency) for i in listed)
+    assert result.evidence == Evidence(events=listed, details=details)
