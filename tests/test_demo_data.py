@@ -313,5 +313,7 @@ def test_the_watchdog_finds_the_unrecalled_answers_of_the_plan(
     assert result.sample_size == expected.questions_due
     listed = tuple(i for _, i in sorted(expected.answered_without_recall))
     by_id = {e.id: e for e in events}
-    details = tuple(ListedEvent(i, by_id[i].name, by_id[i].session, by_id[i].latency) for i in listed)
+    details = tuple(
+        ListedEvent(i, by_id[i].name, by_id[i].session, by_id[i].latency) for i in listed
+    )
     assert result.evidence == Evidence(events=listed, details=details)
