@@ -19,6 +19,7 @@ from watchdog.core.settings import (
     load_settings,
     settings_from_mapping,
 )
+from watchdog.core.settings.values import WrittenSecret
 from watchdog.runner.once import window_at
 
 EXAMPLE = Path(__file__).parents[1] / "config" / "watchdog.toml"
@@ -73,6 +74,35 @@ def test_env_expansion_with_default() -> None:
         {"source": {"table": "${DB}.events", "name": "${NAME:-prod}"}}, env={"DB": "agents"}
     )
     assert (settings.source.table, settings.source.name) == ("agents.events", "prod")
+
+
+def test_a_secret_records_which_of_its_parts_came_from_the_environment() -> None:
+    """A secret key's value is its text and its references' values, each reference as it may be
+    shown (a default's text not shown); a value written whole in the file is one literal part."""
+    settings = settings_from_mapping(
+        {
+            "alerts": {
+                "webhook": {
+                    "env": {"url": "https://${HOST}/hooks/${TOKEN}?v=${V:-dev}"},
+                    "file": {"url": "https://alerts.example.com/hooks/team"},
+                }
+            }
+        },
+        env={"HOST": "alerts.example.com", "TOKEN": "t0ken"},
+    )
+    env, file = settings.alerts.webhook["env"].url, settings.alerts.webhook["file"].url
+    assert isinstance(env, WrittenSecret) and isinstance(file, WrittenSecret)
+    assert env.get_secret_value() == "https://alerts.example.com/hooks/t0ken?v=dev"
+    assert env.parts == (
+        ("https://", None),
+        ("alerts.example.com", "${HOST}"),
+        ("/hooks/", None),
+        ("t0ken", "${TOKEN}"),
+        ("?v=", None),
+        ("dev", "${V:-***}"),
+    )
+    assert file.parts == (("https://alerts.example.com/hooks/team", None),)
+    assert repr(env) == "WrittenSecret('**********')"  # a secret still
 
 
 def test_store_url_precedence() -> None:

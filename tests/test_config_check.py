@@ -212,6 +212,33 @@ def test_a_sound_config_and_store_exit_0_saying_what_was_checked(
     assert out.rstrip().endswith("config check: OK")
 
 
+def test_a_webhook_url_shows_what_the_file_writes_and_never_a_token_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    """A webhook's URL written in the file shows its host and path, each `${NAME}` as written
+    and never what it gave; Slack's incoming webhook URL (itself the credential) stays masked,
+    written in the file or not, in `[alerts.slack]` or in a webhook."""
+    config = (
+        '[alerts.webhook.team]\nurl = "https://alerts.example.com:8443/hooks/memory-watchdog"\n'
+        '[alerts.webhook.ops]\nurl = "https://ops.example.com/services/${HOOK_TOKEN}"\n'
+        '[alerts.webhook.chat]\nurl = "https://hooks.slack.com/services/T0/B0/s3cr3t"\n'
+        '[alerts.slack]\nwebhook_url = "https://hooks.slack.com/services/T0/B0/s3cr3t"\n'
+    )
+    result = run(config, "--no-store", env={"HOOK_TOKEN": "T0/B0/t0ken-s3cr3t"}, tmp=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert (
+        "webhook.team (Alertmanager webhook https://alerts.example.com:8443/hooks/memory-watchdog)"
+        in out
+    )
+    assert (
+        "webhook.ops (Alertmanager webhook https://ops.example.com/services/${HOOK_TOKEN})" in out
+    )
+    assert "webhook.chat (Alertmanager webhook https://hooks.slack.com/services/***)" in out
+    assert "slack (incoming webhook https://hooks.slack.com/services/***)" in out
+    assert "s3cr3t" not in out and "T0/B0" not in out
+
+
 def test_a_key_that_does_not_compile_exits_2_naming_it(own_store: str, tmp_path: Path) -> None:
     """One line per problem on stderr, naming the key; exit 2."""
     config = "[source.columns]\ntrigger = \"JSONExtractString(metadata, 'trigger')\"\n"

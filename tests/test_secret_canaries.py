@@ -1,7 +1,9 @@
 """Canary secrets: the store password and every receiver's secrets appear in no output.
 
-A canary password, Slack token and webhook secret, an Alertmanager password
-and a Telegram bot token (which sits in the URL path) never appear in CLI
+A canary password, Slack token and webhook secret, an Alertmanager password,
+a Telegram bot token (which sits in the URL path) and a token a generic
+webhook's path takes from `${HOOK_TOKEN}` (its consumer echoing it back in
+every refusal) never appear in CLI
 stdout and stderr (with `--debug` too), JSON and HTML reports, alert
 messages, `alerts`, `status`, `notify-test`, `config check`, the state
 tables, the daemon's log and spool, or the OpenTelemetry it exports.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.alerts.http_standin import AlertmanagerStandIn
+from tests.alerts.http_standin import ECHO, AlertmanagerStandIn, WebhookStandIn
 from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
 from tests.alerts.telegram_standin import TelegramStandIn
 from tests.builder import unique_table
@@ -33,6 +35,7 @@ from tests.test_security import (  # the fixtures `server` and `slack` are share
     BIN,
     HOOK_CANARY,
     PASSWORD,
+    PATH_CANARY,
     REPO,
     TG_CANARY,
     TOKEN_CANARY,
@@ -48,8 +51,9 @@ from watchdog.core.store import Store
 __all__ = ["server", "slack"]  # fixtures pytest finds here
 
 
-def secret_config(tmp_path: Path, table: str, database: str, slack: str) -> Path:
-    """Slack (webhook or token) and the other receivers with secrets, all from ${ENV}."""
+def secret_config(tmp_path: Path, table: str, database: str, slack: str, hook: str) -> Path:
+    """Slack (webhook or token) and the other receivers with secrets, all from ${ENV}; the
+    webhook's host and path written in the file, its token from ${HOOK_TOKEN}."""
     cfg = tmp_path / f"{database}.toml"
     if slack == "webhook":
         alerts = 'webhook_url = "${SLACK_WEBHOOK_URL}"'
@@ -62,10 +66,26 @@ def secret_config(tmp_path: Path, table: str, database: str, slack: str) -> Path
         '[alerts.alertmanager.prod]\nurl = "${AM_URL}"\nbasic_auth_user = "watchdog"\n'
         'basic_auth_password = "${AM_PASSWORD}"\ntimeout = "2s"\n'
         '[alerts.telegram.ops]\nbot_token = "${TELEGRAM_BOT_TOKEN}"\nchat_id = "-100123"\n'
-        'api_url = "${TELEGRAM_API}"\ntimeout = "2s"\n',
+        'api_url = "${TELEGRAM_API}"\ntimeout = "2s"\n'
+        f"{webhook_table(hook)}",
         encoding="utf-8",
     )
     return cfg
+
+
+def webhook_table(base: str) -> str:
+    """A webhook at `base` (written in the file), the token of its path from the environment:
+    the path's last segment, which the consumer's 404 echoes ("no such hook <it>")."""
+    return f'[alerts.webhook.team]\nurl = "{base}/hooks/${{HOOK_TOKEN}}"\ntimeout = "2s"\n'
+
+
+HOOK_TOKEN = f"T0/{PATH_CANARY}"
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookStandIn]:
+    with WebhookStandIn(default=ECHO) as standin:
+        yield standin
 
 
 @pytest.fixture
@@ -87,6 +107,7 @@ def test_canary_secrets_appear_in_no_output(
     slack: SlackStandIn,
     alertmanager: AlertmanagerStandIn,
     telegram: TelegramStandIn,
+    hook: WebhookStandIn,
     tmp_path: Path,
 ) -> None:
     """Store password and every receiver's secrets: in no stdout, stderr, report, message or log."""
@@ -103,11 +124,12 @@ def test_canary_secrets_appear_in_no_output(
         # Not the stand-in's bot: 401 Unauthorized, an error line about a URL holding it.
         TELEGRAM_BOT_TOKEN=f"987654321:{TG_CANARY}AAAAAAAAAAAAAAAAAAAAAA",
         TELEGRAM_API=telegram.api_url,
+        HOOK_TOKEN=HOOK_TOKEN,
     )
-    webhook = str(secret_config(tmp_path, table, database, "webhook"))
+    webhook = str(secret_config(tmp_path, table, database, "webhook", hook.base))
     # Fresh state for each failing case, so that each has a message to (fail to) send.
-    failing = str(secret_config(tmp_path, table, database + "_500", "webhook"))
-    token = str(secret_config(tmp_path, table, database + "_token", "token"))
+    failing = str(secret_config(tmp_path, table, database + "_500", "webhook", hook.base))
+    token = str(secret_config(tmp_path, table, database + "_token", "token", hook.base))
     url = server.url()
     assert PASSWORD in url
     out = Outputs()
@@ -174,6 +196,11 @@ def test_canary_secrets_appear_in_no_output(
     run_cli(out, env, "notify-test", "--store", url, "--config", token, "--debug")
     config_check = run_cli(out, env, "config", "check", "--store", url, "--config", webhook)
     assert "alertmanager.prod" in config_check.stdout and "telegram.ops" in config_check.stdout
+    assert f"webhook.team (Alertmanager webhook {hook.base}/hooks/${{HOOK_TOKEN}})" in (
+        config_check.stdout
+    )
+    assert hook.requests and all(r.path.endswith(PATH_CANARY) for r in hook.requests)
+    assert "no such hook ***" in sent.stderr  # the consumer's echo of the token, masked
     for request in slack.requests:
         out.add(f"slack message {request.path[:20]}", request.raw)
     assert alertmanager.delivered() and telegram.requests  # both were sent to (and said so)
@@ -220,7 +247,11 @@ def run_daemon(env: dict[str, str], cfg: Path, store_url: str, runs: int) -> str
 
 @pytest.mark.slow
 def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
-    store: Store, server: ClickHouseHTTPServer, slack: SlackStandIn, tmp_path: Path
+    store: Store,
+    server: ClickHouseHTTPServer,
+    slack: SlackStandIn,
+    hook: WebhookStandIn,
+    tmp_path: Path,
 ) -> None:
     """The daemon's log, its spool, the status it leaves and its OTLP export hold no secret."""
     table = unique_table()
@@ -231,7 +262,8 @@ def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
         f'[source]\ntable = "{table}"\n'
         '[schedule]\nevery = "2s"\ndelay = "0s"\nmax_catchup = 2\n'
         "[checks.telemetry_freshness]\ntarget = 1\n"
-        '[alerts.slack]\nwebhook_url = "${SLACK_WEBHOOK_URL}"\ntimeout = "2s"\n',
+        '[alerts.slack]\nwebhook_url = "${SLACK_WEBHOOK_URL}"\ntimeout = "2s"\n'
+        f"{webhook_table(hook.base)}",
         encoding="utf-8",
     )
     collector = OTLPCollector()
@@ -241,8 +273,10 @@ def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
             tmp_path,
             SLACK_WEBHOOK_URL=f"{slack.base}/services/T0CANARY/B0CANARY/{HOOK_CANARY}",
             OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint,
+            HOOK_TOKEN=HOOK_TOKEN,
         )
-        out.add("daemon log", run_daemon(env, cfg, server.url(), runs=2))
+        log = run_daemon(env, cfg, server.url(), runs=2)
+        out.add("daemon log", log)
         # The store unreachable: the spool and the direct Slack alert path.
         down = f"http://default:{PASSWORD}@127.0.0.1:9/default"
         out.add("daemon log, store down", run_daemon(env, cfg, down, runs=2))
@@ -260,4 +294,6 @@ def test_canary_secrets_stay_out_of_the_daemon_log_spool_and_telemetry(
     for request in slack.requests:
         out.add("slack message", request.raw)
     assert slack.requests, "the daemon sent nothing to Slack"
+    assert hook.requests and all(r.path.endswith(PATH_CANARY) for r in hook.requests)
+    assert "no such hook ***" in log  # the webhook's refusal, the token it echoed masked
     assert out.leaks() == []

@@ -54,7 +54,8 @@ TOKEN_CANARY = "TokCanary-8d2f"
 HOOK_CANARY = "HookCanary-c07a"
 AM_CANARY = "AmPwCanary-7c1d"  # an Alertmanager's basic auth password
 TG_CANARY = "TgCanary_3e9a"  # the secret part of a Telegram bot token (it sits in the URL path)
-CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY, AM_CANARY, TG_CANARY)
+PATH_CANARY = "PathCanary-4e6b"  # a token a webhook's path takes from `${HOOK_TOKEN}`
+CANARIES = (PASSWORD, TOKEN_CANARY, HOOK_CANARY, AM_CANARY, TG_CANARY, PATH_CANARY)
 
 
 # ---- hostile data and config values --------------------------------------------------

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
 from alerts.receivers.http import Answer, JsonPost, classify_status
-from alerts.receivers.secrets import mask_secrets, mask_webhook, url_secrets
+from alerts.receivers.secrets import mask_secrets, secret_url
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import WebhookSettings
-from watchdog.core.settings.values import secret_value
+from watchdog.core.settings.values import WrittenPart, secret_value, written_parts
 
 VERSION = "4"
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert still firing
@@ -90,7 +90,11 @@ def alertmanager_document(
 
 
 class WebhookNotifier:
-    """POSTs Alertmanager's webhook JSON to a URL (a secret), with an optional bearer token."""
+    """POSTs Alertmanager's webhook JSON to a URL (a secret), with an optional bearer token.
+
+    `url_written` is how the config wrote the URL (`WrittenSecret.parts`): what the file says
+    shows, what came from `${NAME}` never does; without it the URL is masked whole.
+    """
 
     per_alert: ClassVar[bool] = False
 
@@ -98,6 +102,7 @@ class WebhookNotifier:
         self,
         *,
         url: str,
+        url_written: Sequence[WrittenPart] | None = None,
         bearer_token: str | None = None,
         timeout_s: float = 10.0,
         quiet_hours: QuietHours | None = None,
@@ -110,7 +115,8 @@ class WebhookNotifier:
         self.url = url
         self.quiet_hours = quiet_hours
         self.external_url = external_url
-        self._secrets = url_secrets(url)
+        self._url = secret_url(url, url_written)
+        self._secrets = list(self._url.secrets)
         self._bearer = bool(bearer_token)
         headers = {}
         if bearer_token:
@@ -132,6 +138,7 @@ class WebhookNotifier:
     ) -> WebhookNotifier:
         return cls(
             url=secret_value(settings.url),
+            url_written=written_parts(settings.url),
             bearer_token=secret_value(settings.bearer_token) or None,
             timeout_s=settings.timeout.total_seconds(),
             quiet_hours=settings.quiet_hours,
@@ -141,7 +148,7 @@ class WebhookNotifier:
 
     def describe(self) -> str:
         token = ", bearer token ***" if self._bearer else ""
-        return f"{self.name} (Alertmanager webhook {mask_webhook(self.url)}{token})"
+        return f"{self.name} (Alertmanager webhook {self._url.shown}{token})"
 
     def mask(self, text: str) -> str:
         return mask_secrets(text, self._secrets)

@@ -28,14 +28,17 @@ def slack() -> Iterator[SlackStandIn]:
     standin.close()
 
 
-def make_settings(config: Mapping[str, Any] | None = None) -> Settings:
-    """Settings whose watchdog database is unique to the test (the store is shared)."""
+def make_settings(
+    config: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings whose watchdog database is unique to the test (the store is shared); `env` is
+    what its `${NAME}` references read (none by default)."""
     data: dict[str, Any] = {
         k: dict(v) if isinstance(v, dict) else v for k, v in (config or {}).items()
     }
     data.setdefault("store", {})["database"] = f"wd_{uuid.uuid4().hex[:12]}"
     data.setdefault("source", {}).setdefault("table", SOURCE)
-    return settings_from_mapping(data, env={})
+    return settings_from_mapping(data, env=dict(env or {}))
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ class Rig:
     start: Callable[[], Any]  # the stand-in
     build: Callable[[Any, dict[str, Any]], Any]  # (stand-in, options) -> the real receiver
     config: Callable[[Any], dict[str, Any]]  # (stand-in) -> its [alerts] tables
+    env: dict[str, str] = field(default_factory=dict)  # what the tables' `${NAME}`s read
     replies: dict[str, Callable[..., Any]] = field(default_factory=dict)
     malformed_requests: int = 1  # requests before a malformed message is rejected
     standin: Any = None
@@ -177,9 +178,14 @@ def _rigs() -> list[Rig]:
             build=lambda s, o: WebhookNotifier(
                 url=s.url, bearer_token=http.BEARER, name="webhook.team", **o
             ),
+            # The secret part of the path from the environment, as a token is configured: a
+            # path written in the file is shown (tests/alerts/test_receivers.py).
             config=lambda s: {
-                "webhook": {"team": {"url": s.url, "bearer_token": http.BEARER}},
+                "webhook": {
+                    "team": {"url": f"{s.base}/hooks/${{HOOK_SECRET}}", "bearer_token": http.BEARER}
+                },
             },
+            env={"HOOK_SECRET": http.WEBHOOK_PATH.removeprefix("/hooks/")},
             replies=HTTP_REPLIES,
         ),
         Rig(

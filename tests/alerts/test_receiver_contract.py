@@ -64,7 +64,7 @@ def test_a_message_is_delivered_once(rig: Rig) -> None:
 
 def test_the_config_builds_it_described_without_secrets(rig: Rig) -> None:
     """Its [alerts] table builds this receiver, under its name, described with secrets masked."""
-    settings = make_settings({"alerts": rig.table()})
+    settings = make_settings({"alerts": rig.table()}, env=rig.env)
     built = build_notifiers(settings)
     assert list(built) == [rig.name]
     receiver = built[rig.name]

@@ -13,7 +13,7 @@ import re
 import shlex
 import stat
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.settings.model import CheckOverride, Settings
 from watchdog.core.settings.receivers import SECRET_KEYS
-from watchdog.core.settings.values import MissingSecret
+from watchdog.core.settings.values import MissingSecret, WrittenPart, WrittenSecret
 from watchdog.core.text import printable
 from watchdog.core.urls import StoreURLError, mask_url, parse_store_url
 
@@ -76,7 +76,12 @@ def _missing_secret(value: str, env: Mapping[str, str], path: str) -> MissingSec
 
 
 def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
-    """Replace `${NAME}` (or `${NAME:-default}`) in every string of the parsed TOML."""
+    """Replace `${NAME}` (or `${NAME:-default}`) in every string of the parsed TOML.
+
+    A secret becomes a WrittenSecret that records which of its parts came from a reference,
+    so that a receiver shows what the file says (a webhook's path) and never what the
+    environment gave.
+    """
     if isinstance(value, str):
         missing = _missing_secret(value, env, path)
         if missing is not None:
@@ -92,12 +97,32 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
                 path, f"environment variable {name} is not set (referenced as ${{{name}}})"
             )
 
+        if _secret_key(path):
+            return WrittenSecret(_written_parts(value, substitute))
         return _ENV_REF.sub(substitute, value)
     if isinstance(value, dict):
         return {k: _expand_env(v, env, f"{path}.{k}" if path else k) for k, v in value.items()}
     if isinstance(value, list):
         return [_expand_env(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
     return value
+
+
+def _written_parts(
+    value: str, substitute: Callable[[re.Match[str]], str]
+) -> tuple[WrittenPart, ...]:
+    """`value`'s literal text and its references' values, in order, each reference as shown:
+    `${NAME}`, or `${NAME:-***}` (a default may be a secret written for development)."""
+    parts: list[WrittenPart] = []
+    end = 0
+    for match in _ENV_REF.finditer(value):
+        if match.start() > end:
+            parts.append((value[end : match.start()], None))
+        shown = f"${{{match.group(1)}{':-***' if match.group(2) is not None else ''}}}"
+        parts.append((substitute(match), shown))
+        end = match.end()
+    if end < len(value) or not parts:
+        parts.append((value[end:], None))
+    return tuple(parts)
 
 
 def _describe(error: Any) -> tuple[str, str]:

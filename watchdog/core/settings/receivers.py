@@ -149,8 +149,9 @@ class StdoutSettings(ReceiverModel):
 class WebhookSettings(ReceiverModel):
     """`[alerts.webhook.<name>]`: POST Alertmanager's webhook JSON (version 4) to `url`.
 
-    `url` is a secret (webhook URLs often carry a token); `bearer_token`,
-    when set, goes in an `Authorization: Bearer` header.
+    `url` is a secret (webhook URLs often carry a token): what the file writes of it is shown,
+    what its `${NAME}` references give never is (alerts.receivers.secrets.secret_url);
+    `bearer_token`, when set, goes in an `Authorization: Bearer` header.
     """
 
     kind: ClassVar[str] = "webhook"

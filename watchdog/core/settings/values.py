@@ -58,6 +58,31 @@ class MissingSecret:
         return f"{self.key}: environment variable {self.variable} is not set"
 
 
+# One part of a secret as the config wrote it: its text, and None when the file holds that text,
+# else the `${NAME}` reference it came from, as it may be shown (`${NAME}`, `${NAME:-***}`).
+WrittenPart = tuple[str, str | None]
+
+
+class WrittenSecret(SecretStr):
+    """A secret the loader read, and which of its parts came from the environment.
+
+    The value is the parts' texts joined. A receiver may show what the file says, each part
+    from a `${NAME}` reference shown as that reference, and never what the environment gave
+    (alerts.receivers.secrets.secret_url). A `SecretStr` made elsewhere says nothing of where
+    it came from: it is shown as a secret, whole.
+    """
+
+    def __init__(self, parts: tuple[WrittenPart, ...]) -> None:
+        super().__init__("".join(text for text, _ in parts))
+        self.parts = parts
+
+    def __eq__(self, other: object) -> bool:  # equal to a SecretStr of the same value, both ways
+        return isinstance(other, SecretStr) and self.get_secret_value() == other.get_secret_value()
+
+    def __hash__(self) -> int:
+        return hash(self.get_secret_value())
+
+
 Secret = SecretStr | MissingSecret
 
 
@@ -66,3 +91,8 @@ def secret_value(secret: Secret | None) -> str:
     if isinstance(secret, SecretStr):
         return secret.get_secret_value()
     return ""
+
+
+def written_parts(secret: Secret | None) -> tuple[WrittenPart, ...] | None:
+    """How the config wrote the secret (`WrittenSecret.parts`); None when that is not known."""
+    return secret.parts if isinstance(secret, WrittenSecret) else None
