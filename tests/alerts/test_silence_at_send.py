@@ -6,41 +6,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
 from datetime import datetime
 
 from alerts.outbox import pending_rows
-from alerts.pipeline import ProcessOutcome, deliver, process
+from alerts.pipeline import deliver
 from alerts.records import alert_states, outbox_backlog
 from alerts.rows import OutboxStatus
 from alerts.silences import add_silence
 from alerts.state import OUTBOX, table
 from alerts.testing import FakeTimer, RecordingNotifier
 from checks.base import Status
-from tests.alerts.conftest import T0, H, report
+from tests.alerts.conftest import T0, H
+from tests.alerts.test_pipeline import run
 from tests.builder import M, S
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 
 BOTH = {"recall_coverage": Status.BREACHED, "observe_coverage": Status.BREACHED}
-
-
-def run(
-    store: Store,
-    settings: Settings,
-    at: datetime,
-    statuses: Mapping[str, Status],
-    *notifiers: RecordingNotifier,
-    now: datetime | None = None,
-) -> ProcessOutcome:
-    return process(
-        store,
-        settings,
-        report(at, statuses),
-        now=now or at,
-        notifiers={n.name: n for n in notifiers},
-        timer=FakeTimer(),
-    )
 
 
 def silence(store: Store, settings: Settings, check_id: str, now: datetime) -> None:
