@@ -2,7 +2,7 @@
 
 Defined once, here below the settings, which validate config with them (`[checks.<id>]`,
 `[[checks.custom]]`, `alerts.*.severity`), and which checks, alerts and reports use as they are
-(`checks.base` re-exports them).
+(`checks.base` re-exports them; what each means: docs/spec.md#5-checks).
 """
 
 from __future__ import annotations
