@@ -80,12 +80,16 @@ class LanesResult(Generic[Row]):
     timed_out: frozenset[str]
 
 
+class Halt(Exception):
+    """Raised by `before`: every lane stops (the alert lease passed on)."""
+
+
 def deliver_lanes(
     work: Mapping[str, LaneWork[Row]],
     total: timedelta,
     *,
     timer: Timer | None = None,
-    before: Callable[[Row], bool],
+    before: Callable[[Row, Message], Message | None],
     after: Callable[[Row, DeliveryError | None], bool],
 ) -> LanesResult[Row]:
     """Send every lane's rows, each lane in order, all at once, within `total`.
@@ -98,8 +102,10 @@ def deliver_lanes(
     (alerts.receivers.http), a client that cannot be cut (slack-sdk) is left to
     its socket timeout on a daemon thread that never blocks the process's exit.
 
-    `before(row)` runs before each send (False stops every lane: the alert lease
-    passed on); `after(row, error)` records each outcome (False stops that lane).
+    `before(row, message)` runs before each send and gives the message to send, or
+    None when the row is settled without one (a silence added since: the lane goes on
+    to its next row); raising Halt stops every lane. `after(row, error)` records each
+    outcome (False stops that lane).
     """
     base = timer or Timer()
     overall = Deadline(total, base)
@@ -116,19 +122,24 @@ def deliver_lanes(
 
     def dispatch(lane: _Lane[Row]) -> None:
         nonlocal halted
-        if lane.rows and lane.deadline.expired():
-            timed_out.add(lane.name)
-        if halted or lane.stopped or not lane.rows or lane.deadline.expired():
-            lane.stopped = True
-            return
-        row, message = lane.rows[0]
-        if not before(row):
-            halted = True
-            lane.stopped = True
-            return
-        lane.rows.popleft()
-        lane.in_flight = row
-        lane.inbox.put((row, message))
+        while True:
+            if lane.rows and lane.deadline.expired():
+                timed_out.add(lane.name)
+            if halted or lane.stopped or not lane.rows or lane.deadline.expired():
+                lane.stopped = True
+                return
+            row, message = lane.rows[0]
+            try:
+                send = before(row, message)
+            except Halt:
+                halted = True
+                lane.stopped = True
+                return
+            lane.rows.popleft()
+            if send is not None:
+                lane.in_flight = row
+                lane.inbox.put((row, send))
+                return
 
     for lane in lanes:
         lane.start(outcomes)

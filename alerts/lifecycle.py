@@ -221,6 +221,20 @@ def advance(
     return Step(alert, notification)
 
 
+def muted(alert: Alert, kind: Kind, at: datetime, until: datetime) -> Alert:
+    """`alert` once a silence added after its evaluation `at` kept that evaluation's
+    announcement (`kind`) from being sent: as if the silence had held it then, so that an
+    alert still firing (or resolved) when the silence ends is announced then. An alert
+    announced again since keeps its state: only the silence is recorded."""
+    notified = alert.notified_state
+    if alert.last_notified_at == at and kind is Kind.FIRE:
+        notified = AlertState.OK
+    elif alert.last_notified_at == at and kind is Kind.RESOLVE:
+        notified = AlertState.FIRING
+    ends = max(until, alert.silenced_until) if alert.silenced_until is not None else until
+    return replace(alert, notified_state=notified, silenced_until=ends, version=alert.version + 1)
+
+
 def _transition(previous: Alert, result: CheckResult, window: Window, rules: Rules) -> Alert:
     """The alert's state after `result`: what opens, keeps and resolves it (module docstring)."""
     at, status = window.at, result.status

@@ -22,14 +22,15 @@ from alerts.base import (
     Notifier,
     Timer,
 )
-from alerts.delivery import LaneWork, deliver_lanes
+from alerts.delivery import Halt, LaneWork, deliver_lanes
 from alerts.facts import alert_facts
 from alerts.lease import Guard, LeaseLost
-from alerts.lifecycle import Kind, Notification
-from alerts.render import Templates, ordered
+from alerts.lifecycle import Kind, Notification, muted
+from alerts.render import Templates, ordered, stored_context, templates
 from alerts.routing import Router
 from alerts.rows import OutboxRow, OutboxStatus
-from alerts.state import OUTBOX, table
+from alerts.silences import silenced_until, silences_in_force
+from alerts.state import OUTBOX, load_alerts, save_alerts, table
 from checks.base import Severity
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings
@@ -95,7 +96,8 @@ def compose(
                     alert_facts(n, link, (kinds or {}).get(n.check_id, "")) for n in ordered(items)
                 ),
             )
-            rendered[key] = json.dumps(message.payload(), ensure_ascii=False)
+            stored = stored_context(items, link)
+            rendered[key] = json.dumps({**message.payload(), "context": stored}, ensure_ascii=False)
         return rendered[key]
 
     rows = []
@@ -173,6 +175,7 @@ class DeliveryReport:
     dropped: int = 0  # older than alerts.max_delivery_age, given up
     rejected: int = 0  # refused as malformed, set aside
     unconfirmed: int = 0  # given up after two sends cut short by crashes (maybe posted)
+    silenced: int = 0  # not sent: a silence added since their run covers all their alerts
     errors: tuple[str, ...] = ()  # one line each, secrets masked
     given_up: tuple[str, ...] = ()  # the lines of `errors` about messages given up for good
 
@@ -185,6 +188,7 @@ class _Tally:
     dropped: dict[str, list[OutboxRow]] = field(default_factory=dict)
     rejected: int = 0
     unconfirmed: dict[str, list[OutboxRow]] = field(default_factory=dict)
+    silenced: int = 0
     failed: dict[str, DeliveryError] = field(default_factory=dict)  # notifier -> first failure
     waiting: dict[str, int] = field(default_factory=dict)  # notifier -> rows left behind
     errors: list[str] = field(default_factory=list)
@@ -219,19 +223,23 @@ def deliver_pending(
 
     marked: dict[str, OutboxRow] = {}
 
-    def before(row: OutboxRow) -> bool:
+    def before(row: OutboxRow, message: Message) -> Message | None:
         try:
             if guard is not None:
                 guard()
         except LeaseLost as lost:
             tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
-            return False
-        # Marked before the request goes out: a crash from here on leaves the mark behind.
+            raise Halt from None
         with _opened(store) as held:
+            sent = _unsilenced(held, settings, row, now)
+            if sent is None:
+                tally.silenced += 1
+                return None
+            # Marked before the request goes out: a crash from here on leaves the mark behind.
             marked[row.id] = _update(
-                held, settings, row, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
+                held, settings, sent, sending_at=now, attempts=row.attempts + 1, last_attempt_at=now
             )
-        return True
+        return message if sent is row else sent.message()
 
     def after(row: OutboxRow, error: DeliveryError | None) -> bool:
         with _opened(store) as held:
@@ -298,6 +306,56 @@ def _plan(
         work.setdefault(row.notifier, []).append((row, message))
 
     return tally, work
+
+
+def _unsilenced(
+    store: Store, settings: Settings, row: OutboxRow, now: datetime
+) -> OutboxRow | None:
+    """`row` as it may be sent now, as Alertmanager mutes at notification time: without the
+    alerts a silence in force now covers, rendered again; None (the row settled as silenced)
+    when it covers them all. Each such alert is recorded as held by the silence, so that it
+    is announced when the silence ends (alerts.lifecycle.muted)."""
+    silences = silences_in_force(store, settings, now)
+    quiet = {c: until for c in row.checks if (until := silenced_until(silences, c)) is not None}
+    if not quiet:
+        return row
+    facts = row.message().alerts
+    kinds = {a.check_id: Kind(a.kind) for a in facts}
+    alerts = load_alerts(store, settings, row.source)
+    save_alerts(
+        store,
+        settings,
+        [
+            muted(alerts[c], kinds[c], row.at, until)
+            for c, until in quiet.items()
+            if c in alerts and c in kinds
+        ],
+        now,
+    )
+    kept = tuple(c for c in row.checks if c not in quiet)
+    if not kept:
+        _update(
+            store,
+            settings,
+            row,
+            status=OutboxStatus.SILENCED,
+            last_error=f"not sent: silenced ({', '.join(quiet)}) when it was to be sent",
+        )
+        return None
+    payload = json.loads(row.payload)
+    stored = payload.get("context")
+    if stored is None:  # written by a version that kept no context: sent as it was written
+        return row
+    stored = {**stored, "alerts": [a for a in stored["alerts"] if a["check_id"] not in quiet]}
+    text = templates(settings.alerts.templates_dir).stored_message(stored)
+    left = tuple(a for a in facts if a.check_id not in quiet)
+    message = Message(id="", text=text.text, blocks=text.blocks, plain=text.plain, alerts=left)
+    return replace(
+        row,
+        checks=kept,
+        severity=min((Severity(a.severity) for a in left), key=_SEVERITY_RANK.__getitem__).value,
+        payload=json.dumps({**message.payload(), "context": stored}, ensure_ascii=False),
+    )
 
 
 def _opened(store: StoreAccess) -> AbstractContextManager[Store]:
@@ -387,6 +445,7 @@ def _report(
         dropped=sum(len(rows) for rows in tally.dropped.values()),
         rejected=tally.rejected,
         unconfirmed=sum(len(rows) for rows in tally.unconfirmed.values()),
+        silenced=tally.silenced,
         errors=tuple(errors),
         given_up=tuple(tally.given_up),
     )

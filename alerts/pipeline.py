@@ -30,7 +30,7 @@ from alerts.outbox import DeliveryReport, compose, deliver_pending, enqueue
 from alerts.render import templates
 from alerts.routing import Router
 from alerts.rows import RunKind
-from alerts.silences import active_silences, silenced_until
+from alerts.silences import silenced_until, silences_in_force
 from alerts.state import (
     LIVE,
     check_results_json,
@@ -330,7 +330,7 @@ def _run_alert(settings: Settings, window: Window, problem: str) -> Evaluation:
 
 def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
     """One run of the pipeline, in order: create the tables when missing; advance every alert
-    the evaluation judged (at its time, with the silences in force then); route and render
+    the evaluation judged (at its time, with the silences in force now); route and render
     one message per receiver (per alert for PagerDuty; refreshes for Alertmanager) and write
     them to the outbox before anything is sent; save the states and record the run; deliver.
 
@@ -348,14 +348,14 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
     checks = configured_checks(settings)
     rules = Rules.of(settings.alerts, checks)
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
-    silences = active_silences(store, settings, e.window.at)
+    silences = silences_in_force(store, settings, now)
     steps = [
         advance(
             alerts.get(check_id) or Alert(source=e.source, check_id=check_id),
             result,
             e.window,
             rules,
-            silenced_until=silenced_until(silences, check_id, e.window.at),
+            silenced_until=silenced_until(silences, check_id),
         )
         for check_id, result in e.results.items()
     ]

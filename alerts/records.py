@@ -8,15 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from alerts.codec import utc
 from alerts.lifecycle import Alert
 from alerts.rows import OutboxStatus, RunRecord
-from alerts.silences import Silence, active_silences
+from alerts.silences import Silence, silenced_until, silences_in_force
 from alerts.state import ALERT_STATE, RUNS, readable_columns, schema_exists, table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import from_ms
+from watchdog.core.times import from_ms, rfc3339
 
 __all__ = [
     "AlertRecord",
@@ -139,14 +140,13 @@ def alert_states(
         {"pending": OutboxStatus.PENDING.value},
     ).rows
     waiting = {(str(s), str(c)): int(n) for s, c, n in pending}
-    silences: Sequence[Silence] = active_silences(store, settings, now) if now is not None else ()
+    silences: Sequence[Silence] = silences_in_force(store, settings, now) if now is not None else ()
     records = []
     for row in rows:
         alert = ALERT_STATE.decode(row)
         until = alert.silenced_until
         if now is not None:
-            ends = [s.ends_at for s in silences if s.covers(alert.check_id)]
-            until = max(ends) if ends else None
+            until = silenced_until(silences, alert.check_id)
         records.append(AlertRecord(alert, waiting.get((alert.source, alert.check_id), 0), until))
     records.sort(key=lambda r: (not r.alert.firing, r.alert.source, r.alert.check_id))
     return records
@@ -164,12 +164,30 @@ class Backlog:
     dropped: int  # older than alerts.max_delivery_age, never delivered
     rejected: int  # refused by the chat service as malformed
     unconfirmed: int = 0  # given up after two sends a crash cut short (maybe posted)
+    silenced: int = 0  # not sent: a silence added after their run covered all their alerts
 
     def given_up(self) -> str:
-        """`, 1 unconfirmed (sent twice, each cut short by a crash)` when there are any."""
-        if not self.unconfirmed:
-            return ""
-        return f", {self.unconfirmed} unconfirmed (its sends cut short twice by crashes)"
+        """`, 1 unconfirmed (...)`, `, 2 silenced (...)`: the rarer outcomes, when there are any."""
+        text = ""
+        if self.unconfirmed:
+            text += f", {self.unconfirmed} unconfirmed (its sends cut short twice by crashes)"
+        if self.silenced:
+            text += f", {self.silenced} silenced (a silence added before they were sent)"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """The notifier's entry of `alerts --format json` and of `status --format json`."""
+        return {
+            "notifier": self.notifier,
+            "pending": self.pending,
+            "held": self.held,
+            "oldest_pending": rfc3339(self.oldest_pending) if self.oldest_pending else None,
+            "delivered": self.delivered,
+            "dropped": self.dropped,
+            "rejected": self.rejected,
+            "unconfirmed": self.unconfirmed,
+            "silenced": self.silenced,
+        }
 
 
 def outbox_backlog(
@@ -187,7 +205,8 @@ def outbox_backlog(
         " countIf(status = {delivered:String}) AS delivered,"
         " countIf(status = {dropped:String}) AS dropped,"
         " countIf(status = {rejected:String}) AS rejected,"
-        " countIf(status = {unconfirmed:String}) AS unconfirmed"
+        " countIf(status = {unconfirmed:String}) AS unconfirmed,"
+        " countIf(status = {silenced:String}) AS silenced"
         f" FROM {table(settings, 'outbox')} FINAL GROUP BY notifier ORDER BY notifier",
         {"now": moment, **{status.name.lower(): status.value for status in OutboxStatus}},
     ).rows
@@ -201,6 +220,7 @@ def outbox_backlog(
             dropped=int(x),
             rejected=int(r),
             unconfirmed=int(u),
+            silenced=int(q),
         )
-        for name, p, h, oldest, d, x, r, u in rows
+        for name, p, h, oldest, d, x, r, u, q in rows
     ]

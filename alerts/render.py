@@ -223,25 +223,40 @@ def message_context(notifications: Sequence[Notification], link: str = "") -> di
 
     `link` is the window's page (`report.base_url`, see watchdog.core.links), or ''.
     """
+    return message_context_of(stored_context(notifications, link))
+
+
+def stored_context(notifications: Sequence[Notification], link: str = "") -> dict[str, Any]:
+    """What a message is rendered from, as JSON the outbox keeps beside it: the evaluation's
+    facts and every announcement's context, in order (a send that leaves some alerts out,
+    a silence added since, renders it again without them)."""
     if not notifications:
         raise ValueError("a message needs at least one notification")
     first = notifications[0]
-    items = ordered(notifications)
-    firing = sum(1 for n in items if n.kind is not Kind.RESOLVE)
-    resolved = len(items) - firing
-    parts = [f"{firing} firing"] if firing else []
-    parts += [f"{resolved} resolved"] if resolved else []
     return {
-        "title": f"memory-watchdog: {', '.join(parts)}",
-        "emoji": ":rotating_light:" if firing else ":white_check_mark:",
         "source": first.source,
         "window": format_window(first.window),
         "evaluated_at": rfc3339(first.at),
+        "link": link,
+        "alerts": [alert_context(n) for n in ordered(notifications)],
+    }
+
+
+def message_context_of(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The template context of a stored context (`stored_context`): the counts, the title."""
+    alerts = list(stored["alerts"])
+    firing = sum(1 for a in alerts if a["kind"] != Kind.RESOLVE.value)
+    resolved = len(alerts) - firing
+    parts = [f"{firing} firing"] if firing else []
+    parts += [f"{resolved} resolved"] if resolved else []
+    return {
+        **stored,
+        "title": f"memory-watchdog: {', '.join(parts)}",
+        "emoji": ":rotating_light:" if firing else ":white_check_mark:",
         "firing": firing,
         "resolved": resolved,
-        "alerts": [alert_context(n) for n in items[:MAX_ALERTS]],
-        "more": max(0, len(items) - MAX_ALERTS),
-        "link": link,
+        "alerts": alerts[:MAX_ALERTS],
+        "more": max(0, len(alerts) - MAX_ALERTS),
     }
 
 
@@ -352,6 +367,10 @@ class Templates:
     def message(self, notifications: Sequence[Notification], link: str = "") -> Rendered:
         """One evaluation's announcements as one message, linking to the window's page if `link`."""
         return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context(notifications, link))
+
+    def stored_message(self, stored: Mapping[str, Any]) -> Rendered:
+        """The message of a stored context (`stored_context`), as `message` renders it."""
+        return self.render(MESSAGE_BLOCKS, MESSAGE_TEXT, message_context_of(stored))
 
     def test_message(self, source: str, notifier: str, now: datetime) -> Rendered:
         return self.render(TEST_BLOCKS, TEST_TEXT, test_context(source, notifier, now))

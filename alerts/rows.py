@@ -27,6 +27,7 @@ class OutboxStatus(enum.StrEnum):
     DROPPED = "dropped"  # undelivered for longer than alerts.max_delivery_age: given up
     REJECTED = "rejected"  # refused as malformed: set aside
     UNCONFIRMED = "unconfirmed"  # given up after two sends cut short by crashes (maybe posted)
+    SILENCED = "silenced"  # a silence in force when it was to be sent: not sent, announced after
 
 
 class RunKind(enum.StrEnum):
@@ -115,3 +116,8 @@ class Silence:
 
     def active(self, at: datetime) -> bool:
         return self.removed_at is None and self.starts_at <= at < self.ends_at
+
+    def in_force_from(self, now: datetime) -> bool:
+        """In force at `now`, or added since: a silence starts when it is added, so one that
+        starts after `now` was added while the run that began at `now` went on."""
+        return self.removed_at is None and now < self.ends_at

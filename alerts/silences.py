@@ -2,13 +2,15 @@
 
 A silence covers one check id (or `all`) from `starts_at` to `ends_at`. A silenced alert still
 evaluates and changes state; only its announcement waits, and when the silence ends an alert
-still firing is announced then. Silences are judged at the evaluation time, like every other
-rule (docs/alerts.md#silences).
+still firing is announced then. As in Alertmanager, silences apply when a message is sent: a
+run holds what the silences in force when it runs cover, and each send leaves out the alerts
+of silences added since (docs/alerts.md#silences).
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -60,9 +62,9 @@ def list_silences(store: Store, settings: Settings) -> list[Silence]:
     return [SILENCES.decode(r) for r in rows]
 
 
-def active_silences(store: Store, settings: Settings, at: datetime) -> list[Silence]:
-    """The silences in force at `at`."""
-    return [s for s in list_silences(store, settings) if s.active(at)]
+def silences_in_force(store: Store, settings: Settings, now: datetime) -> list[Silence]:
+    """The silences in force at `now` (the wall clock of a run or a send), or added since."""
+    return [s for s in list_silences(store, settings) if s.in_force_from(now)]
 
 
 def remove_silence(
@@ -78,7 +80,7 @@ def remove_silence(
     return removed
 
 
-def silenced_until(silences: list[Silence], check_id: str, at: datetime) -> datetime | None:
-    """The latest end among the silences covering `check_id` at `at`, or None."""
-    ends = [s.ends_at for s in silences if s.covers(check_id) and s.active(at)]
+def silenced_until(silences: Sequence[Silence], check_id: str) -> datetime | None:
+    """The latest end among `silences` (those in force) covering `check_id`, or None."""
+    ends = [s.ends_at for s in silences if s.covers(check_id)]
     return max(ends) if ends else None

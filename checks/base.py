@@ -17,6 +17,9 @@ from checks.breakdown import Triage
 from checks.evidence import Evidence
 from watchdog.core.times import rfc3339, to_ms
 from watchdog.core.units import Unit as Unit  # where checks and reports import it from
+from watchdog.core.vocabulary import Comparison as Comparison  # (the same: one definition each)
+from watchdog.core.vocabulary import NoDataPolicy as NoDataPolicy
+from watchdog.core.vocabulary import Severity as Severity
 
 
 class Status(enum.StrEnum):
@@ -26,37 +29,6 @@ class Status(enum.StrEnum):
     NO_DATA = "no_data"
     ERROR = "error"
     DISABLED = "disabled"
-
-
-class NoDataPolicy(enum.StrEnum):
-    """What a check's `no_data` does to its alert (`[checks.<id>] no_data`), as in Grafana."""
-
-    KEEP_STATE = "keep_state"  # the alert keeps its state; reminders say since when no data
-    ALERTING = "alerting"  # no data opens an alert of its own kind, resolved when ok again
-
-
-class Severity(enum.StrEnum):
-    CRITICAL = "critical"
-    WARNING = "warning"
-    INFO = "info"
-
-
-class Comparison(enum.StrEnum):
-    """How a value breaches its target."""
-
-    GT = ">"
-    GE = ">="
-    LT = "<"
-    LE = "<="
-
-    def breaches(self, value: float, target: float) -> bool:
-        if self is Comparison.GT:
-            return value > target
-        if self is Comparison.GE:
-            return value >= target
-        if self is Comparison.LT:
-            return value < target
-        return value <= target
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import typing
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
 
+import checks.base
 from checks.base import NoDataPolicy
 from checks.builtin import BUILTIN, configured_checks
+from checks.kinds.outcome_rate import OutcomeRateConfig
+from watchdog.core import vocabulary
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.quiet import QuietHours
@@ -19,6 +23,8 @@ from watchdog.core.settings import (
     load_settings,
     settings_from_mapping,
 )
+from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.model import CheckOverride
 from watchdog.core.settings.values import WrittenSecret
 from watchdog.runner.once import window_at
 
@@ -316,3 +322,20 @@ def test_the_no_data_policy_is_per_check_keep_state_by_default() -> None:
     assert policies["recall_coverage"] is NoDataPolicy.ALERTING
     assert policies["mine"] is NoDataPolicy.ALERTING
     assert policies["other"] is policies["observe_coverage"] is NoDataPolicy.KEEP_STATE
+
+
+def test_the_check_vocabulary_is_defined_once_below_the_settings() -> None:
+    """Severity, comparison and no-data policy: one enum each (issue 34), which the settings
+    validate with and the checks use; no Literal copy of their values in any model."""
+    for name in ("Severity", "Comparison", "NoDataPolicy"):
+        assert getattr(checks.base, name) is getattr(vocabulary, name)
+    fields = {
+        "severity": vocabulary.Severity,
+        "comparison": vocabulary.Comparison,
+        "no_data": vocabulary.NoDataPolicy,
+    }
+    for model in (CustomCheck, CheckOverride, OutcomeRateConfig):
+        for key, enum in fields.items():
+            field = model.model_fields.get(key)
+            if field is not None:
+                assert enum in (field.annotation, *typing.get_args(field.annotation)), (model, key)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from checks.base import CheckResult, CheckSpec, KindParams, Status, Unit
+from checks.base import CheckResult, CheckSpec, Comparison, KindParams, Status, Unit
 from checks.breakdown import Triage
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag, duration
@@ -73,7 +73,7 @@ class OutcomeRateConfig(CustomCheck):
     completed: Names = Field(min_length=1)
     failed: Names = Field(min_length=1)
     grace: Duration
-    comparison: Literal[">", ">=", "<", "<="] = ">="
+    comparison: Comparison = Comparison.GE
     min_samples: int = Field(default=20, ge=0)
 
     def reach(self, default_window: timedelta) -> timedelta:

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from checks.base import CheckSpec, KindParams, Status, Unit
+from checks.base import CheckSpec, Comparison, KindParams, Status, Unit
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag
 from checks.scans.binder import Binder
@@ -52,7 +52,7 @@ class QuantileConfig(CustomCheck):
     events: tuple[str, ...] = Field(min_length=1)
     field: str = "latency_ms"
     q: float = Field(gt=0, le=1)
-    comparison: Literal[">", ">=", "<", "<="] = ">="
+    comparison: Comparison = Comparison.GE
     min_samples: int = Field(default=20, ge=0)
 
     @property

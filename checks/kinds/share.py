@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from checks.base import CheckSpec, KindParams, Status, Unit
+from checks.base import CheckSpec, Comparison, KindParams, Status, Unit
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag
 from checks.scans.binder import Binder
@@ -40,7 +40,7 @@ class ShareConfig(CustomCheck):
     events: tuple[str, ...] = Field(min_length=1)
     field: str
     value: str
-    comparison: Literal[">", ">=", "<", "<="] = ">="
+    comparison: Comparison = Comparison.GE
     min_samples: int = Field(default=20, ge=0)
 
     @property

@@ -29,16 +29,16 @@ def run(
     settings: Settings,
     at: datetime,
     statuses: Mapping[str, Status],
-    notifier: RecordingNotifier,
-    *,
+    *notifiers: RecordingNotifier,
     now: datetime | None = None,
 ) -> ProcessOutcome:
+    """One run judged at `at` (and run at `now`, default `at`) sending to `notifiers`."""
     return process(
         store,
         settings,
         report(at, statuses),
         now=now or at,
-        notifiers={notifier.name: notifier},
+        notifiers={n.name: n for n in notifiers},
         timer=FakeTimer(),
     )
 

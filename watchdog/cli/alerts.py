@@ -130,19 +130,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                 }
                 for r in records
             ],
-            "outbox": [
-                {
-                    "notifier": b.notifier,
-                    "pending": b.pending,
-                    "held": b.held,
-                    "oldest_pending": _when(b.oldest_pending) if b.oldest_pending else None,
-                    "delivered": b.delivered,
-                    "dropped": b.dropped,
-                    "rejected": b.rejected,
-                    "unconfirmed": b.unconfirmed,
-                }
-                for b in backlog
-            ],
+            "outbox": [b.to_json() for b in backlog],
             "alert_lease": lease.to_json() if lease is not None else None,
         }
         sys.stdout.write(jsontext.dumps(document, indent=2) + "\n")

@@ -154,7 +154,7 @@ class DaemonStatus:
             ],
             "runs": [_run_json(r) for r in self.runs],
             "firing_alerts": [_alert_json(r) for r in self.firing()],
-            "outbox": [_backlog_json(b) for b in self.backlog],
+            "outbox": [b.to_json() for b in self.backlog],
             "spool": {"error_runs": self.spooled, "since": _time(self.spooled_since)},
             "alert_lease": self.lease.to_json() if self.lease is not None else None,
             "ingest": self.ingest.to_json() if self.ingest is not None else None,
@@ -197,19 +197,6 @@ def _alert_json(record: AlertRecord) -> dict[str, Any]:
         "no_data_since": _time(a.no_data_since),
         "pending_outbox": record.pending_outbox,
         "silenced_until": _time(record.silenced_until),
-    }
-
-
-def _backlog_json(b: Backlog) -> dict[str, Any]:
-    return {
-        "notifier": b.notifier,
-        "pending": b.pending,
-        "held": b.held,
-        "oldest_pending": _time(b.oldest_pending),
-        "delivered": b.delivered,
-        "dropped": b.dropped,
-        "rejected": b.rejected,
-        "unconfirmed": b.unconfirmed,
     }
 
 

@@ -2,7 +2,7 @@
 
 `make_app` is a WSGI application routing GET and HEAD (a window end that is no time is a
 400; `/metrics` is prometheus_client's WSGI app on the daemon's registry); `serve` runs it on
-waitress bounded as the OTLP receiver's is (watchdog.daemon.ingest.waitress_bounds): idle
+waitress bounded as the OTLP receiver's is (watchdog.daemon.waitress_bounds.BoundedServer): idle
 connections in one loop with no thread, a fixed pool of workers, every slot taken the idlest
 connection closed for a new one, a request not received whole in time cut. The routes and what
 `/healthz` answers: docs/operations.md#the-daemons-pages-and-healthz.
@@ -21,16 +21,13 @@ from typing import Any
 from markupsafe import escape
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from waitress import wasyncore
-from waitress.adjustments import Adjustments
-from waitress.task import ThreadedTaskDispatcher
-from waitress.trigger import trigger
 
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.links import ARCHIVE, STAMP, parse_stamp
 from watchdog.core.times import CLOCK_SKEW, rfc3339
 from watchdog.daemon.ingest.state import SpoolState
-from watchdog.daemon.ingest.waitress_bounds import Server
+from watchdog.daemon.waitress_bounds import BoundedServer, Bounds
 from watchdog.report.files import LATEST
 
 log = logging.getLogger(__name__)
@@ -52,6 +49,7 @@ WORKERS = 4  # threads serving requests: a scrape, a health check and a person a
 MAX_IDLE = 256  # connections (no thread each); every one taken, the idlest goes for a new one
 IO_TIMEOUT = 10  # seconds a connection may stay silent both ways (waitress's channel_timeout)
 MAX_CONNECTION = 30.0  # seconds a request may take to arrive whole after its first byte
+MAX_BODY = 64 * 1024  # bytes of a request's body (GET and HEAD have none); past it, a 413
 SWEEP_EVERY = 1  # seconds between the sweeps closing idle and slow connections
 
 
@@ -244,72 +242,34 @@ def _send(
     return [] if head else [body]
 
 
-def _screen(method: str, path: str, header: Any) -> None:
-    """Every request's body is read (GET and HEAD have none)."""
-    return None
+class WebServer(BoundedServer):
+    """waitress serving the app on one address (the first the host resolves to), in a thread of
+    its own; `shutdown()` and `server_close()` as socketserver's."""
 
-
-class WebServer:
-    """waitress serving the app on one address, in a thread of its own."""
+    name = "http"
+    title = "the server"
+    thread_name = "watchdog-http"
+    log = log
 
     def __init__(self, app: App, host: str, port: int) -> None:
-        self._map: dict[int, Any] = {}
-        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-        try:
-            adjustments = Adjustments(
-                host=host,
-                port=port,
-                threads=WORKERS,
-                connection_limit=MAX_IDLE,
-                channel_timeout=IO_TIMEOUT,
-                cleanup_interval=SWEEP_EVERY,
-                max_request_body_size=64 * 1024,
-                asyncore_use_poll=True,
-                ident="memory-watchdog",
-                clear_untrusted_proxy_headers=False,
-            )
-        except ValueError:
-            raise UsageError(f"--http: cannot listen on {host}:{port}: no such address") from None
-        workers = ThreadedTaskDispatcher()
-        workers.set_thread_count(WORKERS)
-        try:
-            self._server = Server(
-                app,
-                self._map,
-                dispatcher=workers,
-                adj=adjustments,
-                sockinfo=adjustments.listen[0],
-                max_request=MAX_CONNECTION,
-                screen=_screen,
-                name="http",
-            )
-        except OSError as exc:
-            workers.shutdown(timeout=1)
-            wasyncore.close_all(self._map)
-            raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror}") from None
-        self.server_address: tuple[str, int] = (
-            str(self._server.effective_host),
-            int(self._server.effective_port),
+        bounds = Bounds(  # read as a server is made: a test may narrow one
+            ident="memory-watchdog",
+            max_body=MAX_BODY,
+            idle_timeout=IO_TIMEOUT,
+            max_request=MAX_CONNECTION,
+            workers=WORKERS,
+            connections=MAX_IDLE,
+            sweep_every=SWEEP_EVERY,
         )
-        self.thread = threading.Thread(target=self._run, name="watchdog-http", daemon=True)
+        super().__init__(host, port, app, bounds, flag="--http", every_address=False)
 
-    def _run(self) -> None:
-        try:
-            self._server.run()
-        except Exception:  # the loop must never take the daemon down
-            log.exception("http: the server stopped unexpectedly")
+    @property
+    def server_address(self) -> tuple[str, int]:
+        return self.address
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop accepting, let the requests in progress finish (bounded), close every connection."""
-        self._server.task_dispatcher.shutdown(cancel_pending=False, timeout=timeout)
-        pull = next((d for d in list(self._map.values()) if isinstance(d, trigger)), None)
-        try:
-            if pull is None:
-                raise OSError
-            pull.pull_trigger(lambda: wasyncore.close_all(self._map))
-        except OSError:
-            wasyncore.close_all(self._map)
-        self.thread.join(timeout)
+        self.close(timeout)
 
     def server_close(self) -> None:
         """Close what `shutdown` left (nothing, once it returned)."""
@@ -323,5 +283,5 @@ def serve(listen: str, app: App) -> tuple[WebServer, threading.Thread]:
     """
     host, port = parse_listen(listen)
     server = WebServer(app, host, port)
-    server.thread.start()
+    server.start()
     return server, server.thread

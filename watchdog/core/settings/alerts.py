@@ -12,7 +12,6 @@ from pydantic import Field, create_model, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings.custom import SeverityName
 from watchdog.core.settings.receivers import (
     PAGERDUTY_EVENTS_URL,
     RECEIVER_TABLES,
@@ -29,6 +28,7 @@ from watchdog.core.settings.receivers import (
 )
 from watchdog.core.settings.values import ConfigModel, MissingSecret
 from watchdog.core.text import printable
+from watchdog.core.vocabulary import Severity
 
 __all__ = [
     "PAGERDUTY_EVENTS_URL",
@@ -60,7 +60,7 @@ class RouteSettings(ConfigModel):
     An empty `severity` or `checks` matches any; both given, both must match.
     """
 
-    severity: tuple[SeverityName, ...] = ()
+    severity: tuple[Severity, ...] = ()
     checks: tuple[str, ...] = ()
     receivers: tuple[str, ...]
     continue_: bool = Field(default=False, alias="continue")

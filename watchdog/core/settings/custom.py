@@ -13,16 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.units import TargetText, Unit, target_value
-
-Comparison = Literal[">", ">=", "<", "<="]
-SeverityName = Literal["critical", "warning", "info"]
+from watchdog.core.vocabulary import Comparison, NoDataPolicy, Severity
 
 
 class CustomCheck(BaseModel):
@@ -33,13 +31,13 @@ class CustomCheck(BaseModel):
     id: str
     kind: str
     target: TargetText  # as written ("5%", "3s", 0.05): `target_number` reads it in `unit`
-    comparison: Comparison = ">"
-    severity: SeverityName = "warning"
+    comparison: Comparison = Comparison.GT
+    severity: Severity = Severity.WARNING
     min_samples: int = Field(default=0, ge=0)
     enabled: bool = True
     window: Duration | None = None
     description: str = ""
-    no_data: Literal["keep_state", "alerting"] = "keep_state"
+    no_data: NoDataPolicy = NoDataPolicy.KEEP_STATE
 
     @field_validator("id")
     @classmethod
@@ -134,7 +132,7 @@ def _described(error: Any, kind: str, model: type[CustomCheck]) -> tuple[Sequenc
         return where, f"unknown key for kind {kind} (accepted: {', '.join(model.model_fields)})"
     if error["type"] == "missing":
         return where, f"is required for kind {kind}"
-    if error["type"] == "literal_error":
+    if error["type"] in ("literal_error", "enum"):
         expected = error.get("ctx", {}).get("expected", "")
         return where, f"{error.get('input')!r} is not accepted (accepted: {expected})"
     return where, str(error["msg"]).removeprefix("Value error, ")

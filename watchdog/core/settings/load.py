@@ -135,7 +135,7 @@ def _describe(error: Any) -> tuple[str, str]:
         fields = parent.model_fields.items() if parent else ()
         accepted = ", ".join(field.alias or name for name, field in fields)
         return key, f"unknown key (accepted: {accepted})" if accepted else "unknown key"
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         expected = error.get("ctx", {}).get("expected", "")
         return key, f"{error.get('input')!r} is not accepted (accepted: {expected})"
     message = str(error["msg"])

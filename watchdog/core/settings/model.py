@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
@@ -29,6 +29,7 @@ from watchdog.core.settings.timing import ScheduleSettings, WindowSettings, wind
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.sql import is_identifier, is_table_name
 from watchdog.core.units import TargetText, Unit, target_value
+from watchdog.core.vocabulary import NoDataPolicy, Severity
 
 # The built-in checks of docs/spec.md section 5, in report order, each with the unit of its
 # value and target (checks.builtin builds each with it; a target's units: watchdog.core.units).
@@ -214,11 +215,6 @@ class DeviationSettings(_Settings):
     agents: tuple[str, ...] = ()
 
 
-Severity = Literal["critical", "warning", "info"]
-# What a check's no_data does to its alert (checks.base.NoDataPolicy).
-NoDataPolicyName = Literal["keep_state", "alerting"]
-
-
 class CheckOverride(_Settings):
     """`[checks.<id>]`: any field left out keeps the check's own default."""
 
@@ -227,7 +223,7 @@ class CheckOverride(_Settings):
     target: TargetText | None = None
     severity: Severity | None = None
     min_samples: int | None = Field(default=None, ge=0)
-    no_data: NoDataPolicyName | None = None
+    no_data: NoDataPolicy | None = None
 
 
 class ReportSettings(_Settings):

@@ -4,7 +4,7 @@ The WSGI application judges the headers (`screen`: the token first, the path,
 content type and encoding, the length, the admission), applies `max_body` to
 the decoded body and while decompressing, and hands the body to the receiver
 (watchdog.daemon.ingest.receiver); `HttpServer` runs waitress with its bounds
-and ours (watchdog.daemon.ingest.waitress_bounds: the same screen as headers
+and ours (watchdog.daemon.waitress_bounds.BoundedServer: the same screen as headers
 end, so a refused body is never kept; slow requests cut; the idlest idle
 connection closed for a new one when every slot is taken). The answers:
 docs/start-without-clickhouse.md#answers-limits-and-backpressure; why waitress:
@@ -14,23 +14,25 @@ docs/architecture.md#one-store-one-process-at-a-time-the-receiver.
 from __future__ import annotations
 
 import logging
-import threading
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
-from waitress import wasyncore
-from waitress.adjustments import Adjustments
-from waitress.task import ThreadedTaskDispatcher
-from waitress.trigger import trigger
 
 from watchdog.core.errors import UsageError
 from watchdog.core.settings.ingest import parse_listen
 from watchdog.daemon.ingest.otlp import JSON, LOGS, PROTOBUF, SIGNALS, Signal, response
 from watchdog.daemon.ingest.receiver import Receiver, Refused
-from watchdog.daemon.ingest.waitress_bounds import CUT, REFUSED, SCREENED, Header, Server
+from watchdog.daemon.waitress_bounds import (
+    CUT,
+    REFUSED,
+    SCREENED,
+    BoundedServer,
+    Bounds,
+    Header,
+)
 
 log = logging.getLogger(__name__)
 
@@ -216,8 +218,14 @@ def status_body(status: int, message: str, content_type: str) -> bytes:
     return bytes(body.SerializeToString())
 
 
-class HttpServer:
-    """waitress serving the receiver on `listen`, in a thread of its own; `close()` stops it."""
+class HttpServer(BoundedServer):
+    """waitress serving the receiver on `listen` (every address its host resolves to), in a
+    thread of its own; `close()` stops it."""
+
+    name = "otlp"
+    title = "the HTTP server"
+    thread_name = "watchdog-otlp-http"
+    log = log
 
     def __init__(
         self,
@@ -232,72 +240,20 @@ class HttpServer:
             host, port = parse_listen(listen, flag)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        self._map: dict[int, Any] = {}
-        logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "queue depth" per burst
-        try:
-            adjustments = Adjustments(
-                host=host,
-                port=port,
-                threads=WORKERS,
-                connection_limit=MAX_CONNECTIONS,
-                channel_timeout=idle_timeout,
-                cleanup_interval=SWEEP_EVERY,
-                max_request_body_size=receiver.settings.max_body * 17 // 16 + 64 * 1024,
-                asyncore_use_poll=True,
-                ident="memory-watchdog-otlp",
-                clear_untrusted_proxy_headers=False,
-            )
-        except ValueError:  # the host resolves to no address
-            raise UsageError(f"{flag}: cannot listen on {host}:{port}: no such address") from None
-        # What waitress.create_server does for TCP, with our server: one per address the host
-        # resolves to (localhost may be two), sharing the map (one loop) and the workers.
-        workers = ThreadedTaskDispatcher()
-        workers.set_thread_count(WORKERS)
-        app = make_app(receiver)
 
         def judged(method: str, path: str, header: Header) -> Refused | None:
             return screen(receiver, method, path, header)[1]
 
-        try:
-            servers = [
-                Server(
-                    app,
-                    self._map,
-                    dispatcher=workers,
-                    adj=adjustments,
-                    sockinfo=sockinfo,
-                    max_request=max_request,
-                    screen=judged,
-                )
-                for sockinfo in adjustments.listen
-            ]
-        except OSError as exc:
-            workers.shutdown(timeout=1)
-            wasyncore.close_all(self._map)
-            raise UsageError(f"{flag}: cannot listen on {host}:{port}: {exc.strerror}") from None
-        self._server = servers[0]  # its loop serves every server in the map
-        self.address: tuple[str, int] = (
-            str(self._server.effective_host),
-            int(self._server.effective_port),
+        bounds = Bounds(
+            ident="memory-watchdog-otlp",
+            # waitress counts wire bytes (chunk framing too): a little above max_body, which the
+            # app applies to the decoded body.
+            max_body=receiver.settings.max_body * 17 // 16 + 64 * 1024,
+            idle_timeout=idle_timeout,
+            max_request=max_request,
+            workers=WORKERS,
+            connections=MAX_CONNECTIONS,
+            sweep_every=SWEEP_EVERY,
         )
-        self._thread = threading.Thread(target=self._run, name="watchdog-otlp-http", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._server.run()
-        except Exception:  # the loop must never take the daemon down; the receiver says it
-            log.exception("otlp: the HTTP server stopped unexpectedly")
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop accepting, let the requests in progress finish (bounded), close every connection."""
-        self._server.task_dispatcher.shutdown(cancel_pending=False, timeout=timeout)
-        pull = next((d for d in list(self._map.values()) if isinstance(d, trigger)), None)
-        try:
-            if pull is None:  # the loop can no longer be woken: the server closed itself
-                raise OSError
-            pull.pull_trigger(lambda: wasyncore.close_all(self._map))
-        except OSError:  # the trigger was closed meanwhile (EBADF): close from here
-            log.debug("otlp: the HTTP server's trigger was closed; closing its sockets directly")
-            wasyncore.close_all(self._map)
-        self._thread.join(timeout)
+        super().__init__(host, port, make_app(receiver), bounds, flag=flag, screen=judged)
+        self.start()

@@ -1,31 +1,36 @@
 """waitress, bounded for strangers: requests judged on their headers, slow ones cut, idle ones reused.
 
-OTLP/HTTP's server (watchdog.daemon.ingest.otlp_http) is waitress with these
-parts of ours: a request is judged on its headers as they end (a refused
-body is read and dropped, never kept, and no `100 Continue` is sent), one
-whose client stops sending mid-body is handed on marked cut (answered 400),
-one not received whole within its bound of its first byte has its connection
-closed, and with every connection slot taken the idlest idle connection is
-closed for a new one (as nginx reuses keep-alive connections)
-(docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
+`BoundedServer` is both of the daemon's HTTP servers, the pages (watchdog.daemon.web) and
+OTLP/HTTP (watchdog.daemon.ingest.otlp_http): waitress within a `Bounds` (workers, connection
+slots, the idle timeout, the body, how long a request may take to arrive) in a thread of its
+own, stopped within a deadline. These parts are ours: a request may be judged on its headers as
+they end (a refused body is read and dropped, never kept, and no `100 Continue` is sent), one
+whose client stops sending mid-body is handed on marked cut (answered 400 by OTLP), one not
+received whole within its bound of its first byte has its connection closed, and with every
+connection slot taken the idlest idle connection is closed for a new one (as nginx reuses
+keep-alive connections) (docs/architecture.md#one-store-one-process-at-a-time-the-receiver).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import threading
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from dataclasses import dataclass
+from typing import Any, BinaryIO, ClassVar
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.receiver import ChunkedReceiver, FixedStreamReceiver
 from waitress.server import TcpWSGIServer
-from waitress.task import WSGITask
+from waitress.task import ThreadedTaskDispatcher, WSGITask
+from waitress.trigger import trigger
 
-from watchdog.daemon.ingest.receiver import Refused
+from watchdog.core.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +42,11 @@ SCREENED = "memory_watchdog.screened"  # in the WSGI environ: True once its head
 Header = Callable[[str], str | None]
 
 
-# The headers of a request -> the refusal they earn (None: read its body).
-Screen = Callable[[str, str, Header], Refused | None]
+# The headers of a request (method, path, header) -> the refusal they earn (None: read its body).
+# The server only hands it to the application, in the environ's `REFUSED`.
+Screen = Callable[[str, str, Header], object | None]
+# A WSGI application.
+App = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
 
 class _Dropped:
@@ -66,7 +74,7 @@ class _Request(HTTPRequestParser):  # type: ignore[misc]
     Continue` is sent (a client waiting for one gets the refusal and the connection closes)."""
 
     cut = False
-    refused: Refused | None = None
+    refused: object | None = None
     expect_continue: bool  # waitress's
     body_rcv: Any  # waitress's: what receives the body, None without one
 
@@ -177,7 +185,7 @@ class Server(TcpWSGIServer):  # type: ignore[misc]
     next_channel_cleanup: float  # waitress's: when its sweep runs next
 
     def __init__(
-        self, *args: Any, max_request: float, screen: Screen, name: str = "otlp", **kwargs: Any
+        self, *args: Any, max_request: float, screen: Screen | None, name: str, **kwargs: Any
     ) -> None:
         self.name = name  # which server its log lines are of (`otlp`, `http`: the pages)
         self.max_request = max_request
@@ -241,3 +249,120 @@ class Server(TcpWSGIServer):  # type: ignore[misc]
                         self.max_request,
                     )
                 channel.will_close = True  # the loop closes it (`HTTPChannel.handle_write`)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a server grants: its clients together, and each one."""
+
+    ident: str  # the Server header of its answers (and of waitress's own error answers)
+    max_body: int  # bytes of a request's body as it comes; past it, waitress answers 413
+    idle_timeout: int  # seconds a connection may stay silent both ways (waitress's channel_timeout)
+    max_request: float  # seconds from a request's first byte until it is whole; slower, closed
+    workers: int = 4  # threads serving whole requests (idle connections hold none)
+    connections: int = 256  # slots; every one taken, the idlest idle connection goes for a new one
+    sweep_every: int = 1  # seconds between the sweeps closing idle and slow connections
+
+
+class BoundedServer:
+    """waitress serving `app` on `host:port` within `bounds`, in a thread of its own.
+
+    `start()` serves, `address` is where (port 0 picks a free one), `close(timeout)` stops it.
+    A subclass names itself: `name` begins its log lines, `title` is what they call it,
+    `thread_name` its thread's, `log` the logger of the unexpected stop; `flag` is the option its
+    usage errors name. `every_address`: one server per address the host resolves to (localhost
+    may be two), sharing the loop and the workers, as waitress.create_server does; else the
+    first only. `screen` judges each request on its headers (None: none is).
+    """
+
+    name: ClassVar[str] = "http"
+    title: ClassVar[str] = "the server"
+    thread_name: ClassVar[str] = "watchdog-http"
+    log: ClassVar[logging.Logger] = log
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app: App,
+        bounds: Bounds,
+        *,
+        flag: str,
+        screen: Screen | None = None,
+        every_address: bool = True,
+    ) -> None:
+        self.bounds = bounds
+        self._map: dict[int, Any] = {}
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "queue depth" per burst
+        try:
+            adjustments = Adjustments(
+                host=host,
+                port=port,
+                threads=bounds.workers,
+                connection_limit=bounds.connections,
+                channel_timeout=bounds.idle_timeout,
+                cleanup_interval=bounds.sweep_every,
+                max_request_body_size=bounds.max_body,
+                asyncore_use_poll=True,
+                ident=bounds.ident,
+                clear_untrusted_proxy_headers=False,
+            )
+        except ValueError:  # the host resolves to no address
+            raise UsageError(f"{flag}: cannot listen on {host}:{port}: no such address") from None
+        workers = ThreadedTaskDispatcher()
+        workers.set_thread_count(bounds.workers)
+        listen = adjustments.listen if every_address else adjustments.listen[:1]
+        try:
+            servers = [
+                Server(
+                    app,
+                    self._map,
+                    dispatcher=workers,
+                    adj=adjustments,
+                    sockinfo=sockinfo,
+                    max_request=bounds.max_request,
+                    screen=screen,
+                    name=self.name,
+                )
+                for sockinfo in listen
+            ]
+        except OSError as exc:
+            workers.shutdown(timeout=1)
+            wasyncore.close_all(self._map)
+            raise UsageError(f"{flag}: cannot listen on {host}:{port}: {exc.strerror}") from None
+        self._server = servers[0]  # its loop serves every server in the map
+        self.address: tuple[str, int] = (
+            str(self._server.effective_host),
+            int(self._server.effective_port),
+        )
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread its loop runs in (once `start()`ed)."""
+        return self._thread
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._server.run()
+        except Exception:  # the loop must never take the daemon down
+            self.log.exception("%s: %s stopped unexpectedly", self.name, self.title)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop accepting, let the requests in progress finish (bounded), close every connection."""
+        self._server.task_dispatcher.shutdown(cancel_pending=False, timeout=timeout)
+        pull = next((d for d in list(self._map.values()) if isinstance(d, trigger)), None)
+        try:
+            if pull is None:  # the loop can no longer be woken: the server closed itself
+                raise OSError
+            pull.pull_trigger(lambda: wasyncore.close_all(self._map))
+        except OSError:  # the trigger was closed meanwhile (EBADF): close from here
+            self.log.debug(
+                "%s: %s's trigger was closed; closing its sockets directly", self.name, self.title
+            )
+            wasyncore.close_all(self._map)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
