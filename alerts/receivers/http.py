@@ -5,6 +5,7 @@ every line masked (docs/alerts.md#delivery)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import json
@@ -12,6 +13,7 @@ import random
 import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +60,20 @@ def describe_exception(exc: BaseException) -> str:
     if isinstance(exc, URLError):
         return f"connection failed: {exc.reason}"
     return f"{type(exc).__name__}: {exc}".strip()
+
+
+def basic_auth(url: str) -> tuple[str, str | None]:
+    """`url` without its userinfo, and the `Authorization` value that userinfo stands for
+    (`Basic`, as curl and Go's client, hence Alertmanager, send it; each part percent-decoded),
+    or None when it has none. urllib would read `user:pass@host` as a host and a bad port."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    token = base64.b64encode(pair.encode()).decode()
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), f"Basic {token}"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
-from alerts.receivers.http import Answer, JsonPost, classify_status
+from alerts.receivers.http import Answer, JsonPost, basic_auth, classify_status
 from alerts.receivers.secrets import mask_secrets, secret_url
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import WebhookSettings
@@ -118,13 +118,18 @@ class WebhookNotifier:
         self._url = secret_url(url, url_written)
         self._secrets = list(self._url.secrets)
         self._bearer = bool(bearer_token)
+        # Credentials in the URL are sent as Basic auth; a bearer token, when set, wins.
+        target, basic = basic_auth(url)
         headers = {}
+        if basic:
+            headers["Authorization"] = basic
+            self._secrets.append((basic.removeprefix("Basic "), "***"))
         if bearer_token:
             headers["Authorization"] = f"Bearer {bearer_token}"
             self._secrets.append((bearer_token, "***"))
         self.post = JsonPost(
             name=name,
-            url=url,
+            url=target,
             headers=headers,
             timeout_s=timeout_s,
             max_retries=max_retries,

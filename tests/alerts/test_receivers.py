@@ -8,6 +8,7 @@ and rejected answers) on single sends whose retries wait on a fake timer.
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -286,10 +287,34 @@ def test_a_webhook_password_holding_an_at_sign_never_shows(
         " bearer token ***)"
     )
     message = firing_message(store)
-    with pytest.raises(DeliveryError) as caught:  # urllib takes no credentials from a URL
+    with pytest.raises(DeliveryError) as caught:  # unencoded, the `/` ends the authority
         receiver.send(message, deadline(FakeTimer()))
     shown = str(caught.value) + receiver.describe()
     assert not any(part in shown for part in (password, "p@ss", "w0rd@s3cr3t", "v4lue"))
+
+
+def test_credentials_in_a_webhook_url_are_sent_as_basic_auth(
+    hook: WebhookStandIn, store: Store
+) -> None:
+    """`https://user:pass@host/path` authenticates as curl and Alertmanager do: Basic auth from
+    the userinfo (percent-decoded), the request to the URL without it; the password never shows.
+    (urllib alone read `bot:p%40ss@127.0.0.1` as a host with a port and failed every send.)"""
+    path = "/alerts/memory-watchdog-team"
+    url = f"http://bot:p%40ss%2Fw0rd@127.0.0.1:{hook.port}{path}"
+    receiver = WebhookNotifier(url=url, name="webhook.team", backoff_base=0.01, max_retries=0)
+    message = firing_message(store)
+    receiver.send(message, deadline(FakeTimer()))
+    request = hook.requests[-1]
+    assert request.path == path
+    assert (
+        request.headers["Authorization"] == "Basic " + base64.b64encode(b"bot:p@ss/w0rd").decode()
+    )
+    hook.reply(UNAUTHORIZED)
+    with pytest.raises(DeliveryError) as caught:
+        receiver.send(message, deadline(FakeTimer()))
+    shown = str(caught.value) + receiver.describe()
+    secret = request.headers["Authorization"].removeprefix("Basic ")
+    assert not any(part in shown for part in ("p%40ss", "p@ss", "w0rd", secret))
 
 
 @pytest.mark.parametrize(
