@@ -13,12 +13,21 @@ from alerts.notifiers import SlackNotifier
 from alerts.testing import FakeTimer
 from checks.base import CheckResult, Comparison, Report, Severity, Status, Window
 from checks.evidence import Evidence
+from tests.alerts.http_standin import WebhookStandIn
 from tests.alerts.slack_standin import TOKEN, SlackStandIn
 from watchdog.core.settings import Settings, settings_from_mapping
 
 T0 = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 SOURCE = "joelclaw.otel_events"
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookStandIn]:
+    """A webhook consumer on 127.0.0.1 (Alertmanager's notifications, the webhook receiver's)."""
+    standin = WebhookStandIn()
+    yield standin
+    standin.close()
 
 
 @pytest.fixture

@@ -31,14 +31,6 @@ BASE_URL = "https://watchdog.example"
 
 
 @pytest.fixture
-def hook() -> Iterator[WebhookStandIn]:
-    """Where Alertmanager sends its notifications."""
-    standin = WebhookStandIn()
-    yield standin
-    standin.close()
-
-
-@pytest.fixture
 def am(tmp_path: Path, hook: WebhookStandIn) -> Iterator[Alertmanager]:
     require()
     server = Alertmanager(tmp_path / "am", hook.url)

@@ -136,13 +136,6 @@ SEGMENT = "s3cr3t+segm%C3%A9nt"  # percent-encoded in the URL; the consumer echo
 QUERY = "qu3ry/v%C3%A1lue"
 
 
-@pytest.fixture
-def hook() -> Iterator[WebhookStandIn]:
-    standin = WebhookStandIn()
-    yield standin
-    standin.close()
-
-
 def secret_url(hook: WebhookStandIn) -> str:
     return f"{hook.base}/hooks/{SECRET_PATH}?key={quote(QUERY, safe='%')}"
 
