@@ -116,6 +116,7 @@ def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
     assert length == timedelta(seconds=2) and datetime.fromisoformat(finish).second % 2 == 0
     assert "1 message(s) delivered" in log
     assert len(slack.delivered()) == 1 and "telemetry_freshness" in slack.delivered()[0].raw
+    assert f"daemon started: every 2s (UTC), delay 0s; store {store}; source " in log
 
     status = run_cli(
         env,

@@ -210,8 +210,13 @@ def test_reproduce_line_is_the_exact_command() -> None:
     """The page says how to evaluate this window again."""
     report = known_report()
     command = parse(page_of()).find("section", id="reproduce")[0].find("code")[0].all_text()
-    assert command == reproduce_command(report)
-    assert command == "memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h"
+    assert command == reproduce_command(report, Settings())  # the page's default settings
+    store = Path("memory-watchdog", "store").absolute()  # the default store, as a path that
+    # reads the same from any directory (Settings() leaves the data directory relative)
+    assert (
+        command
+        == f"memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h --store chdb://{store}"
+    )
 
 
 def test_reproduce_line_names_the_store_it_read_with_its_password_masked() -> None:

@@ -115,6 +115,11 @@ def test_the_pages_how_to_reproduce_runs_as_printed(run_dir: Path, tmp_path: Pat
     assert "session cold" in explained.stdout
 
 
-def test_a_default_run_prints_no_flags() -> None:
-    """With no config file and the default store, the printed commands carry no flags."""
-    assert command_flags(settings_from_mapping({}, env={"XDG_DATA_HOME": "/xdg"})) == ""
+def test_a_default_run_prints_its_store() -> None:
+    """With no config file and the default store, the printed commands still name the store:
+    pasted into a shell whose WATCHDOG_STORE_URL names another (the README exports the demo
+    store's), they read the store the run read."""
+    settings = settings_from_mapping({}, env={"XDG_DATA_HOME": "/xdg"})
+    assert command_flags(settings) == "--store chdb:///xdg/memory-watchdog/store"
+    elsewhere = settings_from_mapping({}, env={"WATCHDOG_STORE_URL": "chdb:///tmp/o th'er"})
+    assert command_flags(elsewhere) == "--store 'chdb:///tmp/o th'\"'\"'er'"

@@ -25,6 +25,7 @@ from watchdog.core.durations import format_duration
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339
+from watchdog.core.urls import mask_url
 from watchdog.daemon import web
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import RELOAD_TIMEOUT, Loader
@@ -121,8 +122,9 @@ def serve(daemon: Served, stop_timeout: timedelta) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     log.info(
-        "daemon started: %s; source %s; next run %s",
+        "daemon started: %s; store %s; source %s; next run %s",
         daemon.schedule.describe(),
+        mask_url(daemon.settings.store.url),
         daemon.source,
         rfc3339(daemon.schedule.next_run(daemon.clock())),
     )

@@ -153,7 +153,7 @@ def _triage(found: Triage | None) -> dict[str, Any] | None:
 
 def reproduce_command(report: Report, settings: Settings | None = None) -> str:
     """The exact `memory-watchdog check` that evaluates this window again: with the config file
-    the run read and its store, when not the default one (`command_flags`).
+    the run read and its store (`command_flags`; the default store too).
 
     The store URL is shown with its password masked (`***`): whoever reruns it
     puts the password back, or sets WATCHDOG_STORE_URL instead.

@@ -298,14 +298,14 @@ def load_settings(
 
 def command_flags(settings: Settings) -> str:
     """The flags a command printed for the user needs to read what `settings` read, quoted for
-    a shell: `--config <the file>` when one was read, `--store <URL>` when it is not the data
-    directory's default store (its password masked: put it back, or set WATCHDOG_STORE_URL)."""
+    a shell: `--config <the file>` when one was read, and always `--store <URL>` (the default
+    one too: pasted into a shell whose WATCHDOG_STORE_URL names another store, the command
+    still reads this one; a password masked: put it back, or set WATCHDOG_STORE_URL)."""
     flags = []
     if settings.config_file:
         flags += ["--config", shlex.quote(settings.config_file)]
-    if settings.store.url and settings.store.url != default_store_url(settings):
-        flags += ["--store", shlex.quote(mask_url(settings.store.url))]
-    return " ".join(flags)
+    url = settings.store.url or f"chdb://{(settings.data_dir / STORE_DIR).absolute()}"
+    return " ".join([*flags, "--store", shlex.quote(mask_url(url))])
 
 
 def default_store_url(settings: Settings) -> str:
