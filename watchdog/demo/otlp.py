@@ -116,7 +116,7 @@ def clear_demo_logs_table(store: Store, table: str = DEMO_LOGS_TABLE) -> None:
     ).rows
     if found and found[0][0] != DEMO_MARK:
         raise UsageError(
-            f"--store: {store.url.masked} already has a {table} table the demo did not create;"
+            f"--store: {store.url.masked} already has a table {table} the demo did not create;"
             " choose another --store"
         )
     store.command(f"DROP TABLE IF EXISTS {table}")

@@ -45,7 +45,7 @@ def fresh_demo_table(store: Store) -> None:
     ).rows
     if found and found[0][0] != DEMO_MARK:
         raise UsageError(
-            f"--store: {store.url.masked} already has a {DEMO_TABLE} table the demo did not"
+            f"--store: {store.url.masked} already has a table {DEMO_TABLE} the demo did not"
             " create; choose another --store"
         )
     store.command(f"DROP TABLE IF EXISTS {DEMO_TABLE}")
