@@ -309,3 +309,16 @@ def test_no_two_candidates_read_the_same_with_different_counts(
     s = bt.summary["p95"]
     for c in s.candidates:  # the count is the count at the target as shown and as written
         assert c.breached == sum(would_breach(r, c.target) for r in results)
+
+
+def test_windows_breached_with_no_value_are_counted_apart_from_the_statistics() -> None:
+    """Freshness with no event at all breaches with no value: min to max are the other windows'
+    and the text and JSON say how many were left out (the row read "3 breached, max 14s")."""
+    results = [result(None, Status.BREACHED), result(None, Status.BREACHED), result(14000)]
+    results.append(result(2000))
+    bt = summarize(T, T + timedelta(days=1), [report(i, r) for i, r in enumerate(results)])
+    s = bt.summary["p95"]
+    assert (s.windows, s.breached, s.low, s.high) == (4, 2, 2000, 14000)
+    assert (s.breached_without_value, s.to_json()["breached_without_value"]) == (2, 2)
+    text = render_backtest_text(bt)
+    assert "Breached with no value (no event at all), left out of min to max: p95 2" in text

@@ -69,6 +69,9 @@ class CheckSummary:
     # Quantile checks: per window, the share of the sample at or above the target (None:
     # no sample in that window).
     at_or_above: tuple[float | None, ...] | None = None
+    # Windows breached with no value (freshness: no event at all before the window's end),
+    # which min, median, p95 and max leave out.
+    breached_without_value: int = 0
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -83,6 +86,7 @@ class CheckSummary:
             "unit": self.unit.value,
             "statuses": dict(self.statuses),
             "candidates": [c.to_json(self.unit) for c in self.candidates],
+            "breached_without_value": self.breached_without_value,
         }
         if self.at_or_above is not None:
             document["at_or_above_target"] = list(self.at_or_above)
@@ -275,6 +279,7 @@ def _summary(check_id: str, results: Sequence[CheckResult], allowed: int) -> Che
         comparison=first.comparison,
         unit=first.unit,
         at_or_above=shares,
+        breached_without_value=sum(r.status is Status.BREACHED and r.value is None for r in judged),
     )
 
 
@@ -345,6 +350,16 @@ def render_backtest_text(backtest: Backtest, *, how_to_check: str = "") -> str:
                 _shown(s, s.high),
                 f"{s.comparison.value} {_shown(s, s.target)}",
             )
+        )
+    valueless = [
+        f"{s.check_id} {s.breached_without_value}"
+        for s in backtest.summary.values()
+        if s.breached_without_value
+    ]
+    if valueless:
+        out.append(
+            "Breached with no value (no event at all), left out of min to max: "
+            + ", ".join(valueless)
         )
     out += ["", "Candidate targets (windows each would have breached):"]
     for s in backtest.summary.values():
