@@ -121,6 +121,19 @@ def test_an_obligation_due_after_at_is_not_yet_due(store: Store) -> None:
     assert lines_with(text, "end observe (silent end):", "not yet due")
 
 
+def test_an_obligation_met_before_it_is_due_says_both(store: Store) -> None:
+    """Observed before its silent end is due: not "not yet due ... met by" (which read as a
+    contradiction in the README trial), but met already, judged in the window of its deadline."""
+    sc = Scenario()
+    sc.session("s1").starts(T0 + 3 * H).recalls(T0 + 3 * H + S).observes(T0 + 3 * H + M)
+    table = unique_table()
+    sc.write(store, table)
+    text = text_of(store, settings_for(table), "s1")
+    (line,) = lines_with(text, "end observe (silent end):")
+    assert "met already, not yet due: the window of its deadline judges it" in line, text
+    assert "not yet due -" not in line
+
+
 def test_a_hostile_session_id_is_printed_escaped(store: Store) -> None:
     """Control characters in an id from the data cannot rewrite the terminal."""
     hostile = "evil\x1b[2J\rsession"

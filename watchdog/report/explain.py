@@ -219,6 +219,8 @@ def render_explain_text(
             where += " (the session is outside its scope)"
         late = had.late if judged.status == "missed" else None
         status = f"missed, {_lateness(had)}" if late is not None else judged.status
+        if judged.status == "not yet due" and had.met_by:  # met before its deadline
+            status = "met already, not yet due: the window of its deadline judges it"
         out.append(f"  {had.label}: {status} - {where}")
         met = f", met by {printable(had.met_by, ID_CHARS)}" if had.met_by else ""
         out.append(f"    trigger {_trigger(had)}, due {rfc3339(had.deadline)}{met}")
