@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -126,3 +127,26 @@ def test_the_docs_node_sample_sends_its_record(
         f" FROM {receiver.logs_table}"
     ).rows
     assert [tuple(r) for r in rows] == [("memory.recall.completed", "7f9c...", "e-42", "my-agent")]
+
+
+def test_the_docs_node_sample_says_when_the_receiver_is_down(node: str, tmp_path: Path) -> None:
+    """With nothing listening, the doc's agent says so on stderr (its diag logger): the tester's
+    first Node agent sent nothing and printed nothing."""
+    (tmp_path / "agent.mjs").write_text(doc_sample(), encoding="utf-8")
+    (tmp_path / "node_modules").symlink_to(OTEL_JS / "node_modules")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    done = subprocess.run(
+        [node, "agent.mjs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "PATH": str(Path(node).parent),
+        },
+        check=False,
+    )
+    assert "ECONNREFUSED" in done.stderr, (done.returncode, done.stdout, done.stderr)
