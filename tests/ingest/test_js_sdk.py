@@ -103,23 +103,28 @@ def doc_sample() -> str:
     return "\n".join(lines[start + 1 : end]) + "\n"
 
 
-def test_the_docs_node_sample_sends_its_record(
-    store: Store, receiving: Callable[..., Receiving], node: str, tmp_path: Path
-) -> None:
-    """The doc's Node agent, run as written with the endpoint in the environment, exits 0
-    silently and its memory event is stored with its session and event ids."""
+def run_doc_sample(node: str, tmp_path: Path, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """The doc's Node agent as written, the endpoint in its environment as the doc sets it."""
     (tmp_path / "agent.mjs").write_text(doc_sample(), encoding="utf-8")
     (tmp_path / "node_modules").symlink_to(OTEL_JS / "node_modules")
-    receiver = receiving()
-    done = subprocess.run(
+    return subprocess.run(
         [node, "agent.mjs"],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "PATH": str(Path(node).parent)},
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "PATH": str(Path(node).parent)},
         check=False,
     )
+
+
+def test_the_docs_node_sample_sends_its_record(
+    store: Store, receiving: Callable[..., Receiving], node: str, tmp_path: Path
+) -> None:
+    """The doc's Node agent, run as written with the endpoint in the environment, exits 0
+    silently and its memory event is stored with its session and event ids."""
+    receiver = receiving()
+    done = run_doc_sample(node, tmp_path, receiver.endpoint)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     receiver.load()
     rows = store.query(
@@ -132,21 +137,8 @@ def test_the_docs_node_sample_sends_its_record(
 def test_the_docs_node_sample_says_when_the_receiver_is_down(node: str, tmp_path: Path) -> None:
     """With nothing listening, the doc's agent says so on stderr (its diag logger): the tester's
     first Node agent sent nothing and printed nothing."""
-    (tmp_path / "agent.mjs").write_text(doc_sample(), encoding="utf-8")
-    (tmp_path / "node_modules").symlink_to(OTEL_JS / "node_modules")
     with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    done = subprocess.run(
-        [node, "agent.mjs"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-            "PATH": str(Path(node).parent),
-        },
-        check=False,
-    )
+    done = run_doc_sample(node, tmp_path, f"http://127.0.0.1:{port}")
     assert "ECONNREFUSED" in done.stderr, (done.returncode, done.stdout, done.stderr)
