@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.base import (
+    AlertFacts,
     DeliveryError,
     Failure,
     Message,
@@ -86,18 +87,10 @@ def compose(
     def payload(items: Sequence[Notification]) -> str:
         key = tuple(id(n) for n in items)
         if key not in rendered:
-            text = templates.message(items, link=link)
-            message = Message(
-                id="",
-                text=text.text,
-                blocks=text.blocks,
-                plain=text.plain,
-                alerts=tuple(
-                    alert_facts(n, link, (kinds or {}).get(n.check_id, "")) for n in ordered(items)
-                ),
+            facts = tuple(
+                alert_facts(n, link, (kinds or {}).get(n.check_id, "")) for n in ordered(items)
             )
-            stored = stored_context(items, link)
-            rendered[key] = json.dumps({**message.payload(), "context": stored}, ensure_ascii=False)
+            rendered[key] = _payload(templates, stored_context(items, link), facts)
         return rendered[key]
 
     rows = []
@@ -140,6 +133,14 @@ def compose(
                 )
             )
     return rows
+
+
+def _payload(templates: Templates, stored: dict[str, Any], facts: tuple[AlertFacts, ...]) -> str:
+    """An outbox row's payload: the message rendered from `stored` (`stored_context`), the
+    alerts' facts, and `stored` itself, from which a send may render it again."""
+    text = templates.stored_message(stored)
+    message = Message(id="", text=text.text, blocks=text.blocks, plain=text.plain, alerts=facts)
+    return json.dumps({**message.payload(), "context": stored}, ensure_ascii=False)
 
 
 def enqueue(store: Store, settings: Settings, rows: Sequence[OutboxRow]) -> None:
@@ -319,7 +320,8 @@ def _unsilenced(
     quiet = {c: until for c in row.checks if (until := silenced_until(silences, c)) is not None}
     if not quiet:
         return row
-    facts = row.message().alerts
+    payload = json.loads(row.payload)
+    facts = Message.from_payload(row.id, payload, row.severity).alerts
     kinds = {a.check_id: Kind(a.kind) for a in facts}
     alerts = load_alerts(store, settings, row.source)
     save_alerts(
@@ -342,19 +344,16 @@ def _unsilenced(
             last_error=f"not sent: silenced ({', '.join(quiet)}) when it was to be sent",
         )
         return None
-    payload = json.loads(row.payload)
     stored = payload.get("context")
     if stored is None:  # written by a version that kept no context: sent as it was written
         return row
     stored = {**stored, "alerts": [a for a in stored["alerts"] if a["check_id"] not in quiet]}
-    text = templates(settings.alerts.templates_dir).stored_message(stored)
     left = tuple(a for a in facts if a.check_id not in quiet)
-    message = Message(id="", text=text.text, blocks=text.blocks, plain=text.plain, alerts=left)
     return replace(
         row,
         checks=kept,
         severity=min((Severity(a.severity) for a in left), key=_SEVERITY_RANK.__getitem__).value,
-        payload=json.dumps({**message.payload(), "context": stored}, ensure_ascii=False),
+        payload=_payload(templates(settings.alerts.templates_dir), stored, left),
     )
 
 

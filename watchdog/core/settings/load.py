@@ -304,13 +304,14 @@ def command_flags(settings: Settings) -> str:
     flags = []
     if settings.config_file:
         flags += ["--config", shlex.quote(settings.config_file)]
-    url = settings.store.url or f"chdb://{(settings.data_dir / STORE_DIR).absolute()}"
+    url = settings.store.url or default_store_url(settings)
     return " ".join([*flags, "--store", shlex.quote(mask_url(url))])
 
 
 def default_store_url(settings: Settings) -> str:
-    """The store every command opens when nothing names one: under the data directory."""
-    return f"chdb://{settings.data_dir / STORE_DIR}"
+    """The store every command opens when nothing names one: under the data directory (as
+    an absolute path, which names the same store from any directory)."""
+    return f"chdb://{(settings.data_dir / STORE_DIR).absolute()}"
 
 
 _KINDS = (
