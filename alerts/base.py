@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TextIO
+from typing import Any, ClassVar, Protocol, TextIO
 
 from checks.base import Severity
 from watchdog.core.errors import NotifyError
+from watchdog.core.settings.receivers import ReceiverModel
 
 
 @dataclass(frozen=True)
@@ -217,3 +218,27 @@ class Notifier(Protocol):
     def describe(self) -> str: ...
 
     def send(self, message: Message, deadline: Deadline) -> None: ...
+
+
+class ReceiverKind(Protocol):
+    """A receiver class: built from its settings, and whether it takes one row per alert."""
+
+    per_alert: ClassVar[bool]
+
+    @classmethod
+    def from_settings(
+        cls, settings: Any, *, name: str, context: ReceiverContext | None = None
+    ) -> Notifier: ...
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """One receiver kind, declared once in its module (`RECEIVER`, alerts.receivers.<kind>):
+    the model of its `[alerts.<kind>]` table, and the class that sends what it configures."""
+
+    model: type[ReceiverModel]
+    notifier: type[ReceiverKind]
+
+    @property
+    def kind(self) -> str:
+        return self.model.kind

@@ -1,13 +1,22 @@
-"""The receivers the config turns on, built from `NOTIFIERS` (receiver kind -> its class), which
-must name the kinds of `watchdog.core.settings.receivers.RECEIVERS` (checked when it loads); a
+"""`RECEIVERS`, the receiver kinds: one module each in `alerts.receivers`, each declaring its
+`RECEIVER` (its settings' model and its class), found by scanning the package; and the
+receivers the config turns on, each built by the class its settings' registry names. A
 receiver whose secret is not set is built as an `UnavailableNotifier`, whose messages wait
 (docs/development.md#adding-a-receiver)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol, TextIO
+from typing import TextIO
 
-from alerts.base import Deadline, DeliveryError, Failure, Message, Notifier, ReceiverContext
+from alerts.base import (
+    Deadline,
+    DeliveryError,
+    Failure,
+    Message,
+    Notifier,
+    Receiver,
+    ReceiverContext,
+)
 from alerts.receivers.alertmanager import AlertmanagerNotifier, refresh_horizon
 from alerts.receivers.pagerduty import PagerDutyNotifier
 from alerts.receivers.secrets import mask_token, mask_webhook
@@ -17,10 +26,11 @@ from alerts.receivers.telegram import TelegramNotifier
 from alerts.receivers.webhook import WebhookNotifier
 from watchdog.core.errors import RegistryError
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import RECEIVERS, Settings
+from watchdog.core.settings import Settings
+from watchdog.core.settings.plugins import scanned
 
 __all__ = [
-    "NOTIFIERS",
+    "RECEIVERS",
     "AlertmanagerNotifier",
     "PagerDutyNotifier",
     "SlackNotifier",
@@ -33,32 +43,9 @@ __all__ = [
     "mask_webhook",
 ]
 
-
-class ReceiverKind(Protocol):
-    """A receiver class: built from its settings, and whether it takes one row per alert."""
-
-    per_alert: ClassVar[bool]
-
-    @classmethod
-    def from_settings(
-        cls, settings: Any, *, name: str, context: ReceiverContext | None = None
-    ) -> Notifier: ...
-
-
-# `[alerts.<kind>]` -> the receiver class it configures.
-NOTIFIERS: dict[str, type[ReceiverKind]] = {
-    "slack": SlackNotifier,
-    "stdout": StdoutNotifier,
-    "webhook": WebhookNotifier,
-    "pagerduty": PagerDutyNotifier,
-    "alertmanager": AlertmanagerNotifier,
-    "telegram": TelegramNotifier,
-}
-
-if set(NOTIFIERS) != set(RECEIVERS):  # a kind with settings and no sender, or the reverse
-    raise RegistryError(
-        f"receiver kinds out of step: notifiers {sorted(NOTIFIERS)}, settings {sorted(RECEIVERS)}"
-    )
+# Every receiver kind, by module name: a new kind is a module of alerts/receivers/ defining
+# RECEIVER, and no list is edited.
+RECEIVERS: tuple[Receiver, ...] = tuple(scanned("alerts.receivers", "RECEIVER", Receiver))
 
 
 class UnavailableNotifier:
@@ -108,7 +95,7 @@ def build_notifiers(
     )
     built: dict[str, Notifier] = {}
     for name, receiver in settings.alerts.receivers().items():
-        kind = NOTIFIERS[receiver.kind]
+        kind = receiver_of(settings, receiver.kind).notifier
         missing = receiver.missing_secrets()
         if missing:
             built[name] = UnavailableNotifier(
@@ -117,3 +104,11 @@ def build_notifiers(
         else:
             built[name] = kind.from_settings(receiver, name=name, context=context)
     return built
+
+
+def receiver_of(settings: Settings, kind: str) -> Receiver:
+    """The receiver kind `kind` of the registry `settings` were validated against."""
+    entry = settings.plugins.receiver(kind)
+    if not isinstance(entry, Receiver):
+        raise RegistryError(f"receiver kind {kind!r} is not registered with a sender")
+    return entry

@@ -42,9 +42,9 @@ from alerts.state import (
 )
 from checks.base import CheckResult, Report, Severity, Status, Window
 from checks.builtin import configured_checks
-from checks.kinds import KINDS
+from checks.kinds import kind_of
 from watchdog.core.links import page_link
-from watchdog.core.settings import RECEIVER_TABLES, Settings
+from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import CLOCK_SKEW
 
@@ -65,6 +65,7 @@ class ProcessOutcome:
     delivery: DeliveryReport
     stale: bool  # `at` was not after the last evaluation applied: nothing new
     notifiers: tuple[str, ...]  # the notifiers configured
+    receiver_tables: str = ""  # the tables that would configure one (settings.plugins)
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -93,7 +94,7 @@ class ProcessOutcome:
         )
         sent = f"{len(self.delivery.delivered)} message(s) delivered"
         if not self.notifiers:
-            sent = f"no receiver configured ({RECEIVER_TABLES})"
+            sent = f"no receiver configured ({self.receiver_tables})"
         waiting = self.delivery.pending + self.delivery.held
         tail = f", {waiting} waiting in the outbox" if waiting else ""
         return f"alerts: {'; '.join(parts)}; {firing}; {sent}{tail}"
@@ -375,7 +376,7 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         router=Router.of(settings.alerts),
         link=e.link,
         key=e.key,
-        kinds={c.id: KINDS.of(c).name for c in checks},
+        kinds={c.id: kind_of(c).name for c in checks},
         refreshing=frozenset(
             name for name, r in settings.alerts.receivers().items() if r.refreshes
         ),
@@ -420,4 +421,5 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         delivery=delivery,
         stale=bool(steps) and all(s.stale for s in steps),
         notifiers=tuple(context.notifiers),
+        receiver_tables=settings.plugins.receiver_tables(),
     )

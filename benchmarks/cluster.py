@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.generate import DEFAULT_AT, MIXES, generate, row_count, table_name
 from checks.builtin import configured_checks
-from checks.kinds import KINDS
+from checks.kinds import kind_of, session_scopes
 from checks.kinds.deviation_contract import DeviationContract, classified
 from checks.materialize import materialize_statements, plan_for, replacing_of
 from checks.scans.binder import merged
@@ -39,6 +39,7 @@ from tests.cluster import distribute, engine_config, respread, shard_by_shard
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 NO_MERGE = {"distributed_group_by_no_merge": 1}
 
@@ -56,11 +57,11 @@ def _received(store: Store, sql: str, params: dict[str, Any]) -> dict[str, int]:
 def _scans(store: Store, settings: Settings) -> dict[str, dict[str, int]]:
     """What each scan of a run on `settings`' source makes the shards send."""
     specs = configured_checks(settings)
-    source = open_source(store, settings.source, KINDS.scopes(specs))
+    source = open_source(store, settings.source, session_scopes(specs))
     window = window_at(settings, DEFAULT_AT)
     plans = Plans(source, dims=tuple(plain(source.dims)))
     for spec in specs:
-        KINDS.of(spec).plan(plans, spec)
+        kind_of(spec).plan(plans, spec)
     ctx = Context(store, source, window)
     found: dict[str, dict[str, int]] = {}
     for length, scan in plans.sessions.items():
@@ -134,15 +135,17 @@ def main(argv: list[str] | None = None) -> int:
         if row_count(store, table) != args.events:
             print(f"generating {table} ...", file=sys.stderr)
             generate(store, "joelclaw", table, args.events, seed=0, at=DEFAULT_AT, mix=args.mix)
-        raw = settings_from_mapping({"source": {"table": table}}, env={})
+        raw = settings_from_mapping({"source": {"table": table}}, plugins=PLUGINS, env={})
         spread = distribute(store, table, "two", "rand()", "cityHash64(id, received_at)")
-        on_cluster = settings_from_mapping({"source": {"table": spread.table}}, env={})
+        on_cluster = settings_from_mapping(
+            {"source": {"table": spread.table}}, plugins=PLUGINS, env={}
+        )
         source = open_source(store, on_cluster.source)
         results["before (every event of the lookback)"] = _everything(store, source, on_cluster)
         results["raw table, rows spread by rand()"] = _scans(store, on_cluster)
         database = f"bench_cluster_{uuid.uuid4().hex[:6]}"
         clustered = settings_from_mapping(
-            {"source": {"table": table}, "store": {"cluster": "two"}}, env={}
+            {"source": {"table": table}, "store": {"cluster": "two"}}, plugins=PLUGINS, env={}
         )
         print("building the narrow table and the state on the cluster ...", file=sys.stderr)
         started = time.perf_counter()
@@ -166,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         results["built_s"] = round(time.perf_counter() - started, 1)
         state = settings_from_mapping(
-            {"source": {"table": table, "state": f"{database}.session_state"}}, env={}
+            {"source": {"table": table, "state": f"{database}.session_state"}},
+            plugins=PLUGINS,
+            env={},
         )
         narrow = settings_from_mapping(
-            {"source": {"preset": "normalized", "table": f"{database}.memory_events"}}, env={}
+            {"source": {"preset": "normalized", "table": f"{database}.memory_events"}},
+            plugins=PLUGINS,
+            env={},
         )
         results["narrow table, sharded by session"] = _scans(store, narrow)
         results["session state, sharded by session"] = _scans(store, state)

@@ -16,6 +16,7 @@ from checks.sources import open_source
 from watchdog.core.settings import Settings, load_settings
 from watchdog.core.store import Store, open_store
 from watchdog.runner.once import window_at
+from watchdog.runner.plugins import PLUGINS
 
 
 # joelclaw's session id read on its own, each key with JSONExtractString (which stops at the
@@ -51,7 +52,7 @@ def floor_sql(store: Store, settings: Settings) -> tuple[str, dict[str, Any]]:
 
 def main(argv: list[str]) -> int:
     url, config, at = argv
-    settings = load_settings(config, env={})
+    settings = load_settings(config, plugins=PLUGINS, env={})
     window = window_at(settings, datetime.fromisoformat(at))
     with open_store(url, query_timeout_s=3600) as store:
         sql, params = floor_sql(store, settings)

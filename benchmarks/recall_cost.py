@@ -18,13 +18,14 @@ from typing import Any
 from benchmarks.run import Bench, _verdicts, settings_for
 from benchmarks.samples import Samples, _ratio, _timed
 from checks.builtin import configured_checks
-from checks.kinds import KINDS
+from checks.kinds import kind_of
 from checks.scans.plans import Plans
 from checks.sources import open_source
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.report.text import render_json
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 CHECK = "recall_before_response"
 KEY = "recall_before_response_cost"  # its part of benchmarks/results.json
@@ -41,6 +42,7 @@ def without_check(url: str, preset: str, table: str) -> Settings:
             "source": {"preset": preset, "table": table},
             "checks": {CHECK: {"enabled": False}},
         },
+        plugins=PLUGINS,
         env={},
     )
 
@@ -58,7 +60,7 @@ def session_queries(
     ):
         plans = Plans(source)
         for spec in specs:
-            KINDS.of(spec).plan(plans, spec)
+            kind_of(spec).plan(plans, spec)
         scan = plans.sessions[None]  # the session scan of the configured window
         found[label] = (scan.render_raw(source), {**source.params, **at_params, **scan.params()})
     return found

@@ -42,6 +42,7 @@ from watchdog.core.store import Store, open_store
 from watchdog.core.times import rfc3339
 from watchdog.report.text import render_json
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 Log = Callable[[str], None]
 
@@ -49,7 +50,9 @@ Log = Callable[[str], None]
 def settings_for(url: str, preset: str, table: str) -> Settings:
     """Default settings reading `table` with `preset` (no config file needed)."""
     return settings_from_mapping(
-        {"store": {"url": url}, "source": {"preset": preset, "table": table}}, env={}
+        {"store": {"url": url}, "source": {"preset": preset, "table": table}},
+        plugins=PLUGINS,
+        env={},
     )
 
 
@@ -388,6 +391,7 @@ class Bench:
                     "state": f"{plan.database}.{STATE_TABLE}",
                 },
             },
+            plugins=PLUGINS,
             env={},
         )
         window = window_at(raw, self.at)

@@ -90,6 +90,9 @@ class CheckSpec:
     enabled: bool = True
     window_ms: int | None = None  # a check-specific window length (multi-window alerting)
     no_data: NoDataPolicy = NoDataPolicy.KEEP_STATE  # what `no_data` does to its alert
+    # Its kind (a checks.kinds Kind, found in the settings' registry by `configured_checks`):
+    # what plans, triages and explains it (`checks.kinds.kind_of`).
+    kind: object = field(default=None, compare=False, repr=False)
 
     def window_for(self, window: Window) -> Window:
         """The window this check is judged over: its own length if it has one, else `window`."""

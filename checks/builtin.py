@@ -7,10 +7,10 @@ custom checks (docs/spec.md#5-checks; adding one: docs/development.md#adding-a-b
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from checks.base import CheckSpec, Comparison, NoDataPolicy, Severity
-from checks.kinds import KINDS
+from checks.kinds import kind_of_params, spec_of
 from checks.kinds.coverage import Counted, Coverage
 from checks.kinds.deviation_contract import DeviationContract
 from checks.kinds.deviation_evidence import DeviationEvidence
@@ -23,15 +23,27 @@ from checks.kinds.streak import Streak
 from checks.scans.session import PayloadMatch
 from watchdog.core.durations import duration_ms
 from watchdog.core.errors import RegistryError
-from watchdog.core.settings import BUILTIN_CHECK_IDS, BUILTIN_CHECK_UNITS, Settings
+from watchdog.core.settings import Settings
+from watchdog.core.units import Unit
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One built-in check: its id, the unit of its value and target, and how the settings
+    build it (`build(settings, this)`: a CheckSpec of this id and unit)."""
+
+    id: str
+    unit: Unit
+    build: Callable[[Settings, Builtin], CheckSpec]
+
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 ONE_MINUTE_MS = 60 * 1000
 
 
-def _recall_coverage(s: Settings) -> CheckSpec:
+def _recall_coverage(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="recall_coverage",
+        id=check.id,
         params=Coverage(
             obligations=(
                 Obligation(
@@ -48,15 +60,15 @@ def _recall_coverage(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["recall_coverage"],
+        unit=check.unit,
         description="Every session recalls memory within recall_grace of its first event.",
     )
 
 
-def _observe_coverage(s: Settings) -> CheckSpec:
+def _observe_coverage(s: Settings, check: Builtin) -> CheckSpec:
     grace = duration_ms(s.window.observe_grace)
     return CheckSpec(
-        id="observe_coverage",
+        id=check.id,
         params=Coverage(
             obligations=(
                 Obligation(
@@ -86,14 +98,14 @@ def _observe_coverage(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["observe_coverage"],
+        unit=check.unit,
         description="Every session observes at its end and on each compaction.",
     )
 
 
-def _observe_failure_rate(s: Settings) -> CheckSpec:
+def _observe_failure_rate(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="observe_failure_rate",
+        id=check.id,
         params=OutcomeRate(
             started=s.events.observe_requested,
             completed=s.events.observe_completed,
@@ -105,14 +117,14 @@ def _observe_failure_rate(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.CRITICAL,
         min_samples=20,
-        unit=BUILTIN_CHECK_UNITS["observe_failure_rate"],
+        unit=check.unit,
         description="Failed and lost observes stay under the target share.",
     )
 
 
-def _recall_failure_rate(s: Settings) -> CheckSpec:
+def _recall_failure_rate(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="recall_failure_rate",
+        id=check.id,
         params=OutcomeRate(
             started=s.events.recall_started,
             completed=s.events.recall_completed,
@@ -124,27 +136,27 @@ def _recall_failure_rate(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit=BUILTIN_CHECK_UNITS["recall_failure_rate"],
+        unit=check.unit,
         description="Failed and lost recalls stay under the target share.",
     )
 
 
-def _recall_latency_p95(s: Settings) -> CheckSpec:
+def _recall_latency_p95(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="recall_latency_p95",
+        id=check.id,
         params=Quantile(events=s.events.recall_completed, q_num=95, q_den=100, noun="recalls"),
         target=3000,
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit=BUILTIN_CHECK_UNITS["recall_latency_p95"],
+        unit=check.unit,
         description="The exact p95 (nearest rank) of completed recall latency.",
     )
 
 
-def _circuit_breaker(s: Settings) -> CheckSpec:
+def _circuit_breaker(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="circuit_breaker",
+        id=check.id,
         params=Streak(
             bad=s.events.recall_failed + s.events.observe_failed,
             good=s.events.recall_completed + s.events.observe_completed,
@@ -153,27 +165,27 @@ def _circuit_breaker(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["circuit_breaker"],
+        unit=check.unit,
         description="No more than 3 consecutive failed memory operations.",
     )
 
 
-def _telemetry_freshness(s: Settings) -> CheckSpec:
+def _telemetry_freshness(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="telemetry_freshness",
+        id=check.id,
         params=Freshness(),
         target=14400,
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["telemetry_freshness"],
+        unit=check.unit,
         description="Telemetry keeps arriving: the newest event is recent.",
     )
 
 
-def _recall_injection(s: Settings) -> CheckSpec:
+def _recall_injection(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="recall_injection",
+        id=check.id,
         params=Coverage(
             obligations=(
                 Obligation(
@@ -194,14 +206,14 @@ def _recall_injection(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["recall_injection"],
+        unit=check.unit,
         description="Recalls with results are injected into the session.",
     )
 
 
-def _write_gate_drift(s: Settings) -> CheckSpec:
+def _write_gate_drift(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="write_gate_drift",
+        id=check.id,
         params=Share(
             events=s.events.gate_decision, field="verdict", value="discard", noun="gate decisions"
         ),
@@ -209,7 +221,7 @@ def _write_gate_drift(s: Settings) -> CheckSpec:
         comparison=Comparison.GE,
         severity=Severity.WARNING,
         min_samples=20,
-        unit=BUILTIN_CHECK_UNITS["write_gate_drift"],
+        unit=check.unit,
         description="The write gate does not discard most observations.",
     )
 
@@ -224,22 +236,22 @@ def _deviation_contract_params(s: Settings) -> DeviationContract:
     )
 
 
-def _agent_deviation_contract(s: Settings) -> CheckSpec:
+def _agent_deviation_contract(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="agent_deviation_contract",
+        id=check.id,
         params=_deviation_contract_params(s),
         target=0,
         comparison=Comparison.GT,
         severity=Severity.CRITICAL,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["agent_deviation_contract"],
+        unit=check.unit,
         description="Deviation events carry only agente, tipo and evidence ids.",
     )
 
 
-def _recall_before_response(s: Settings) -> CheckSpec:
+def _recall_before_response(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="recall_before_response",
+        id=check.id,
         params=Coverage(
             obligations=(
                 Obligation(
@@ -264,48 +276,39 @@ def _recall_before_response(s: Settings) -> CheckSpec:
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["recall_before_response"],
+        unit=check.unit,
         description="The agent recalls memory before answering a non-trivial human message.",
     )
 
 
-def _agent_deviation_evidence(s: Settings) -> CheckSpec:
+def _agent_deviation_evidence(s: Settings, check: Builtin) -> CheckSpec:
     return CheckSpec(
-        id="agent_deviation_evidence",
+        id=check.id,
         params=DeviationEvidence(contract=_deviation_contract_params(s)),
         target=0,
         comparison=Comparison.GT,
         severity=Severity.WARNING,
         min_samples=0,
-        unit=BUILTIN_CHECK_UNITS["agent_deviation_evidence"],
+        unit=check.unit,
         description="Evidence ids cited by deviation events exist in the source.",
     )
 
 
-_BUILDERS: dict[str, Callable[[Settings], CheckSpec]] = {
-    "recall_coverage": _recall_coverage,
-    "observe_coverage": _observe_coverage,
-    "observe_failure_rate": _observe_failure_rate,
-    "recall_failure_rate": _recall_failure_rate,
-    "recall_latency_p95": _recall_latency_p95,
-    "circuit_breaker": _circuit_breaker,
-    "telemetry_freshness": _telemetry_freshness,
-    "recall_injection": _recall_injection,
-    "write_gate_drift": _write_gate_drift,
-    "agent_deviation_contract": _agent_deviation_contract,
-    "recall_before_response": _recall_before_response,
-    "agent_deviation_evidence": _agent_deviation_evidence,
-}
-
-
-if set(BUILTIN_CHECK_IDS) != _BUILDERS.keys():  # an id without a builder, or the reverse
-    raise RegistryError(
-        f"built-in checks out of step: builders {sorted(_BUILDERS)}, ids {sorted(BUILTIN_CHECK_IDS)}"
-    )
-# In report order, the order of the ids the settings validate overrides and routes against.
-BUILTIN: dict[str, Callable[[Settings], CheckSpec]] = {
-    check_id: _BUILDERS[check_id] for check_id in BUILTIN_CHECK_IDS
-}
+# The built-in checks, in report order: each declared once, its id and unit with its builder.
+BUILTINS: tuple[Builtin, ...] = (
+    Builtin("recall_coverage", Unit.COUNT, _recall_coverage),
+    Builtin("observe_coverage", Unit.COUNT, _observe_coverage),
+    Builtin("observe_failure_rate", Unit.RATIO, _observe_failure_rate),
+    Builtin("recall_failure_rate", Unit.RATIO, _recall_failure_rate),
+    Builtin("recall_latency_p95", Unit.MS, _recall_latency_p95),
+    Builtin("circuit_breaker", Unit.COUNT, _circuit_breaker),
+    Builtin("telemetry_freshness", Unit.S, _telemetry_freshness),
+    Builtin("recall_injection", Unit.COUNT, _recall_injection),
+    Builtin("write_gate_drift", Unit.RATIO, _write_gate_drift),
+    Builtin("agent_deviation_contract", Unit.COUNT, _agent_deviation_contract),
+    Builtin("recall_before_response", Unit.COUNT, _recall_before_response),
+    Builtin("agent_deviation_evidence", Unit.COUNT, _agent_deviation_evidence),
+)
 
 
 def configured_checks(settings: Settings) -> list[CheckSpec]:
@@ -314,8 +317,14 @@ def configured_checks(settings: Settings) -> list[CheckSpec]:
     The settings were validated when they loaded (ids known and unique, custom
     windows within the lookback), so this cannot fail.
     """
-    builtin = [build(settings) for build in BUILTIN.values()]
-    custom = [KINDS.spec_of(check) for check in settings.custom_checks]
+    plugins = settings.plugins
+    builtin = []
+    for check in plugins.checks:
+        if not isinstance(check, Builtin):
+            raise RegistryError(f"built-in check {check.id!r} is registered without its builder")
+        spec = check.build(settings, check)
+        builtin.append(replace(spec, kind=kind_of_params(plugins, spec)))
+    custom = [spec_of(plugins, check) for check in settings.custom_checks]
     return [_override(spec, settings) for spec in builtin + custom]
 
 

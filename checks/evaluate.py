@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, Window
 from checks.breakdown import Triage
-from checks.kinds import KINDS
+from checks.kinds import kind_of
 from checks.listed import with_event_details
 from checks.scans.plans import Breakdown, Context, Group, Judged, Plans, Reader, Row
 from checks.scans.row import QUALITY
@@ -46,7 +46,7 @@ def evaluate(
     """
     by_id = {spec.id: spec for spec in specs if spec.enabled}
     plans = Plans(source, dims=tuple(plain(source.dims)) if triage else None)
-    readers = {spec.id: KINDS.of(spec).plan(plans, spec) for spec in by_id.values()}
+    readers = {spec.id: kind_of(spec).plan(plans, spec) for spec in by_id.values()}
     found = _Found(plans)
     for group, ctx, row in plans.run(store, window, timed):
         found.read(group, ctx, row, by_id, readers)
@@ -79,7 +79,7 @@ def evaluate_windows(
     """
     by_id = {spec.id: spec for spec in specs if spec.enabled}
     plans = Plans(source, dims=tuple(plain(source.dims)) if triage else None)
-    readers = {spec.id: KINDS.of(spec).plan(plans, spec) for spec in by_id.values()}
+    readers = {spec.id: kind_of(spec).plan(plans, spec) for spec in by_id.values()}
     found = [_Found(plans) for _ in windows.windows]
     for group, outcomes in plans.run_windows(store, windows):
         for each, (ctx, row) in zip(found, outcomes, strict=True):
@@ -166,7 +166,7 @@ def complete_triage(
         result = report.checks.get(spec.id)
         if result is None or result.status is not Status.BREACHED or spec.id in found:
             continue
-        if not KINDS.of(spec).triaged:
+        if not kind_of(spec).triaged:
             continue
         breakdown = _queried(
             store, source, report.window, dims, spec, result, (carried or {}).get(spec.id)
@@ -192,7 +192,7 @@ def _queried(
     try:
         if carried is not None:
             return carried(ctx, dims)
-        return KINDS.of(spec).triage(ctx, dims, spec, result)
+        return kind_of(spec).triage(ctx, dims, spec, result)
     except StoreError as exc:
         log.warning("triage of %s could not run: %s", spec.id, exc.problem)
         return Triage.failed(exc.problem)

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from checks.base import CheckSpec, Window
-from checks.kinds import KINDS
+from checks.kinds import kind_of
 from checks.kinds.base import Flag
 from checks.kinds.obligations import Anchor, Obligation, listed
 from checks.scans.binder import Binder, merged
@@ -104,7 +104,7 @@ def _restricted(source: CompiledSource) -> CompiledSource:
 def _flags(specs: Sequence[CheckSpec], bind: Binder) -> list[tuple[str, Flag]]:
     found = []
     for spec in specs:
-        flag = KINDS.of(spec).flag(spec, bind)
+        flag = kind_of(spec).flag(spec, bind)
         if flag is not None:
             found.append((spec.id, flag))
     return found
@@ -185,7 +185,7 @@ def _obligations(
     scan = SessionScan()
     plan: list[tuple[CheckSpec, Obligation, str, str]] = []
     for spec in specs:
-        kind = KINDS.of(spec)
+        kind = kind_of(spec)
         obligations = kind.obligations(spec.params)
         if not obligations:
             continue

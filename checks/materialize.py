@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from checks.base import CheckSpec
-from checks.kinds import KINDS
+from checks.kinds import kind_of, payload_names, session_scopes
 from checks.scans.plans import Plans
 from checks.scans.row import Needs
 from checks.sharding import engine_arguments
@@ -94,11 +94,11 @@ def session_needs(
 ) -> Needs:
     """What the session state must keep for the enabled checks' session scans and their triage
     (the dimensions of a session's first event)."""
-    source = compile_source(settings.source, present, KINDS.scopes(specs))
+    source = compile_source(settings.source, present, session_scopes(specs))
     plans = Plans(source)
     for spec in specs:
         if spec.enabled:
-            KINDS.of(spec).plan(plans, spec)
+            kind_of(spec).plan(plans, spec)
     return Needs.of(plans.sessions.values(), plain(source.dims))
 
 
@@ -155,9 +155,9 @@ def narrow_select(
             " the raw preset (joelclaw, otel_logs, otel_traces), then switch to"
             ' source.preset = "normalized"'
         )
-    scopes = KINDS.scopes(specs)
+    scopes = session_scopes(specs)
     compiled = compile_source(settings.source, present, scopes)
-    keep = KINDS.payload_names(specs)
+    keep = payload_names(specs)
     # Events whose payload no check reads keep only whether it was an object.
     payload = (
         f"if(name IN {tuple_of(keep)} OR NOT payload_is_object, payload, '{{}}')"

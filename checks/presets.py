@@ -240,3 +240,21 @@ NORMALIZED = Preset(
         lambda key: f"JSONExtractString({SOURCE_ALIAS}.payload, {quoted(key)})", ("payload",)
     ),
 )
+
+
+# A preset built for a table's column types (None: its usual layout) and the session keys.
+PresetBuilder = Callable[[Mapping[str, str] | None, Sequence[str]], Preset]
+
+
+@dataclass(frozen=True)
+class PresetPlugin:
+    """One preset, declared once in its module (`PRESET`, checks.layouts.<name>): its name,
+    its table when `source.table` is unset, the OTLP signal whose exporter table it reads
+    (None: none), whether a telemetry writer fills its table (the normalized one is a table
+    you build), and how it is built for a table's columns."""
+
+    name: str
+    table: str
+    build: PresetBuilder
+    signal: str | None = None
+    written: bool = True

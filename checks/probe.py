@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.kinds import KINDS
+from checks.kinds import session_scopes, spec_of
 from checks.missing_table import telemetry_elsewhere
 from checks.presets import LB, SOURCE_ALIAS
 from checks.scans.binder import merged
@@ -60,7 +60,7 @@ def session_filters(settings: Settings) -> dict[str, str]:
     if settings.source.session_filter:
         found["source.session_filter"] = settings.source.session_filter
     for index, check in enumerate(settings.custom_checks):
-        predicate = KINDS.scopes([KINDS.spec_of(check)]).get(check.id)
+        predicate = session_scopes([spec_of(settings.plugins, check)]).get(check.id)
         if predicate:
             found[f"checks.custom[{index}].session_filter"] = predicate
     return found
@@ -75,7 +75,7 @@ def probe_source(store: Store, settings: Settings) -> Probe:
     except StoreError as exc:
         if "not found" not in exc.problem:
             raise
-        elsewhere = telemetry_elsewhere(store, table)
+        elsewhere = telemetry_elsewhere(store, table, settings.plugins.presets)
         finding = Finding("source.table", f"table {table} not found ({exc.url_masked}){elsewhere}")
         return Probe(table, 0, (finding,))
     try:

@@ -257,7 +257,8 @@ def _exporter(ddl: str) -> str:
 # in `{settings}` adds table settings).
 EXPORTER_OTEL_LOGS = _exporter(OTEL_LOGS)
 EXPORTER_OTEL_TRACES = _exporter(OTEL_TRACES)
-EXPORTER_DDL = {"otel_logs": EXPORTER_OTEL_LOGS, "otel_traces": EXPORTER_OTEL_TRACES}
+# By OTLP signal: the table the receiver writes of each.
+EXPORTER_DDL = {"logs": EXPORTER_OTEL_LOGS, "traces": EXPORTER_OTEL_TRACES}
 
 DDL = {
     "joelclaw": JOELCLAW_OTEL_EVENTS,

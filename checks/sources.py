@@ -1,4 +1,4 @@
-"""Sources: each preset (`BUILDERS`, keyed by `watchdog.core.settings.presets.PRESETS`) compiles
+"""Sources: each preset (`checks.layouts`, as the settings' registry holds it) compiles
 to one SQL subquery yielding the normalized event of docs/spec.md section 2, plus `t` (epoch
 ms) and `in_scope`, over the bound read range `[lb_ms, at_ms)`; column expressions are SQL by
 design (docs/sources.md#mapping-your-own-table), data values never are.
@@ -11,54 +11,41 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checks.missing_table import source_columns
-from checks.otel import logs_preset, traces_preset
 from checks.presets import (
     AT,
-    JOELCLAW,
     LB,
     NO_ID_HINT,
-    NORMALIZED,
     PAYLOAD_OBJECT,
     PAYLOAD_UTF8,
     SOURCE_ALIAS,
     Expr,
     Preset,
+    PresetPlugin,
 )
 from checks.scans.binder import merged
 from checks.server_words import server_words
 from checks.sharding import Sharding, sharding_of
 from watchdog.core.errors import ConfigError, RegistryError, StoreError
 from watchdog.core.settings import SourceSettings
-from watchdog.core.settings.presets import PRESETS
 from watchdog.core.sql import quoted
 from watchdog.core.store import Store
 
 # service.name of the watchdog's own OpenTelemetry (watchdog.daemon.telemetry uses it).
 OWN_SERVICE_NAME = "memory-watchdog"
 
-# Each preset of the registry (`watchdog.core.settings.presets.PRESETS`) built for a table's
-# column types (None: its usual layout) and the configured session keys.
-BUILDERS: dict[str, Callable[[Mapping[str, str] | None, Sequence[str]], Preset]] = {
-    "joelclaw": lambda types, keys: JOELCLAW,
-    "otel_logs": logs_preset,
-    "otel_traces": traces_preset,
-    "normalized": lambda types, keys: NORMALIZED,
-}
-if BUILDERS.keys() != PRESETS.keys():  # a preset with facts and no builder, or the reverse
-    raise RegistryError(
-        f"presets out of step: builders {sorted(BUILDERS)}, settings {sorted(PRESETS)}"
-    )
-
 
 def preset_for(settings: SourceSettings, types: Mapping[str, str] | None) -> Preset:
     """The configured preset for a table with these column types (None: its usual layout)."""
-    built = BUILDERS[settings.preset](types, settings.session_keys)
+    plugin = settings.facts
+    if not isinstance(plugin, PresetPlugin):
+        raise RegistryError(f"preset {settings.preset!r} is registered without its builder")
+    built = plugin.build(types, settings.session_keys)
     return built.with_error_keys(settings.error_keys)
 
 
-def _own_telemetry(preset: Preset, columns: Mapping[str, str] | None) -> bool:
+def _own_telemetry(settings: SourceSettings, columns: Mapping[str, str] | None) -> bool:
     """Whether the watchdog's own telemetry may be among the table's rows (to be left out)."""
-    exporter = preset.name in PRESETS and PRESETS[preset.name].exporter
+    exporter = settings.facts.signal is not None
     return exporter and columns is not None and "ServiceName" in columns
 
 
@@ -271,7 +258,7 @@ def compile_source(
     # tables: it is never agent telemetry, so it never counts (nor keeps a
     # silent source looking fresh).
     where = [ts_filter.sql]
-    if _own_telemetry(preset, types):
+    if _own_telemetry(settings, types):
         where.append("ServiceName != {own_service:String}")
     if preset.array_join:  # a span's end event may lie after `at`: it does not exist yet
         where.append("t < {at_ms:Int64}")
@@ -321,7 +308,7 @@ def unbounded_sql(
     )
     listed = ",\n    ".join(f"{sql} AS {alias}" for alias, sql in (*items, *compiled.dim_items()))
     own = ""
-    if _own_telemetry(preset, types):
+    if _own_telemetry(settings, types):
         own = f"ServiceName != {quoted(OWN_SERVICE_NAME)}"
     conditions = " AND ".join(c for c in (own, where) if c)
     tail = f"\nWHERE {conditions}" if conditions else ""
@@ -470,7 +457,7 @@ def open_source(
     ConfigError naming its key. A `Distributed` table's sharding is read
     too: a session-sharded one judges its sessions on the shards.
     """
-    types = source_columns(store, settings.table_name)
+    types = source_columns(store, settings.table_name, settings.plugins.presets)
     try:
         source = compile_source(settings, types, scopes)
     except SourceSchemaError as exc:

@@ -19,6 +19,7 @@ from checks.source_ddl import create_table_sql
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 S = timedelta(seconds=1)
 M = timedelta(minutes=1)
@@ -186,7 +187,7 @@ def settings_for(table: str, config: dict[str, Any] | None = None) -> Settings:
     source = dict(data.get("source", {}))
     source.setdefault("table", table)
     data["source"] = source
-    return settings_from_mapping(data, env={})
+    return settings_from_mapping(data, plugins=PLUGINS, env={})
 
 
 def evaluate(

@@ -33,6 +33,7 @@ from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.status import DaemonStatus, read_status
 from watchdog.daemon.telemetry import Telemetry
+from watchdog.runner.plugins import PLUGINS
 
 DELAY = 2 * M  # the schedule's delay: the window ending at h:00 is judged at h:02
 STORE_DOWN = "could not read the source"  # the `store` alert's wording in Slack
@@ -157,6 +158,7 @@ def new_rig(store: Store, source: str, slack: SlackStandIn, tmp_path: Path, **sc
             "checks": {"telemetry_freshness": {"target": 600}},
             "alerts": {"slack": {"webhook_url": slack.webhook_url, "timeout": "5s"}},
         },
+        plugins=PLUGINS,
         env={"XDG_DATA_HOME": str(tmp_path / "xdg")},
     )
     return Rig(settings, MovableClock(end(5) + DELAY), StoreOpener(store), store, slack)

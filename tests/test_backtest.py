@@ -32,6 +32,7 @@ from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.backtest import run_windows, windows_ending
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 # A human message and what follows it: a recall then the answer, the answer only, a
 # greeting (trivial), or no answer at all (the grace is the deadline).
@@ -131,7 +132,9 @@ def test_a_backtest_judges_each_window_as_check_at_its_end(
     """Every window of the pass has the report of `check --at <its end>`, triage included."""
     table = unique_table()
     world(sessions, retried).write(store, table)
-    settings = settings_from_mapping({**config(period), "source": {"table": table}}, env={})
+    settings = settings_from_mapping(
+        {**config(period), "source": {"table": table}}, plugins=PLUGINS, env={}
+    )
     step = timedelta(minutes=period["step_min"])
     first = T0 + period["first_end_step"] * step
     ends = [first + i * step for i in range(period["windows"])]

@@ -26,6 +26,7 @@ from tests.pages import known_history, known_report, parse
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.daemon.web import make_app, serve
 from watchdog.report.files import write_reports
+from watchdog.runner.plugins import PLUGINS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -66,7 +67,9 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """The known report written as the daemon writes it: report.html and reports/<end>.html."""
-    settings = settings_from_mapping({"report": {"dir": str(tmp_path / "site")}}, env={})
+    settings = settings_from_mapping(
+        {"report": {"dir": str(tmp_path / "site")}}, plugins=PLUGINS, env={}
+    )
     write_reports(
         known_report(), known_history(41), settings, now=datetime(2026, 12, 1, tzinfo=UTC)
     )

@@ -27,6 +27,7 @@ from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.settings.model import CheckOverride
 from watchdog.core.settings.values import WrittenSecret
 from watchdog.runner.once import window_at
+from watchdog.runner.plugins import PLUGINS
 
 EXAMPLE = Path(__file__).parents[1] / "config" / "watchdog.toml"
 _CUSTOM = {"id": "mine", "kind": "coverage", "required": ["x"], "grace": "1h", "target": 0}
@@ -34,8 +35,10 @@ _CUSTOM = {"id": "mine", "kind": "coverage", "required": ["x"], "grace": "1h", "
 
 def test_example_config_documents_the_defaults() -> None:
     """The shipped config/watchdog.toml loads and equals the built-in defaults."""
-    loaded = load_settings(str(EXAMPLE), env={})
-    defaults = settings_from_mapping({}, env={}).read_from(str(EXAMPLE))  # the same origin
+    loaded = load_settings(str(EXAMPLE), plugins=PLUGINS, env={})
+    defaults = settings_from_mapping({}, plugins=PLUGINS, env={}).read_from(
+        str(EXAMPLE)
+    )  # the same origin
     assert loaded.model_copy(update={"checks": {}}) == defaults
     assert configured_checks(loaded) == configured_checks(defaults)
     # It writes no live source (nor window length): it judges the default source, as no
@@ -77,7 +80,9 @@ def test_bad_durations(text: str) -> None:
 def test_env_expansion_with_default() -> None:
     """${NAME} expands from the environment; ${NAME:-x} has a fallback."""
     settings = settings_from_mapping(
-        {"source": {"table": "${DB}.events", "name": "${NAME:-prod}"}}, env={"DB": "agents"}
+        {"source": {"table": "${DB}.events", "name": "${NAME:-prod}"}},
+        plugins=PLUGINS,
+        env={"DB": "agents"},
     )
     assert (settings.source.table, settings.source.name) == ("agents.events", "prod")
 
@@ -94,6 +99,7 @@ def test_a_secret_records_which_of_its_parts_came_from_the_environment() -> None
                 }
             }
         },
+        plugins=PLUGINS,
         env={"HOST": "alerts.example.com", "TOKEN": "t0ken"},
     )
     env, file = settings.alerts.webhook["env"].url, settings.alerts.webhook["file"].url
@@ -115,11 +121,13 @@ def test_store_url_precedence() -> None:
     """WATCHDOG_STORE_URL wins over store.url, which wins over the default."""
     env = {"WATCHDOG_STORE_URL": "chdb:///env", "XDG_DATA_HOME": "/xdg"}
     assert (
-        settings_from_mapping({"store": {"url": "chdb:///file"}}, env=env).store.url
+        settings_from_mapping(
+            {"store": {"url": "chdb:///file"}}, plugins=PLUGINS, env=env
+        ).store.url
         == "chdb:///env"
     )
     assert (
-        settings_from_mapping({"store": {"url": "chdb:///file"}}, env={}).store.url
+        settings_from_mapping({"store": {"url": "chdb:///file"}}, plugins=PLUGINS, env={}).store.url
         == "chdb:///file"
     )
 
@@ -128,10 +136,10 @@ def test_the_environment_is_read_by_the_loader_only(monkeypatch: pytest.MonkeyPa
     """The data directory, and the default store under it, come from the env handed in."""
     monkeypatch.setenv("XDG_DATA_HOME", "/from/the/process")
     monkeypatch.setenv("HOME", "/home/process")
-    settings = settings_from_mapping({}, env={"XDG_DATA_HOME": "/xdg"})
+    settings = settings_from_mapping({}, plugins=PLUGINS, env={"XDG_DATA_HOME": "/xdg"})
     assert settings.data_dir == Path("/xdg/memory-watchdog")
     assert settings.store.url == "chdb:///xdg/memory-watchdog/store"
-    home_only = settings_from_mapping({}, env={"HOME": "/home/ada"})
+    home_only = settings_from_mapping({}, plugins=PLUGINS, env={"HOME": "/home/ada"})
     assert home_only.data_dir == Path("/home/ada/.local/share/memory-watchdog")
 
 
@@ -186,7 +194,7 @@ def test_every_config_mistake_fails_at_load(
 ) -> None:
     """A config that loads is one every command can use: each mistake is found at load."""
     with pytest.raises(ConfigError) as raised:
-        settings_from_mapping(config, env={})
+        settings_from_mapping(config, plugins=PLUGINS, env={})
     assert raised.value.key == key
     assert problem in raised.value.problem
 
@@ -195,6 +203,7 @@ def test_quiet_hours_and_cron_are_typed_values() -> None:
     """Quiet hours are parsed once into a QuietHours in their time zone."""
     settings = settings_from_mapping(
         {"alerts": {"stdout": {"quiet_hours": "22:00-07:00", "quiet_timezone": "Europe/Berlin"}}},
+        plugins=PLUGINS,
         env={},
     )
     quiet = settings.alerts.stdout.quiet_hours if settings.alerts.stdout else None
@@ -204,7 +213,7 @@ def test_quiet_hours_and_cron_are_typed_values() -> None:
 def test_lookback_must_cover_deadlines() -> None:
     """A lookback too short to judge the window's obligations is a config error."""
     with pytest.raises(ConfigError, match="window: lookback 8h is too short"):
-        settings_from_mapping({"window": {"lookback": "8h"}}, env={})
+        settings_from_mapping({"window": {"lookback": "8h"}}, plugins=PLUGINS, env={})
 
 
 @pytest.mark.parametrize(
@@ -221,7 +230,9 @@ def test_the_window_is_one_schedule_period_long(
 ) -> None:
     """Every command's window is the schedule's period: derived when window.length is left
     out, accepted when written equal (issue 33, point 6)."""
-    settings = settings_from_mapping({"schedule": schedule, "window": window}, env={})
+    settings = settings_from_mapping(
+        {"schedule": schedule, "window": window}, plugins=PLUGINS, env={}
+    )
     at = datetime(2026, 11, 28, tzinfo=UTC)  # a window end of each of these schedules
     expected = Schedule.from_settings(settings.schedule)
     assert window_at(settings, at).length == at - expected.previous_end(at)
@@ -256,7 +267,7 @@ def test_a_window_length_that_is_not_the_schedule_period_is_refused(
     """A written window.length that disagrees with the schedule is a config error naming both
     (issue 33, point 6), as is a written lookback too short for the schedule's window."""
     with pytest.raises(ConfigError) as caught:
-        settings_from_mapping(config, env={})
+        settings_from_mapping(config, plugins=PLUGINS, env={})
     assert problem in str(caught.value)
 
 
@@ -270,7 +281,7 @@ def test_settings_are_frozen() -> None:
 def test_unknown_column_override() -> None:
     """[source.columns] accepts only normalized columns."""
     with pytest.raises(ConfigError, match="unknown normalized column 'sesion_id'"):
-        settings_from_mapping({"source": {"columns": {"sesion_id": "x"}}}, env={})
+        settings_from_mapping({"source": {"columns": {"sesion_id": "x"}}}, plugins=PLUGINS, env={})
 
 
 def test_builtin_checks_are_the_ids_the_config_knows() -> None:
@@ -302,7 +313,7 @@ def test_durations_and_numbers_are_bounded_at_load(
 ) -> None:
     """A duration beyond 10 years, a delay past the period, a NaN or infinite target: refused."""
     with pytest.raises(ConfigError) as raised:
-        settings_from_mapping(config, env={})
+        settings_from_mapping(config, plugins=PLUGINS, env={})
     assert raised.value.key == key
     assert problem in raised.value.problem
 
@@ -316,6 +327,7 @@ def test_the_no_data_policy_is_per_check_keep_state_by_default() -> None:
                 "custom": [{**_CUSTOM, "no_data": "alerting"}, {**_CUSTOM, "id": "other"}],
             }
         },
+        plugins=PLUGINS,
         env={},
     )
     policies = {spec.id: spec.no_data for spec in configured_checks(settings)}

@@ -16,6 +16,7 @@ from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.runner.plugins import PLUGINS
 from watchdog.runner.rule_files import load_rule_file, run_rule_file, settings_for_rules
 
 AT = T0 + 4 * H
@@ -288,7 +289,7 @@ def test_builtin_declared_as_custom_gives_identical_results(store: Store) -> Non
 def test_malformed_custom_checks_name_index_and_key(config: dict[str, Any], message: str) -> None:
     """Each malformed custom check is a config error naming the table index and the key."""
     with pytest.raises(ConfigError) as err:
-        configured_checks(settings_from_mapping(config, env={}))
+        configured_checks(settings_from_mapping(config, plugins=PLUGINS, env={}))
     assert message in str(err.value)
 
 
@@ -296,17 +297,17 @@ def test_custom_ids_are_unique_and_not_builtin() -> None:
     """A custom id may not repeat or shadow a built-in."""
     twice = {"checks": {"custom": [{"id": "a", "kind": "freshness", "target": 1}] * 2}}
     with pytest.raises(ConfigError, match=r"checks.custom\[1\].id: 'a' is already used above"):
-        configured_checks(settings_from_mapping(twice, env={}))
+        configured_checks(settings_from_mapping(twice, plugins=PLUGINS, env={}))
     shadow = {"checks": {"custom": [{"id": "recall_coverage", "kind": "freshness", "target": 1}]}}
     with pytest.raises(ConfigError, match="is a built-in check id"):
-        configured_checks(settings_from_mapping(shadow, env={}))
+        configured_checks(settings_from_mapping(shadow, plugins=PLUGINS, env={}))
 
 
 def test_custom_window_must_fit_in_lookback() -> None:
     """A window (plus grace) longer than the lookback cannot be judged: config error."""
     config = custom(kind="freshness", window="48h")
     with pytest.raises(ConfigError, match=r"checks.custom\[0\].window"):
-        configured_checks(settings_from_mapping(config, env={}))
+        configured_checks(settings_from_mapping(config, plugins=PLUGINS, env={}))
 
 
 def test_project_rule_file_passes(store: Store) -> None:

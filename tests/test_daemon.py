@@ -59,6 +59,7 @@ from watchdog.daemon.telemetry import Telemetry
 from watchdog.daemon.tick import TickRequest
 from watchdog.daemon.trigger import AlignedTrigger
 from watchdog.report.files import report_dir
+from watchdog.runner.plugins import PLUGINS
 
 
 @pytest.fixture(scope="module")
@@ -337,6 +338,7 @@ def stuck_settings(store: Store, store_url: str, tmp_path: Path) -> Settings:
             "source": {"table": "stuck.otel_events"},
             "schedule": {"every": "1h", "delay": "2m"},
         },
+        plugins=PLUGINS,
         env={"XDG_DATA_HOME": str(tmp_path / "xdg")},
     )
 

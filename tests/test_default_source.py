@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from tests.ingest.processes import BIN, REPO, Daemon, clean_env, free_port, post_logs
 from watchdog.core.settings import settings_from_mapping
+from watchdog.runner.plugins import PLUGINS
 
 pytestmark = pytest.mark.slow
 
@@ -141,12 +142,12 @@ def test_status_of_another_source_names_the_runs_recorded(
 def test_the_default_source_is_the_receivers_table_when_the_store_holds_it() -> None:
     """With no source in the config: the receiver's logs table if the store has it, else
     joelclaw's; a source the config names is never replaced."""
-    default = settings_from_mapping({}, env={})
+    default = settings_from_mapping({}, plugins=PLUGINS, env={})
     assert default.with_default_source(lambda t: t == "otel.otel_logs").source.preset == (
         "otel_logs"
     )
     assert default.with_default_source(lambda t: False).source.table_name == (
         "joelclaw.otel_events"
     )
-    named = settings_from_mapping({"source": {"preset": "joelclaw"}}, env={})
+    named = settings_from_mapping({"source": {"preset": "joelclaw"}}, plugins=PLUGINS, env={})
     assert named.with_default_source(lambda t: True).source.preset == "joelclaw"

@@ -34,6 +34,7 @@ from watchdog.core.store import Store
 from watchdog.demo.data import generate_rows, write_demo
 from watchdog.demo.model import JOELCLAW_COLUMNS, DemoPlan
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +307,7 @@ def test_the_watchdog_finds_the_unrecalled_answers_of_the_plan(
     """On the demo store, recall_before_response breaches with the plan's messages as evidence."""
     table = unique_table()
     plan = write_demo(store, table, sessions=500, seed=0, at=AT)
-    settings = settings_from_mapping({"source": {"table": table}}, env={})
+    settings = settings_from_mapping({"source": {"table": table}}, plugins=PLUGINS, env={})
     result = run_once(store, settings, window_at(settings, AT)).checks["recall_before_response"]
     expected = evaluate(events, AT)
     assert (result.status, result.value) == (Status.BREACHED, plan.answered_without_recall)

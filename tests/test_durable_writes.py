@@ -24,6 +24,7 @@ from watchdog.core.settings import ScheduleSettings, settings_from_mapping
 from watchdog.daemon.spool import Spool, SpooledRun
 from watchdog.report.files import write_reports
 from watchdog.report.history import History
+from watchdog.runner.plugins import PLUGINS
 
 ROOT = Path(__file__).parents[1]
 AT = datetime(2026, 11, 28, 4, tzinfo=UTC)
@@ -85,7 +86,7 @@ def test_the_daemon_spool_is_written_durably(tmp_path: Path, fsynced: list[Path]
 
 def test_the_report_pages_are_written_durably(tmp_path: Path, fsynced: list[Path]) -> None:
     """Both pages (the latest and the archived one) are fsynced, and so are their directories."""
-    settings = settings_from_mapping({"report": {"dir": str(tmp_path)}}, env={})
+    settings = settings_from_mapping({"report": {"dir": str(tmp_path)}}, plugins=PLUGINS, env={})
     write_reports(known_report(), History(), settings, now=AT)
     assert fsynced.count(tmp_path) == 1 and fsynced.count(tmp_path / "reports") == 1
     assert len([p for p in fsynced if p.name.startswith(".tmp-")]) == 2

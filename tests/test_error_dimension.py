@@ -13,6 +13,7 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H
 RATES = {"observe_failure_rate": {"min_samples": 0}, "recall_failure_rate": {"min_samples": 0}}
@@ -119,6 +120,6 @@ def test_an_error_dimension_no_failing_event_carries_is_left_out(store: Store) -
 def test_error_keys_must_be_attribute_keys() -> None:
     """An empty list or a key with control characters is a config error naming the key."""
     with pytest.raises(ConfigError, match=r"source.error_keys: "):
-        settings_from_mapping({"source": {"error_keys": []}}, env={})
+        settings_from_mapping({"source": {"error_keys": []}}, plugins=PLUGINS, env={})
     with pytest.raises(ConfigError, match=r"source.error_keys: "):
-        settings_from_mapping({"source": {"error_keys": ["a\nb"]}}, env={})
+        settings_from_mapping({"source": {"error_keys": ["a\nb"]}}, plugins=PLUGINS, env={})

@@ -30,6 +30,7 @@ from watchdog.report.charts import Point
 from watchdog.report.files import prune, write_reports
 from watchdog.report.history import History, replay_alerts
 from watchdog.report.page import render_page, reproduce_command
+from watchdog.runner.plugins import PLUGINS
 
 
 def test_every_check_has_a_tile_breaches_first() -> None:
@@ -166,7 +167,7 @@ def test_a_custom_coverage_check_names_its_own_trigger_and_grace() -> None:
         "grace": "10m",
         "target": 0,
     }
-    settings = settings_from_mapping({"checks": {"custom": [custom]}}, env={})
+    settings = settings_from_mapping({"checks": {"custom": [custom]}}, plugins=PLUGINS, env={})
     report = known_report(settings)
     result = replace(report.checks["recall_coverage"], id="recall_after_compaction")
     report = replace(report, checks={**report.checks, result.id: result})
@@ -264,13 +265,15 @@ def test_deviation_table_is_agente_by_tipo() -> None:
 
 def test_error_classes_off_is_said() -> None:
     """With report.error_classes off, the page says failing items are grouped without error text."""
-    settings = settings_from_mapping({"report": {"error_classes": False}}, env={})
+    settings = settings_from_mapping({"report": {"error_classes": False}}, plugins=PLUGINS, env={})
     assert "report.error_classes = false" in parse(page_of(settings=settings)).all_text()
 
 
 def test_write_reports_writes_latest_and_archive_and_prunes(tmp_path: Path) -> None:
     """Each run writes report.html and reports/<window-end>.html, keeping report.keep pages."""
-    settings = settings_from_mapping({"report": {"dir": str(tmp_path), "keep": 3}}, env={})
+    settings = settings_from_mapping(
+        {"report": {"dir": str(tmp_path), "keep": 3}}, plugins=PLUGINS, env={}
+    )
     report = known_report()
     for k in range(5):
         moved = report.__class__(

@@ -26,7 +26,7 @@ from pydantic import Field
 from checks.base import CheckSpec, KindParams, Report, Status, Unit
 from checks.builtin import BUILTIN, configured_checks
 from checks.evidence import Evidence
-from checks.kinds import KINDS
+from checks.kinds import describe_check, kind_of
 from checks.kinds.base import Declared, Described, Example, ExampleEvent, Flag
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
@@ -45,6 +45,7 @@ from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.store import Store
 from watchdog.runner.explain import explain
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 # The module's worlds are judged once, on one worker (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("kinds")
@@ -189,7 +190,7 @@ CHECKS = [*BUILTIN, *CUSTOM]
 
 
 def settings() -> Settings:
-    return settings_from_mapping(CONFIG, env={})
+    return settings_from_mapping(CONFIG, plugins=PLUGINS, env={})
 
 
 def _world() -> Scenario:
@@ -261,7 +262,7 @@ def test_every_check_gives_one_verdict_on_generated_worlds(
 
 def test_every_registered_kind_is_in_the_suite() -> None:
     """The suite judges at least one check of every kind the registry holds."""
-    kinds = {KINDS.of(spec).name for spec in configured_checks(settings())}
+    kinds = {kind_of(spec).name for spec in configured_checks(settings())}
     missing = {kind.name for kind in KINDS} - kinds
     assert not missing, f"kinds the suite judges no check of (give them an example()): {missing}"
 
@@ -319,7 +320,7 @@ def test_a_breach_is_triaged(judged: tuple[Report, Report], check_id: str) -> No
     raw, _ = judged
     assert raw.checks[check_id].status is Status.BREACHED
     spec = next(s for s in configured_checks(settings()) if s.id == check_id)
-    if not KINDS.of(spec).triaged:
+    if not kind_of(spec).triaged:
         assert check_id not in raw.triage
         return
     breakdown = raw.triage[check_id]
@@ -331,7 +332,7 @@ def test_a_breach_is_triaged(judged: tuple[Report, Report], check_id: str) -> No
 def test_a_check_describes_itself(check_id: str) -> None:
     """Every check names the parameters that define it, in words (the page shows them)."""
     spec = next(s for s in configured_checks(settings()) if s.id == check_id)
-    described = KINDS.describe(spec)
+    described = describe_check(spec)
     assert described and all(name and text for name, text in described)
 
 
@@ -360,7 +361,7 @@ def test_explain_shows_what_a_check_counts(explained: dict[str, set[str]], check
     """In the world that breaches it, every check shows in some session's `explain` what it
     counted, unless its kind says why one session has nothing of it to show."""
     spec = next(s for s in configured_checks(settings()) if s.id == check_id)
-    kind = KINDS.of(spec)
+    kind = kind_of(spec)
     if kind.unexplained:
         assert kind.flag(spec, Binder("x")) is None and not kind.obligations(spec.params)
         return
@@ -370,9 +371,9 @@ def test_explain_shows_what_a_check_counts(explained: dict[str, set[str]], check
 @pytest.mark.parametrize("table", TABLES, ids=[t["id"] for t in TABLES])
 def test_a_custom_table_round_trips_through_its_kinds_model(table: dict[str, Any]) -> None:
     """A table read into its kind's model, written back out and read again is the same check."""
-    first = settings_from_mapping({"checks": {"custom": [table]}}, env={})
+    first = settings_from_mapping({"checks": {"custom": [table]}}, plugins=PLUGINS, env={})
     (model,) = first.custom_checks
     dumped = model.model_dump(mode="json")
-    again = settings_from_mapping({"checks": {"custom": [dumped]}}, env={})
+    again = settings_from_mapping({"checks": {"custom": [dumped]}}, plugins=PLUGINS, env={})
     assert again.custom_checks == first.custom_checks
     assert KINDS.spec_of(again.custom_checks[0]) == KINDS.spec_of(model)

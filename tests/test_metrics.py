@@ -35,6 +35,7 @@ from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
+from watchdog.runner.plugins import PLUGINS
 
 DELAY = 2 * M
 
@@ -100,6 +101,7 @@ def rig(store: Store, source: str, tmp_path: Path) -> Iterator[Rig]:
             "schedule": {"every": "1h", "delay": "2m", "max_catchup": 30},
             "checks": {"telemetry_freshness": {"target": 600}},
         },
+        plugins=PLUGINS,
         env={"XDG_DATA_HOME": str(tmp_path / "xdg")},
     )
     clock = Clock(T0 + 2 * H + DELAY)

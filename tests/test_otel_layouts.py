@@ -30,6 +30,7 @@ from watchdog.core.errors import ConfigError, StoreError
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H
 LOGS = {"source": {"preset": "otel_logs"}}
@@ -227,7 +228,7 @@ def test_the_events_own_session_key_wins_over_the_resources(store: Store) -> Non
 def test_session_keys_belong_to_the_otel_presets() -> None:
     """session_keys with another preset is a config error naming the key."""
     with pytest.raises(ConfigError, match=r"source: .*session_keys: the joelclaw preset reads no"):
-        settings_from_mapping({"source": {"session_keys": ["x"]}}, env={})
+        settings_from_mapping({"source": {"session_keys": ["x"]}}, plugins=PLUGINS, env={})
 
 
 def _span_sessions(store: Store, layout: str, config: dict[str, Any], **kwargs: Any) -> list[str]:

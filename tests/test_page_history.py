@@ -23,6 +23,7 @@ from watchdog.core.times import rfc3339
 from watchdog.report.charts import MARKERS, Episode, Point, axis_top, timeline_chart, value_chart
 from watchdog.report.history import History, load_history, replay_alerts
 from watchdog.report.page import render_page
+from watchdog.runner.plugins import PLUGINS
 
 
 def test_chart_points_equal_history_values() -> None:
@@ -144,6 +145,7 @@ def _run_log_settings(store: Store) -> Settings:
     """Settings with a watchdog database of their own, its tables created."""
     settings = settings_from_mapping(
         {"store": {"database": f"wd_{uuid.uuid4().hex[:10]}"}, "source": {"table": "x.events"}},
+        plugins=PLUGINS,
         env={},
     )
     state.ensure_schema(store, settings)
@@ -209,7 +211,7 @@ def test_history_charts_only_windows_of_the_reports_length(store: Store) -> None
 def test_a_no_data_alert_is_worded_on_the_page() -> None:
     """With `no_data = "alerting"`, the timeline and the episodes name a no-data alert as such."""
     settings = settings_from_mapping(
-        {"checks": {"recall_injection": {"no_data": "alerting"}}}, env={}
+        {"checks": {"recall_injection": {"no_data": "alerting"}}}, plugins=PLUGINS, env={}
     )
     t = [AT - k * timedelta(hours=4) for k in (3, 2, 1)]
     history = History(

@@ -19,6 +19,7 @@ import pytest
 
 from tests.process_env import clean_env
 from watchdog.core.settings import command_flags, settings_from_mapping
+from watchdog.runner.plugins import PLUGINS
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[1]
@@ -119,7 +120,9 @@ def test_a_default_run_prints_its_store() -> None:
     """With no config file and the default store, the printed commands still name the store:
     pasted into a shell whose WATCHDOG_STORE_URL names another (the README exports the demo
     store's), they read the store the run read."""
-    settings = settings_from_mapping({}, env={"XDG_DATA_HOME": "/xdg"})
+    settings = settings_from_mapping({}, plugins=PLUGINS, env={"XDG_DATA_HOME": "/xdg"})
     assert command_flags(settings) == "--store chdb:///xdg/memory-watchdog/store"
-    elsewhere = settings_from_mapping({}, env={"WATCHDOG_STORE_URL": "chdb:///tmp/o th'er"})
+    elsewhere = settings_from_mapping(
+        {}, plugins=PLUGINS, env={"WATCHDOG_STORE_URL": "chdb:///tmp/o th'er"}
+    )
     assert command_flags(elsewhere) == "--store 'chdb:///tmp/o th'\"'\"'er'"

@@ -27,6 +27,7 @@ from watchdog.core.store import Store
 from watchdog.daemon.telemetry import Telemetry
 from watchdog.report.page import render_page
 from watchdog.report.text import render_json, render_text
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H  # the window is [T0, T0 + 4h)
 MS = timedelta(milliseconds=1)
@@ -282,7 +283,9 @@ def test_the_page_shows_its_tile_and_evidence(store: Store) -> None:
 
 def test_it_fires_an_alert_naming_the_message(store: Store) -> None:
     """A breach opens an alert whose message names the check and the event id."""
-    settings = settings_from_mapping({"store": {"database": f"wd_{uuid.uuid4().hex[:12]}"}}, env={})
+    settings = settings_from_mapping(
+        {"store": {"database": f"wd_{uuid.uuid4().hex[:12]}"}}, plugins=PLUGINS, env={}
+    )
     notifier = RecordingNotifier()
     process(
         store,

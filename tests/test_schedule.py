@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from watchdog.core.errors import ConfigError
 from watchdog.core.schedule import Schedule, catch_up
 from watchdog.core.settings import ScheduleSettings, settings_from_mapping
+from watchdog.runner.plugins import PLUGINS
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)
@@ -148,7 +149,7 @@ def test_unusable_schedule_is_a_config_error_naming_the_key(
 ) -> None:
     """A sub-second period or a broken crontab line fails when the config loads, naming the key."""
     with pytest.raises(ConfigError) as raised:
-        settings_from_mapping({"schedule": values}, env={})
+        settings_from_mapping({"schedule": values}, plugins=PLUGINS, env={})
     assert raised.value.key == key
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from checks.base import Report
 from checks.builtin import configured_checks
-from checks.kinds import KINDS
+from checks.kinds import payload_names
 from checks.materialize import (
     NarrowPlan,
     Statement,
@@ -27,13 +27,14 @@ from watchdog.cli.schema import state_statements
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H
 SINCE, UNTIL = T0 - 24 * H, AT + H
 
 
 def _statements(config: dict[str, Any], **plan: Any) -> list[Statement]:
-    settings = settings_from_mapping(config, env={})
+    settings = settings_from_mapping(config, plugins=PLUGINS, env={})
     narrow = plan_for(settings, ttl=plan.pop("ttl", "INTERVAL 180 DAY"), **plan)
     statements = materialize_statements(
         settings, narrow, None, configured_checks(settings), since=SINCE, until=UNTIL
@@ -110,8 +111,10 @@ def test_source_ttl_is_read_from_engine_full() -> None:
 
 def test_payload_kept_only_where_a_check_reads_it() -> None:
     """Gate decisions, deviations and human messages keep their payload; the view escapes names."""
-    settings = settings_from_mapping({"events": {"gate_decision": ["gate's decision"]}}, env={})
-    assert KINDS.payload_names(configured_checks(settings)) == [
+    settings = settings_from_mapping(
+        {"events": {"gate_decision": ["gate's decision"]}}, plugins=PLUGINS, env={}
+    )
+    assert payload_names(configured_checks(settings)) == [
         "anamnese.agent_deviation",
         "gate's decision",
         "gateway.message.received",
@@ -124,7 +127,7 @@ def test_payload_kept_only_where_a_check_reads_it() -> None:
 
 def test_state_statements_create_the_watchdog_tables() -> None:
     """Without --materialize: the watchdog's own database and state tables."""
-    statements = state_statements(settings_from_mapping({}, env={}))
+    statements = state_statements(settings_from_mapping({}, plugins=PLUGINS, env={}))
     assert statements[0].sql == "CREATE DATABASE IF NOT EXISTS `watchdog`"
     assert all(s.sql.startswith("CREATE TABLE IF NOT EXISTS `watchdog`.") for s in statements[1:])
 

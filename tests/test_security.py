@@ -39,6 +39,7 @@ from tests.faults.chserver import ClickHouseHTTPServer
 from watchdog.core.settings import EventSettings, Settings, settings_from_mapping
 from watchdog.core.store import Store, open_store
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H
 AT_TEXT = "2026-11-28T04:00:00Z"
@@ -177,6 +178,7 @@ def configured(table: str, h: Callable[[str], str]) -> Settings:
                 "agents": [h("po"), h("qa")],
             },
         },
+        plugins=PLUGINS,
         env={},
     )
 
@@ -312,6 +314,7 @@ def test_session_ids_cannot_mention_link_or_script_in_slack_or_the_page(
             "store": {"url": server.url(), "database": f"wd_{uuid.uuid4().hex[:10]}"},
             "source": {"table": table},
         },
+        plugins=PLUGINS,
         env={},
     )
     report, page = evaluate_page(settings, AT, None)

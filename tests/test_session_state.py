@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from checks.base import Status
 from checks.builtin import configured_checks
-from checks.kinds import KINDS
+from checks.kinds import kind_of
 from checks.materialize import materialize_statements, plan_for, replacing_of
 from checks.scans.plans import Plans
 from checks.source_ddl import create_table_sql
@@ -38,6 +38,7 @@ from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.report.page import evaluate_page
 from watchdog.runner.once import evaluate_once, run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H
 EXAMPLES = settings(
@@ -279,7 +280,7 @@ def test_a_state_built_for_other_checks_is_an_error_never_a_quiet_verdict(
 def _judged_by_session_scans(settings: Settings) -> set[str]:
     plans = Plans(compile_source(settings.source))
     for spec in configured_checks(settings):
-        KINDS.of(spec).plan(plans, spec)
+        kind_of(spec).plan(plans, spec)
     return {
         check
         for (scan, _), group in plans.groups.items()
@@ -310,7 +311,7 @@ def test_state_names_a_table() -> None:
 
 
 def _state_statements(config: dict[str, Any], **plan: Any) -> list[str]:
-    settings = settings_from_mapping(config, env={})
+    settings = settings_from_mapping(config, plugins=PLUGINS, env={})
     narrow = plan_for(settings, ttl="INTERVAL 180 DAY", **plan)
     statements = materialize_statements(
         settings, narrow, None, configured_checks(settings), since=T0, until=AT
@@ -321,7 +322,7 @@ def _state_statements(config: dict[str, Any], **plan: Any) -> list[str]:
 def test_state_ddl_on_one_node() -> None:
     """An AggregatingMergeTree by (source, bucket, session), fed by a view on the narrow table
     (whose backfill, after both views, fills the state too)."""
-    settings = settings_from_mapping({"source": {"preset": "joelclaw"}}, env={})
+    settings = settings_from_mapping({"source": {"preset": "joelclaw"}}, plugins=PLUGINS, env={})
     statements = [
         s.sql
         for s in materialize_statements(

@@ -34,6 +34,7 @@ from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Keepalive, Notify
 from watchdog.daemon.telemetry import Telemetry
+from watchdog.runner.plugins import PLUGINS
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 
@@ -189,6 +190,7 @@ def test_a_tick_going_longer_than_its_timeout_is_not_healthy(store: Store, tmp_p
             "source": {"table": f"nowhere_{uuid.uuid4().hex[:8]}.t"},
             "schedule": {"every": "1h"},
         },
+        plugins=PLUGINS,
         env={"XDG_DATA_HOME": str(tmp_path)},
     )
     opener = BlockingOpener(store)

@@ -20,13 +20,14 @@ from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.runner.plugins import PLUGINS
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 
 
 def targets(config: dict[str, Any]) -> dict[str, float]:
     """Every check's target, as the loaded config gives it."""
-    settings = settings_from_mapping(config, env={})
+    settings = settings_from_mapping(config, plugins=PLUGINS, env={})
     return {spec.id: spec.target for spec in configured_checks(settings)}
 
 
@@ -74,7 +75,7 @@ def test_a_target_that_does_not_fit_its_unit_is_refused_naming_the_key(
 ) -> None:
     """A rate above 1 without `%`, a percentage for a latency, a duration for a count: exit 2."""
     with pytest.raises(ConfigError) as raised:
-        settings_from_mapping({"checks": {check_id: {"target": written}}}, env={})
+        settings_from_mapping({"checks": {check_id: {"target": written}}}, plugins=PLUGINS, env={})
     assert raised.value.key == f"checks.{check_id}.target"
     assert problem in raised.value.problem
 
@@ -120,7 +121,7 @@ def test_a_custom_checks_target_that_does_not_fit_is_refused(
 ) -> None:
     """The same rules for `[[checks.custom]]`, named by its index."""
     with pytest.raises(ConfigError) as raised:
-        settings_from_mapping(_custom(**fields), env={})
+        settings_from_mapping(_custom(**fields), plugins=PLUGINS, env={})
     assert raised.value.key == "checks.custom[0].target"
     assert problem in raised.value.problem
 
@@ -132,7 +133,7 @@ def test_an_override_of_a_custom_check_is_read_in_its_unit() -> None:
     assert targets(config)["mine"] == 0.3
     config["checks"]["mine"] = {"target": 30}
     with pytest.raises(ConfigError, match=r"checks\.mine\.target: 30 is 3000%"):
-        settings_from_mapping(config, env={})
+        settings_from_mapping(config, plugins=PLUGINS, env={})
 
 
 def test_a_percentage_target_breaches_as_its_fraction(store: Store) -> None:

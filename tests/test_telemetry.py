@@ -31,6 +31,7 @@ from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.service import Daemon, Running
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.telemetry import Telemetry
+from watchdog.runner.plugins import PLUGINS
 
 SECRET = "s3cr3t-webhook-part"
 
@@ -100,6 +101,7 @@ def make_rig(store: Store, tmp_path: Path, **config: Any) -> Rig:
             "schedule": {"every": "4h", "delay": "0s", **config},
             "alerts": {"slack": {"webhook_url": f"https://hooks.slack.test/services/{SECRET}"}},
         },
+        plugins=PLUGINS,
         env={},
     )
     spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()

@@ -8,6 +8,9 @@ import base64
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from pydantic import field_validator, model_validator
 
 from alerts.base import (
     DEFAULT_REFRESH_HORIZON,
@@ -16,13 +19,16 @@ from alerts.base import (
     DeliveryError,
     Failure,
     Message,
+    Receiver,
     ReceiverContext,
 )
 from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, not_the_service
 from alerts.receivers.secrets import mask_secrets
+from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import AlertmanagerSettings, ScheduleSettings
-from watchdog.core.settings.values import secret_value
+from watchdog.core.settings import ScheduleSettings
+from watchdog.core.settings.receivers import ReceiverModel, as_tuple, check_http_url, positive
+from watchdog.core.settings.values import Secret, secret_value
 from watchdog.core.times import parse_time, rfc3339
 
 API_PATH = "/api/v2/alerts"
@@ -78,6 +84,54 @@ def alertmanager_alerts(
             item["generatorURL"] = alert.link
         body.append(item)
     return body
+
+
+class AlertmanagerSettings(ReceiverModel):
+    """`[alerts.alertmanager.<name>]`: Prometheus Alertmanager's API, `POST /api/v2/alerts`.
+
+    `url` is one Alertmanager or a list (an HA pair: each gets every post, as
+    Prometheus does); credentials go in `basic_auth_user`/`basic_auth_password`
+    or `bearer_token` (secrets), never in the URL. Each run re-sends the alerts
+    still firing, each valid until after the next run (`endsAt`).
+    """
+
+    kind: ClassVar[str] = "alertmanager"
+    machine: ClassVar[bool] = True
+    refreshes: ClassVar[bool] = True
+    title: ClassVar[str] = "Alertmanager"
+
+    url: tuple[str, ...]
+    basic_auth_user: str | None = None
+    basic_auth_password: Secret | None = None
+    bearer_token: Secret | None = None
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    _list = field_validator("url", mode="before")(as_tuple)
+    _timeout = field_validator("timeout")(positive)
+
+    @field_validator("url")
+    @classmethod
+    def _urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("must name at least one Alertmanager (e.g. http://alertmanager:9093)")
+        for url in value:
+            check_http_url(url, secret=False)
+            if "@" in urlsplit(url).netloc:
+                raise ValueError(
+                    "credentials go in basic_auth_user and basic_auth_password, not in the URL"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("names the same Alertmanager twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> AlertmanagerSettings:
+        basic = self.basic_auth_user is not None or self.basic_auth_password is not None
+        if basic and (self.basic_auth_user is None or self.basic_auth_password is None):
+            raise ValueError("basic_auth_user and basic_auth_password go together")
+        if basic and self.bearer_token is not None:
+            raise ValueError("set basic_auth_user and basic_auth_password, or bearer_token")
+        return self
 
 
 class AlertmanagerNotifier:
@@ -211,3 +265,6 @@ def longest_period(schedule: ScheduleSettings) -> timedelta:
     """`every`, or the longest gap between consecutive runs of the cron line (over a year,
     or its first 1,000 runs when it runs more often): the schedule's longest window."""
     return schedule.gaps()[1]
+
+
+RECEIVER = Receiver(model=AlertmanagerSettings, notifier=AlertmanagerNotifier)

@@ -5,15 +5,28 @@ firing episode as its dedup key, so reminders fold into the incident and the res
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any, ClassVar
 
-from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
+from pydantic import field_validator
+
+from alerts.base import (
+    AlertFacts,
+    Deadline,
+    DeliveryError,
+    Failure,
+    Message,
+    Receiver,
+    ReceiverContext,
+)
 from alerts.receivers.http import Answer, JsonPost, classify_status, not_the_service
 from alerts.receivers.secrets import mask_secrets
+from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import PAGERDUTY_EVENTS_URL, PagerDutySettings
-from watchdog.core.settings.values import secret_value
+from watchdog.core.settings.receivers import ReceiverModel, check_http_url, positive
+from watchdog.core.settings.values import Secret, secret_value
 
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 SEVERITIES = ("critical", "error", "warning", "info")
 MAX_SUMMARY = 1024  # PagerDuty truncates beyond
 CLIENT = "memory-watchdog"
@@ -58,6 +71,30 @@ def pagerduty_event(alert: AlertFacts, routing_key: str) -> dict[str, Any]:
         event["client_url"] = alert.link
         event["links"] = [{"href": alert.link, "text": "The window's report"}]
     return event
+
+
+class PagerDutySettings(ReceiverModel):
+    """`[alerts.pagerduty.<name>]`: PagerDuty Events API v2, one event per alert.
+
+    `routing_key` is the integration key of a PagerDuty service (a secret);
+    `url` is the Events API endpoint (change it only for a proxy or a test).
+    """
+
+    kind: ClassVar[str] = "pagerduty"
+    machine: ClassVar[bool] = True
+    title: ClassVar[str] = "PagerDuty"
+
+    routing_key: Secret
+    url: str = PAGERDUTY_EVENTS_URL
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        check_http_url(value, secret=False)
+        return value
+
+    _timeout = field_validator("timeout")(positive)
 
 
 class PagerDutyNotifier:
@@ -152,3 +189,6 @@ def _status(answer: Answer) -> str | None:
         return None
     status = found.get("status") if isinstance(found, dict) else None
     return status if isinstance(status, str) else None
+
+
+RECEIVER = Receiver(model=PagerDutySettings, notifier=PagerDutyNotifier)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
+from datetime import timedelta
 from http.client import HTTPException, RemoteDisconnected
 from typing import Any, ClassVar, cast
 from urllib.error import URLError
 
+from pydantic import model_validator
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -27,7 +29,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 from slack_sdk.http_retry.jitter import Jitter
 
-from alerts.base import Deadline, DeliveryError, Failure, Message, ReceiverContext
+from alerts.base import Deadline, DeliveryError, Failure, Message, Receiver, ReceiverContext
 from alerts.receivers.http import backoff_limit, describe_exception, retry_after
 from alerts.receivers.secrets import (
     mask_secrets,
@@ -36,9 +38,10 @@ from alerts.receivers.secrets import (
     secret_filter,
     url_secrets,
 )
+from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import SlackSettings
-from watchdog.core.settings.values import secret_value
+from watchdog.core.settings.receivers import ReceiverModel, check_http_url
+from watchdog.core.settings.values import MissingSecret, Secret, secret_value
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +222,44 @@ def classify(
     return DeliveryError(notifier, f"Slack answered {shown}")
 
 
+class SlackSettings(ReceiverModel):
+    """`[alerts.slack]`: an incoming webhook, or a bot token and a channel.
+
+    `webhook_url` and `token` are secrets: pydantic's SecretStr keeps them out
+    of every repr, dump and log line; only the receiver reads their value.
+    """
+
+    kind: ClassVar[str] = "slack"
+    named: ClassVar[bool] = False
+    title: ClassVar[str] = "Slack"
+
+    webhook_url: Secret | None = None
+    token: Secret | None = None
+    channel: str | None = None
+    base_url: str | None = None  # Slack's API root; for tests and proxies
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> SlackSettings:
+        webhook, token = secret_value(self.webhook_url), secret_value(self.token)
+        has_webhook = bool(webhook) or isinstance(self.webhook_url, MissingSecret)
+        has_token = bool(token) or isinstance(self.token, MissingSecret)
+        if has_webhook == has_token:
+            raise ValueError("set webhook_url, or token and channel (exactly one mode)")
+        if webhook:
+            try:
+                check_http_url(webhook, secret=True)
+            except ValueError as exc:
+                raise ValueError(f"webhook_url is {exc}") from None
+        if has_token and not self.channel:
+            raise ValueError('token needs channel (e.g. channel = "#memory-alerts")')
+        if self.base_url is not None:
+            check_http_url(self.base_url, secret=False)
+        if self.timeout <= timedelta(0):
+            raise ValueError("timeout must be positive")
+        return self
+
+
 class SlackNotifier:
     """Slack through slack-sdk: an incoming webhook, or a bot token and a channel."""
 
@@ -358,3 +399,6 @@ class SlackNotifier:
             ) from None
         except Exception as exc:  # transport: refused, reset, timed out, TLS
             raise DeliveryError(self.name, self.mask(describe_exception(exc))) from None
+
+
+RECEIVER = Receiver(model=SlackSettings, notifier=SlackNotifier)

@@ -8,9 +8,27 @@ from __future__ import annotations
 import sys
 from typing import ClassVar, TextIO
 
-from alerts.base import Deadline, DeliveryError, Message, ReceiverContext
+from alerts.base import Deadline, DeliveryError, Message, Receiver, ReceiverContext
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import StdoutSettings
+from watchdog.core.settings.receivers import ReceiverModel
+
+
+class StdoutSettings(ReceiverModel):
+    """`[alerts.stdout]`: the same message as plain text, for cron mail and debugging.
+
+    Under `check` the report owns stdout, so the text goes to stderr there;
+    with `file` it is appended to that file instead, wherever it runs.
+    """
+
+    kind: ClassVar[str] = "stdout"
+    named: ClassVar[bool] = False
+    title: ClassVar[str] = "plain text"
+
+    enabled: bool = True
+    file: str | None = None
+
+    def sends(self) -> bool:
+        return self.enabled
 
 
 class StdoutNotifier:
@@ -64,3 +82,6 @@ class StdoutNotifier:
             stream.flush()
         except OSError as exc:
             raise DeliveryError(self.name, f"cannot write: {exc.strerror}") from None
+
+
+RECEIVER = Receiver(model=StdoutSettings, notifier=StdoutNotifier)

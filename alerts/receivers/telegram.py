@@ -7,11 +7,23 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, ClassVar
 
-from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
+from pydantic import field_validator
+
+from alerts.base import (
+    AlertFacts,
+    Deadline,
+    DeliveryError,
+    Failure,
+    Message,
+    Receiver,
+    ReceiverContext,
+)
 from alerts.receivers.http import (
     Answer,
     JsonPost,
@@ -22,14 +34,16 @@ from alerts.receivers.http import (
 from alerts.receivers.secrets import mask_secrets
 from alerts.render import format_window
 from checks.base import Window
+from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import TELEGRAM_API_URL, TelegramSettings
-from watchdog.core.settings.values import secret_value
+from watchdog.core.settings.receivers import ReceiverModel, check_http_url, positive
+from watchdog.core.settings.values import Secret, secret_value
 from watchdog.core.text import printable
 from watchdog.core.times import parse_time
 
 log = logging.getLogger(__name__)
 
+TELEGRAM_API_URL = "https://api.telegram.org"
 TEST_CAUSE = "test"  # the cause of notify-test's alert (alerts.facts.notify_test_facts)
 MAX_TEXT = 4096  # characters after entities are parsed, in UTF-16 code units
 MAX_FIELD = 600  # one value (a summary, an id) shown in a message
@@ -127,6 +141,55 @@ def _window(alert: AlertFacts) -> str:
     except ValueError:
         return f"{alert.window_start} – {alert.window_end}"
     return format_window(Window(at=end, length=end - start, lookback=end - start))
+
+
+class TelegramSettings(ReceiverModel):
+    """`[alerts.telegram.<name>]`: a Telegram chat through the Bot API's `sendMessage`.
+
+    `bot_token` is a secret (it sits in the request's URL path); `chat_id` is a
+    chat's number (`-1001234567890`) or a public channel's `@name`. `api_url`
+    is the Bot API server (change it only for a local Bot API server or a test).
+    """
+
+    kind: ClassVar[str] = "telegram"
+    title: ClassVar[str] = "Telegram"
+
+    bot_token: Secret
+    chat_id: str
+    api_url: str = TELEGRAM_API_URL
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    _timeout = field_validator("timeout")(positive)
+
+    @field_validator("chat_id", mode="before")
+    @classmethod
+    def _chat(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str) and not re.fullmatch(
+            r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}", value
+        ):
+            raise ValueError(
+                f"{value!r} is not a chat id (a number such as -1001234567890, or @channelname)"
+            )
+        return value
+
+    @field_validator("api_url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        check_http_url(value, secret=False)
+        return value
+
+    @field_validator("bot_token")
+    @classmethod
+    def _token(cls, value: Secret) -> Secret:
+        token = secret_value(value)
+        if token and not re.fullmatch(r"\d{1,20}:[A-Za-z0-9_-]{20,100}", token):
+            raise ValueError(
+                "is not a bot token (digits, a colon, then the secret: as @BotFather gives it;"
+                " value not shown)"
+            )
+        return value
 
 
 class TelegramNotifier:
@@ -284,3 +347,6 @@ def _asked_wait(answer: Answer) -> float | None:
         if isinstance(wait, int | float) and not isinstance(wait, bool):
             return retry_after({"Retry-After": str(wait)})
     return retry_after(answer.headers)
+
+
+RECEIVER = Receiver(model=TelegramSettings, notifier=TelegramNotifier)

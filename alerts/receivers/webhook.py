@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
-from alerts.base import AlertFacts, Deadline, DeliveryError, Failure, Message, ReceiverContext
+from pydantic import field_validator
+
+from alerts.base import (
+    AlertFacts,
+    Deadline,
+    DeliveryError,
+    Failure,
+    Message,
+    Receiver,
+    ReceiverContext,
+)
 from alerts.receivers.http import Answer, JsonPost, basic_auth, classify_status
 from alerts.receivers.secrets import mask_secrets, secret_url
+from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import WebhookSettings
-from watchdog.core.settings.values import WrittenPart, secret_value, written_parts
+from watchdog.core.settings.receivers import ReceiverModel, check_http_url, positive
+from watchdog.core.settings.values import Secret, WrittenPart, secret_value, written_parts
 
 VERSION = "4"
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert still firing
@@ -87,6 +99,33 @@ def alertmanager_document(
         "externalURL": external_url,
         "alerts": items,
     }
+
+
+class WebhookSettings(ReceiverModel):
+    """`[alerts.webhook.<name>]`: POST Alertmanager's webhook JSON (version 4) to `url`.
+
+    `url` is a secret (webhook URLs often carry a token): what the file writes of it is shown,
+    what its `${NAME}` references give never is (alerts.receivers.secrets.secret_url);
+    `bearer_token`, when set, goes in an `Authorization: Bearer` header.
+    """
+
+    kind: ClassVar[str] = "webhook"
+    machine: ClassVar[bool] = True
+    title: ClassVar[str] = "webhook (Alertmanager's webhook format)"
+
+    url: Secret
+    bearer_token: Secret | None = None
+    timeout: Duration = timedelta(seconds=10)  # one HTTP request
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: Secret) -> Secret:
+        url = secret_value(value)
+        if url:
+            check_http_url(url, secret=True)
+        return value
+
+    _timeout = field_validator("timeout")(positive)
 
 
 class WebhookNotifier:
@@ -174,3 +213,6 @@ class WebhookNotifier:
         url = f"alerts.{self.name}.url"
         key = f"alerts.{self.name}.bearer_token" if self._bearer else url
         return classify_status(self.name, answer, service="the webhook", key=key, url_key=url)
+
+
+RECEIVER = Receiver(model=WebhookSettings, notifier=WebhookNotifier)

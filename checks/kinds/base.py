@@ -73,6 +73,8 @@ class Kind(ABC, Generic[P]):
 
     name: str
     params: type[P]
+    # The model of its `[[checks.custom]]` table (`Declared`); None: only built-in checks use it.
+    config: type[CustomCheck] | None = None
     triaged = True  # whether a breach has failing items to break down (freshness has none)
     # Why `explain` shows nothing of one session for this kind (no `flag`, no `obligations`);
     # "" for a kind that shows what it counts, as every kind should (the contract suite).

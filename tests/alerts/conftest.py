@@ -16,6 +16,7 @@ from checks.evidence import Evidence
 from tests.alerts.http_standin import WebhookStandIn
 from tests.alerts.slack_standin import TOKEN, SlackStandIn
 from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.runner.plugins import PLUGINS
 
 T0 = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -47,7 +48,7 @@ def make_settings(
     }
     data.setdefault("store", {})["database"] = f"wd_{uuid.uuid4().hex[:12]}"
     data.setdefault("source", {}).setdefault("table", SOURCE)
-    return settings_from_mapping(data, env=dict(env or {}))
+    return settings_from_mapping(data, plugins=PLUGINS, env=dict(env or {}))
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from watchdog.daemon.serving import Serving
 from watchdog.daemon.spool import Spool
 from watchdog.daemon.systemd import Notify
 from watchdog.daemon.telemetry import Telemetry
+from watchdog.runner.plugins import PLUGINS
 
 RULES = Path(__file__).parents[2] / "config" / "prometheus" / "memory-watchdog.rules.yml"
 RULE_TESTS = RULES.with_name("memory-watchdog.rules.test.yml")
@@ -69,6 +70,7 @@ def scrape(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
             "source": {"table": table},
             "schedule": {"every": "1h", "delay": "2m"},
         },
+        plugins=PLUGINS,
         env={"XDG_DATA_HOME": str(tmp_path_factory.mktemp("xdg"))},
     )
     now = T0 + 2 * H + 2 * M

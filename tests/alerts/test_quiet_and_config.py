@@ -16,6 +16,7 @@ from watchdog.core.settings import (
     settings_from_mapping,
 )
 from watchdog.core.settings.receivers import SECRET_KEYS
+from watchdog.runner.plugins import PLUGINS
 
 WEBHOOK = "https://hooks.slack.com/services/T0/B0/s3cr3t"
 
@@ -112,7 +113,7 @@ def test_daytime_range() -> None:
 def test_bad_alert_config_names_the_key(alerts: dict[str, object], key: str, words: str) -> None:
     """Each bad [alerts] value is a config error naming its key, without echoing a secret."""
     with pytest.raises(ConfigError) as caught:
-        settings_from_mapping({"alerts": alerts}, env={})
+        settings_from_mapping({"alerts": alerts}, plugins=PLUGINS, env={})
     assert caught.value.key == key and words in caught.value.problem
     assert "s3cr3t" not in str(caught.value)
 
@@ -120,7 +121,7 @@ def test_bad_alert_config_names_the_key(alerts: dict[str, object], key: str, wor
 def test_secrets_are_hidden_in_the_settings_repr() -> None:
     """webhook_url and token are SecretStr: no repr or dump of the settings shows them."""
     settings = settings_from_mapping(
-        {"alerts": {"slack": {"webhook_url": "${HOOK}"}}}, env={"HOOK": WEBHOOK}
+        {"alerts": {"slack": {"webhook_url": "${HOOK}"}}}, plugins=PLUGINS, env={"HOOK": WEBHOOK}
     )
     assert settings.alerts.slack is not None
     assert settings.alerts.slack.webhook_url is not None

@@ -21,6 +21,7 @@ from tests.alerts.conftest import T0, H, make_settings, report
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import RouteSettings, Settings, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.runner.plugins import PLUGINS
 
 RECEIVERS: dict[str, Any] = {
     "slack": {"webhook_url": "https://hooks.slack.com/services/T0/B0/x"},
@@ -186,7 +187,7 @@ def test_a_bad_route_is_a_config_error_naming_the_key(
 ) -> None:
     """Routes are checked at load: the error names the key and what is accepted."""
     with pytest.raises(ConfigError) as caught:
-        settings_from_mapping({"alerts": {**RECEIVERS, **alerts}}, env={})
+        settings_from_mapping({"alerts": {**RECEIVERS, **alerts}}, plugins=PLUGINS, env={})
     assert caught.value.key == key
     assert problem in caught.value.problem
 

@@ -24,7 +24,7 @@ import pytest
 
 from checks.builtin import configured_checks
 from checks.evaluate import evaluate
-from checks.kinds import KINDS
+from checks.kinds import session_scopes
 from checks.sources import open_source
 from tests.builder import T0, H, M, S, Scenario, settings_for
 from tests.faults.chserver import ClickHouseHTTPServer
@@ -302,7 +302,7 @@ def test_http_500_exits_3_with_clickhouse_words(proxy: FaultProxy) -> None:
 def checks_after_opening(store: Store, settings: Settings, proxy: FaultProxy, mode: str) -> Any:
     """Open the source fault-free, switch the proxy to `mode`, then run every check."""
     specs = configured_checks(settings)
-    source = open_source(store, settings.source, KINDS.scopes(specs))
+    source = open_source(store, settings.source, session_scopes(specs))
     proxy.set_mode(mode)
     return evaluate(store, source, window_at(settings, AT), specs).to_json()
 

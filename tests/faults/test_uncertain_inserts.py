@@ -23,6 +23,7 @@ from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.ingest.otlp import LOGS, PROTOBUF
 from watchdog.daemon.ingest.service import REFUSALS_BEFORE_ASIDE, Ingest
+from watchdog.runner.plugins import PLUGINS
 
 REQUESTS = 5
 
@@ -45,6 +46,7 @@ def settings_through(proxy: InsertAnswerProxy, tmp_path: Path, **store: Any) -> 
                 "spool_dir": str(tmp_path / "spool"),
             },
         },
+        plugins=PLUGINS,
         env={"HOME": str(tmp_path)},
     )
 

@@ -14,6 +14,7 @@ import pytest
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.ingest.service import Ingest
+from watchdog.runner.plugins import PLUGINS
 
 
 @dataclass
@@ -48,7 +49,7 @@ def ingest_settings(tmp_path: Path, **ingest: Any) -> Settings:
         "spool_dir": str(tmp_path / "spool"),
         **ingest,
     }
-    return settings_from_mapping({"ingest": data}, env={"HOME": str(tmp_path)})
+    return settings_from_mapping({"ingest": data}, plugins=PLUGINS, env={"HOME": str(tmp_path)})
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.settings.load import load_settings
 from watchdog.daemon.reload import Reloads, settled
+from watchdog.runner.plugins import PLUGINS
 
 CONFIG = """
 [alerts.stdout]
@@ -27,9 +28,12 @@ def test_a_reload_that_changes_ingest_keeps_it_and_says_it_takes_a_restart(
     """A new token or new limits in [ingest] on SIGHUP: the running receiver keeps its own, and
     the log says [ingest] changed and takes a restart (it used to say "reloaded" and keep them)."""
     env = {"HOME": str(tmp_path)}
-    running = settings_from_mapping({"ingest": {"token": "old-token-0123"}}, env=env)
+    running = settings_from_mapping(
+        {"ingest": {"token": "old-token-0123"}}, plugins=PLUGINS, env=env
+    )
     loaded = settings_from_mapping(
         {"ingest": {"token": "new-token-4567", "max_body": "1MiB"}, "window": {"lookback": "36h"}},
+        plugins=PLUGINS,
         env=env,
     )
     with caplog.at_level(logging.INFO, logger="watchdog.daemon.reload"):
@@ -50,7 +54,7 @@ def _reloads(path: Path, rewrite: str | None = None) -> Reloads:
             path.write_text(rewrite, encoding="utf-8")
 
     def loader() -> Settings:
-        return load_settings(str(path), env={"HOME": str(path.parent)})
+        return load_settings(str(path), plugins=PLUGINS, env={"HOME": str(path.parent)})
 
     return Reloads(settled(loader, str(path), settle=settle), own_notifiers=True)
 
@@ -62,7 +66,7 @@ def test_a_config_file_being_rewritten_is_never_taken(
     reads): the running config stays, and the log says why; once the file is still, it is taken."""
     path = tmp_path / "watchdog.toml"
     path.write_text(CONFIG, encoding="utf-8")
-    running = load_settings(str(path), env={"HOME": str(tmp_path)})
+    running = load_settings(str(path), plugins=PLUGINS, env={"HOME": str(tmp_path)})
     path.write_text("", encoding="utf-8")
     with caplog.at_level(logging.INFO, logger="watchdog.daemon.reload"):
         assert _reloads(path).load(running) is None

@@ -16,6 +16,7 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
 from watchdog.daemon.ingest import receiver as receiver_module
 from watchdog.daemon.ingest.service import Ingest
+from watchdog.runner.plugins import PLUGINS
 
 
 def daemon(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -66,12 +67,15 @@ def test_non_loopback_listen_with_a_token_validates(tmp_path: Path) -> None:
     """A token makes any address acceptable; its value stays out of the settings' text."""
     settings = settings_from_mapping(
         {"ingest": {"listen": "0.0.0.0:4318", "token": "${OTLP_TOKEN}"}},
+        plugins=PLUGINS,
         env={"HOME": str(tmp_path), "OTLP_TOKEN": "tok-1234567890"},
     )
     assert settings.ingest.token_value == "tok-1234567890"
     assert "tok-1234567890" not in repr(settings) + str(settings.model_dump())
     with pytest.raises(ConfigError):
-        settings_from_mapping({"ingest": {"listen": "10.0.0.7:4318"}}, env={"HOME": str(tmp_path)})
+        settings_from_mapping(
+            {"ingest": {"listen": "10.0.0.7:4318"}}, plugins=PLUGINS, env={"HOME": str(tmp_path)}
+        )
 
 
 def test_bearer_token_is_compared_in_constant_time(

@@ -22,7 +22,6 @@ from checks.base import Severity
 from watchdog.cli.args import Subparsers, common_arguments, judged, load, printed, require_secrets
 from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings import RECEIVER_TABLES
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
@@ -50,7 +49,9 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     require_secrets(settings)
     notifiers = build_notifiers(settings)
     if not notifiers:
-        raise ConfigError("alerts", f"no receiver is configured (add one of {RECEIVER_TABLES})")
+        raise ConfigError(
+            "alerts", f"no receiver is configured (add one of {settings.plugins.receiver_tables()})"
+        )
     renderer = templates(settings.alerts.templates_dir)
     machine = {name for name, receiver in settings.alerts.receivers().items() if receiver.machine}
     failed = 0

@@ -22,6 +22,7 @@ from watchdog.core.settings import Settings, command_flags, load_settings
 from watchdog.core.settings.load import check_store_url
 from watchdog.core.store import open_configured
 from watchdog.core.times import parse_time
+from watchdog.runner.plugins import PLUGINS
 
 PROG = "memory-watchdog"
 
@@ -95,7 +96,7 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace) -> Settings:
     """Settings from --config / WATCHDOG_CONFIG (validated whole), with --store applied on top."""
-    settings = load_settings(args.config)
+    settings = load_settings(args.config, plugins=PLUGINS)
     store = getattr(args, "store", None)
     if store:
         check_store_url(store, "--store")

@@ -21,6 +21,7 @@ from watchdog.core.times import rfc3339
 from watchdog.report.backtest import WEEKLY, Backtest, CheckSummary, nearest_rank
 from watchdog.report.charts import Point, value_chart
 from watchdog.report.page import ICON, WORD, environment, reproduce_command
+from watchdog.runner.plugins import default_settings
 
 
 def _check(backtest: Backtest, s: CheckSummary) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def _check(backtest: Backtest, s: CheckSummary) -> dict[str, Any]:
 
 def render_backtest_page(backtest: Backtest, settings: Settings | None = None) -> str:
     """The backtest as one self-contained HTML document."""
-    settings = settings or Settings()
+    settings = settings or default_settings()
     reports = backtest.reports
     breached = backtest.breached_windows
     status = Status.BREACHED if breached else Status.OK

@@ -20,7 +20,7 @@ from alerts.lifecycle import Rules
 from checks.base import CheckResult, Report, Status
 from checks.breakdown import Triage
 from checks.builtin import configured_checks
-from checks.kinds import KINDS
+from checks.kinds import describe_check
 from checks.verdict import format_target, format_value, percent
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings, command_flags
@@ -38,6 +38,7 @@ from watchdog.report.charts import (
 from watchdog.report.explain import explain_command
 from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import default_settings
 
 ICON = {
     Status.OK: "✓",
@@ -172,7 +173,7 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
     return [
         {
             "tile": _tile(r),
-            "parameters": KINDS.describe(specs[r.id]) if r.id in specs else [],
+            "parameters": describe_check(specs[r.id]) if r.id in specs else [],
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
             "explain": (
@@ -245,7 +246,7 @@ def render_page(
     generated_at: datetime | None = None,
 ) -> str:
     """The report as one self-contained HTML document."""
-    settings = settings or Settings()
+    settings = settings or default_settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
     replays = replay_alerts(history, report, Rules.of(settings.alerts, configured_checks(settings)))
     ordered = report.ordered()

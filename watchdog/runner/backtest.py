@@ -15,7 +15,7 @@ from datetime import datetime
 from checks.base import Report, Window
 from checks.builtin import configured_checks
 from checks.evaluate import evaluate_windows
-from checks.kinds import KINDS
+from checks.kinds import session_scopes
 from checks.scans.windows import Windows
 from checks.sources import open_source
 from watchdog.core.errors import StoreError
@@ -42,7 +42,7 @@ def run_windows(
     if not isinstance(windows, Windows):
         windows = Windows(tuple(windows))
     specs = configured_checks(settings)
-    source = open_source(store, settings.source, KINDS.scopes(specs))
+    source = open_source(store, settings.source, session_scopes(specs))
     return evaluate_windows(
         store,
         source,

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from checks.builtin import configured_checks
 from checks.explain import Explained, explain_session, session_of_event
-from checks.kinds import KINDS
+from checks.kinds import session_scopes
 from checks.sources import open_source
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -26,7 +26,7 @@ def explain(store: Store, settings: Settings, session_id: str, at: datetime) -> 
     session: no events, the session id '').
     """
     specs = configured_checks(settings)
-    source = open_source(store, settings.source, KINDS.scopes(specs))
+    source = open_source(store, settings.source, session_scopes(specs))
     window = window_at(settings, at)
     explained = explain_session(store, source, window, specs, session_id)
     if explained.events:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from checks.base import Report, Window
 from checks.builtin import configured_checks
 from checks.evaluate import QueryTimer, evaluate
-from checks.kinds import KINDS
+from checks.kinds import session_scopes
 from checks.sources import open_source
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
@@ -42,7 +42,7 @@ def run_once(
     `triage`, every breached check comes with its triage breakdown.
     """
     specs = configured_checks(settings)
-    source = open_source(store, settings.source, KINDS.scopes(specs))
+    source = open_source(store, settings.source, session_scopes(specs))
     return evaluate(
         store,
         source,

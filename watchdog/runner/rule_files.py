@@ -28,6 +28,7 @@ from watchdog.core.store import Store
 from watchdog.core.text import printable
 from watchdog.core.times import parse_time
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 DEFAULT_AT = datetime(2026, 1, 1, 4, 0, tzinfo=UTC)
 _EVENT_KEYS = {"name", "session", "offset", "payload", "id", "source", "component"}
@@ -279,7 +280,9 @@ def settings_for_rules(rules: RuleFile, config: str | None) -> Settings:
     Every expectation must name a check of that config: an unknown id is a
     mistake in the rule file (ConfigError), not a failed expectation.
     """
-    settings = load_settings(config or (str(rules.config) if rules.config else None))
+    settings = load_settings(
+        config or (str(rules.config) if rules.config else None), plugins=PLUGINS
+    )
     known = settings.check_ids
     for i, case in enumerate(rules.cases):
         for expect in case.expectations:

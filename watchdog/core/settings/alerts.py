@@ -1,57 +1,26 @@
-"""`[alerts]`: the alert lifecycle's keys, a table per receiver kind of `RECEIVERS`, and the
-routes that pick each alert's receivers (docs/configuration.md#alert-receivers-and-routes,
-docs/alerts.md#receivers-and-routes)."""
+"""`[alerts]`: the alert lifecycle's keys, a table per receiver kind of the registry the settings
+are validated against (`alerts_model`), and the routes that pick each alert's receivers
+(docs/configuration.md#alert-receivers-and-routes, docs/alerts.md#receivers-and-routes)."""
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from pydantic import Field, create_model, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings.receivers import (
-    PAGERDUTY_EVENTS_URL,
-    RECEIVER_TABLES,
-    RECEIVERS,
-    TELEGRAM_API_URL,
-    AlertmanagerSettings,
-    PagerDutySettings,
-    ReceiverModel,
-    ReceiverSettings,
-    SlackSettings,
-    StdoutSettings,
-    TelegramSettings,
-    WebhookSettings,
-)
+from watchdog.core.settings.plugins import Plugins
+from watchdog.core.settings.receivers import ReceiverModel, as_tuple
 from watchdog.core.settings.values import ConfigModel, MissingSecret
 from watchdog.core.text import printable
 from watchdog.core.vocabulary import Severity
 
-__all__ = [
-    "PAGERDUTY_EVENTS_URL",
-    "RECEIVERS",
-    "RECEIVER_TABLES",
-    "TELEGRAM_API_URL",
-    "AlertSettings",
-    "AlertmanagerSettings",
-    "PagerDutySettings",
-    "ReceiverSettings",
-    "RouteSettings",
-    "SlackSettings",
-    "StdoutSettings",
-    "TelegramSettings",
-    "WebhookSettings",
-]
+__all__ = ["AlertSettings", "RouteSettings", "alerts_model"]
 
 _RECEIVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def _as_tuple(value: Any) -> Any:
-    """A single string where a list is expected, as a one-item list."""
-    return (value,) if isinstance(value, str) else value
 
 
 class RouteSettings(ConfigModel):
@@ -68,7 +37,7 @@ class RouteSettings(ConfigModel):
     @field_validator("severity", "checks", "receivers", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
-        return _as_tuple(value)
+        return as_tuple(value)
 
     @field_validator("receivers")
     @classmethod
@@ -84,12 +53,14 @@ class RouteSettings(ConfigModel):
         )
 
 
-class _AlertSettings(ConfigModel):
+class AlertSettings(ConfigModel):
     """`[alerts]`: the alert lifecycle (docs/spec.md section 8), its receivers and routes.
 
-    The receivers' tables are the fields `AlertSettings` adds, one per kind of
-    RECEIVERS; read them through `receivers()`.
+    The receivers' tables are the fields `alerts_model` adds, one per receiver kind of
+    its registry (`plugins`); read them through `receivers()`.
     """
+
+    plugins: ClassVar[Plugins] = Plugins()
 
     repeat_interval: Duration = timedelta(hours=24)
     pending_runs: int = Field(default=1, ge=1)  # consecutive breached runs that open an alert
@@ -104,11 +75,12 @@ class _AlertSettings(ConfigModel):
     @field_validator("default_receivers", mode="before")
     @classmethod
     def _default_list(cls, value: Any) -> Any:
-        return _as_tuple(value)
+        return as_tuple(value)
 
     @model_validator(mode="after")
-    def _valid(self) -> _AlertSettings:
-        for kind, model in RECEIVERS.items():
+    def _valid(self) -> AlertSettings:
+        for model in self._models():
+            kind = model.kind
             if not model.named:
                 continue
             for name in getattr(self, kind):
@@ -146,10 +118,14 @@ class _AlertSettings(ConfigModel):
             )
         return self
 
+    def _models(self) -> list[type[ReceiverModel]]:
+        return [entry.model for entry in self.plugins.receivers]
+
     def receivers(self) -> dict[str, ReceiverModel]:
         """Every receiver configured (and enabled), by the name routes and the outbox use."""
         found: dict[str, ReceiverModel] = {}
-        for kind, model in RECEIVERS.items():
+        for model in self._models():
+            kind = model.kind
             configured = getattr(self, kind)
             if model.named:
                 for name, receiver in configured.items():
@@ -163,25 +139,22 @@ class _AlertSettings(ConfigModel):
         return [s for receiver in self.receivers().values() for s in receiver.missing_secrets()]
 
 
-def _receiver_fields() -> dict[str, Any]:
-    """One field per receiver kind: a table, or a table of named tables."""
+def alerts_model(plugins: Plugins) -> type[AlertSettings]:
+    """`[alerts]` with a table per receiver kind of `plugins`: one field each, a table
+    (`[alerts.slack]`) or a table of named tables (`[alerts.webhook.<name>]`)."""
     fields: dict[str, Any] = {}
-    for kind, model in RECEIVERS.items():
+    for entry in plugins.receivers:
+        model = entry.model
         if model.named:
-            fields[kind] = (dict[str, model], Field(default_factory=dict))  # type: ignore[valid-type]
+            fields[model.kind] = (dict[str, model], Field(default_factory=dict))  # type: ignore[valid-type]
         else:
-            fields[kind] = (model | None, None)
-    return fields
-
-
-if TYPE_CHECKING:
-    AlertSettings = _AlertSettings
-else:
-    # `[alerts]` with a table per receiver kind: RECEIVERS is the one list of them.
-    AlertSettings = create_model(
+            fields[model.kind] = (model | None, None)
+    built = create_model(
         "AlertSettings",
-        __base__=_AlertSettings,
+        __base__=AlertSettings,
         __module__=__name__,
-        __doc__=_AlertSettings.__doc__,
-        **_receiver_fields(),
+        __doc__=AlertSettings.__doc__,
+        **fields,
     )
+    built.plugins = plugins
+    return built

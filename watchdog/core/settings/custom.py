@@ -1,17 +1,16 @@
-"""`[[checks.custom]]`: the keys every custom check has, and the registry of their kinds.
+"""`[[checks.custom]]`: the keys every custom check has, and their validation by kind.
 
 Each table names a `kind`; the kind's own module (`checks.kinds.<kind>`) defines the model of its
-other keys, a subclass of `CustomCheck`, and registers it in `CUSTOM_KINDS` (the check kinds
-register when `checks.kinds` is imported, which every command does before it loads its
-settings). The loader validates each table with its kind's model: one error line naming
-`checks.custom[<n>].<key>`, exit 2 (docs/checks.md#your-own-checks; a new kind's model:
-docs/development.md#adding-a-check-kind).
+other keys, a subclass of `CustomCheck`, which the registry the settings are validated against
+(`watchdog.core.settings.plugins`) holds. The loader validates each table with its kind's
+model: one error line naming `checks.custom[<n>].<key>`, exit 2 (docs/checks.md#your-own-checks;
+a new kind's model: docs/development.md#adding-a-check-kind).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -69,25 +68,15 @@ class CustomCheck(BaseModel):
 
 
 class CustomKinds:
-    """The custom check kinds by name, each with the model of its table."""
+    """The declarable check kinds by name, each with the model of its table."""
 
-    def __init__(self) -> None:
-        self.models: dict[str, type[CustomCheck]] = {}
-
-    def register(self, name: str, model: type[CustomCheck]) -> None:
-        if self.models.get(name, model) is not model:
-            raise ValueError(f"check kind {name!r} is registered already")
-        self.models[name] = model
-
-    def unregister(self, name: str) -> None:
-        self.models.pop(name, None)
+    def __init__(self, models: Mapping[str, type[CustomCheck]]) -> None:
+        self.models = dict(models)
 
     def validate(self, tables: Any) -> tuple[CustomCheck, ...]:
         """Each `[[checks.custom]]` table as its kind's model; ConfigError names every bad key."""
         if not isinstance(tables, list | tuple):
             raise ConfigError("checks.custom", "must be an array of tables ([[checks.custom]])")
-        if not self.models:
-            raise RuntimeError("no check kind is registered: import checks.kinds first")
         checks: list[CustomCheck] = []
         problems: list[ConfigError] = []
         for i, table in enumerate(tables):
@@ -136,6 +125,3 @@ def _described(error: Any, kind: str, model: type[CustomCheck]) -> tuple[Sequenc
         expected = error.get("ctx", {}).get("expected", "")
         return where, f"{error.get('input')!r} is not accepted (accepted: {expected})"
     return where, str(error["msg"]).removeprefix("Value error, ")
-
-
-CUSTOM_KINDS = CustomKinds()

@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from watchdog.core.errors import ConfigError, ConfigErrors
-from watchdog.core.settings.model import CheckOverride, Settings
-from watchdog.core.settings.receivers import SECRET_KEYS
+from watchdog.core.settings.model import CheckOverride, Settings, settings_model
+from watchdog.core.settings.plugins import Plugins
 from watchdog.core.settings.values import MissingSecret, WrittenPart, WrittenSecret
 from watchdog.core.text import printable
 from watchdog.core.urls import StoreURLError, mask_url, parse_store_url
@@ -49,25 +49,36 @@ def data_dir_from(env: Mapping[str, str]) -> Path:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _secret_key(path: str) -> bool:
+def secret_keys(plugins: Plugins) -> frozenset[str]:
+    """`<kind>.<key>` of every receiver's secret: its fields typed `Secret`."""
+    return frozenset(
+        f"{entry.model.kind}.{key}"
+        for entry in plugins.receivers
+        for key in entry.model.secret_keys()
+    )
+
+
+def _secret_key(path: str, secrets: frozenset[str]) -> bool:
     """Whether `path` (alerts.slack.token, alerts.webhook.<name>.url, ingest.token) holds a secret.
 
     An unset `${NAME}` there is a MissingSecret, reported where it is used, so that
     commands that send or receive nothing still run. The receivers' secret keys are
-    their fields typed `Secret` (watchdog.core.settings.receivers).
+    their fields typed `Secret` (`secrets`, of the registry validated against).
     """
     if path == "ingest.token":
         return True
     parts = path.split(".")
-    return len(parts) >= 3 and parts[0] == "alerts" and f"{parts[1]}.{parts[-1]}" in SECRET_KEYS
+    return len(parts) >= 3 and parts[0] == "alerts" and f"{parts[1]}.{parts[-1]}" in secrets
 
 
-def _missing_secret(value: str, env: Mapping[str, str], path: str) -> MissingSecret | None:
+def _missing_secret(
+    value: str, env: Mapping[str, str], path: str, secrets: frozenset[str]
+) -> MissingSecret | None:
     """A MissingSecret when `value` is `${NAME}` in a secret key and NAME is unset."""
     match = _ENV_REF.fullmatch(value.strip())
     if (
         match is None
-        or not _secret_key(path)
+        or not _secret_key(path, secrets)
         or match.group(1) in env
         or match.group(2) is not None
     ):
@@ -75,7 +86,7 @@ def _missing_secret(value: str, env: Mapping[str, str], path: str) -> MissingSec
     return MissingSecret(key=path, variable=match.group(1))
 
 
-def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
+def _expand_env(value: Any, env: Mapping[str, str], path: str, secrets: frozenset[str]) -> Any:
     """Replace `${NAME}` (or `${NAME:-default}`) in every string of the parsed TOML.
 
     A secret becomes a WrittenSecret that records which of its parts came from a reference,
@@ -83,7 +94,7 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
     environment gave.
     """
     if isinstance(value, str):
-        missing = _missing_secret(value, env, path)
+        missing = _missing_secret(value, env, path, secrets)
         if missing is not None:
             return missing
 
@@ -97,13 +108,15 @@ def _expand_env(value: Any, env: Mapping[str, str], path: str) -> Any:
                 path, f"environment variable {name} is not set (referenced as ${{{name}}})"
             )
 
-        if _secret_key(path):
+        if _secret_key(path, secrets):
             return WrittenSecret(_written_parts(value, substitute))
         return _ENV_REF.sub(substitute, value)
     if isinstance(value, dict):
-        return {k: _expand_env(v, env, f"{path}.{k}" if path else k) for k, v in value.items()}
+        return {
+            k: _expand_env(v, env, f"{path}.{k}" if path else k, secrets) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_expand_env(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_expand_env(v, env, f"{path}[{i}]", secrets) for i, v in enumerate(value)]
     return value
 
 
@@ -125,13 +138,13 @@ def _written_parts(
     return tuple(parts)
 
 
-def _describe(error: Any) -> tuple[str, str]:
+def _describe(error: Any, root: type[Settings]) -> tuple[str, str]:
     """The key path and problem of one of pydantic's errors, in our words."""
     loc = [str(part) for part in error["loc"]]
     kind = error["type"]
     key = _key_path(error["loc"])
     if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
+        parent = _model_at(loc[:-1], root)
         fields = parent.model_fields.items() if parent else ()
         accepted = ", ".join(field.alias or name for name, field in fields)
         return key, f"unknown key (accepted: {accepted})" if accepted else "unknown key"
@@ -147,17 +160,17 @@ def _describe(error: Any) -> tuple[str, str]:
     return key, message
 
 
-def _problems(exc: ValidationError, origin: str | None) -> list[ConfigError]:
+def _problems(exc: ValidationError, origin: str | None, root: type[Settings]) -> list[ConfigError]:
     """Every error pydantic found (each field of each section), in our words."""
-    return [ConfigError(*_describe(error), origin=origin) for error in exc.errors()]
+    return [ConfigError(*_describe(error, root), origin=origin) for error in exc.errors()]
 
 
 def _besides_custom_checks(
-    exc: ConfigError, data: Mapping[str, Any], origin: str | None
+    exc: ConfigError, data: Mapping[str, Any], origin: str | None, root: type[Settings]
 ) -> list[ConfigError]:
     """The problems of the rest of the file, when a `[[checks.custom]]` table stopped pydantic.
 
-    A custom table's problem (`CUSTOM_KINDS.validate`) ends that validation before it reports
+    A custom table's problem (`CustomKinds.validate`) ends that validation before it reports
     the other sections: those are validated again without the custom tables. The rules that
     span sections (an override's check id, say) are left to a file whose tables are sound, as
     they would name a custom check that is only missing here.
@@ -165,9 +178,9 @@ def _besides_custom_checks(
     if not exc.key.startswith("checks.custom"):
         return []
     try:
-        Settings.model_validate({**data, "custom_checks": ()})
+        root.model_validate({**data, "custom_checks": ()})
     except ValidationError as again:
-        return _problems(again, origin)
+        return _problems(again, origin, root)
     except ConfigError:
         pass
     return []
@@ -181,16 +194,16 @@ def _key_path(loc: Sequence[Any]) -> str:
     return key
 
 
-def _model_at(loc: list[str]) -> type[BaseModel] | None:
+def _model_at(loc: list[str], root: type[Settings]) -> type[BaseModel] | None:
     """The settings model at `loc` (a dict's key or a list's index is skipped past)."""
-    model: type[BaseModel] = Settings
+    model: type[BaseModel] = root
     parts = iter(loc)
     for part in parts:
         field = model.model_fields.get(part)
         if field is None:
-            return CheckOverride if model is Settings and part else None
+            return CheckOverride if model is root and part else None
         annotation = field.annotation
-        if part == "checks" and model is Settings:
+        if part == "checks" and model is root:
             return CheckOverride if next(parts, None) is not None else None
         origin = getattr(annotation, "__origin__", None)
         candidates = _models_in(annotation)
@@ -215,16 +228,18 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 def settings_from_mapping(
     data: Mapping[str, Any],
     *,
+    plugins: Plugins,
     env: Mapping[str, str] | None = None,
     origin: str | None = None,
 ) -> Settings:
-    """Validate parsed TOML into Settings; ConfigError names the first bad key.
+    """Validate parsed TOML into Settings of the registry `plugins`; ConfigError names the
+    first bad key.
 
     The key and the problem are made printable (control characters escaped): a TOML
     key may hold an ESC or a CR, and the error is one line on a terminal.
     """
     try:
-        return _validated(data, os.environ if env is None else env, origin)
+        return _validated(data, plugins, os.environ if env is None else env, origin)
     except ConfigError as exc:
         raise ConfigErrors.of(
             [
@@ -236,21 +251,26 @@ def settings_from_mapping(
         ) from None
 
 
-def _validated(data: Mapping[str, Any], env: Mapping[str, str], origin: str | None) -> Settings:
-    expanded = _expand_env(dict(data), env, "")
+def _validated(
+    data: Mapping[str, Any], plugins: Plugins, env: Mapping[str, str], origin: str | None
+) -> Settings:
+    expanded = _expand_env(dict(data), env, "", secret_keys(plugins))
     checks = expanded.get("checks")
     if isinstance(checks, dict) and "custom" in checks:
         checks = dict(checks)
         expanded = {**expanded, "checks": checks, "custom_checks": checks.pop("custom")}
     data_dir = data_dir_from(env)
     expanded.setdefault("data_dir", str(data_dir))
+    root = settings_model(plugins)
     try:
-        settings = Settings.model_validate(expanded)
+        settings = root.model_validate(expanded)
     except ValidationError as exc:
-        raise ConfigErrors.of(_problems(exc, origin)) from None
+        raise ConfigErrors.of(_problems(exc, origin, root)) from None
     except ConfigError as exc:
         found = [ConfigError(one.key, one.problem, origin=origin) for one in exc.problems]
-        raise ConfigErrors.of([*found, *_besides_custom_checks(exc, expanded, origin)]) from None
+        raise ConfigErrors.of(
+            [*found, *_besides_custom_checks(exc, expanded, origin, root)]
+        ) from None
     # Precedence: --store (applied by the caller), WATCHDOG_STORE_URL, store.url, the default.
     from_env = env.get("WATCHDOG_STORE_URL")
     url = from_env or settings.store.url or default_store_url(settings)
@@ -279,9 +299,11 @@ def config_file(path: str | None = None, env: Mapping[str, str] | None = None) -
 def load_settings(
     path: str | None = None,
     *,
+    plugins: Plugins,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Read the config file (`path`, else WATCHDOG_CONFIG, else defaults) into Settings."""
+    """Read the config file (`path`, else WATCHDOG_CONFIG, else defaults) into Settings of
+    the registry `plugins`."""
     env = os.environ if env is None else env
     path = config_file(path, env)
     data: dict[str, Any] = {}
@@ -292,7 +314,7 @@ def load_settings(
             raise ConfigError("", f"config file {path} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError("", f"invalid TOML: {exc}", origin=path) from None
-    settings = settings_from_mapping(data, env=env, origin=path)
+    settings = settings_from_mapping(data, plugins=plugins, env=env, origin=path)
     return settings.read_from(path) if path else settings
 
 

@@ -10,44 +10,27 @@ can use. The environment is not read here: the loader (`.load`) fills
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
 from watchdog.core.durations import Duration, format_duration
-from watchdog.core.errors import ConfigError, ConfigErrors
-from watchdog.core.settings.alerts import AlertSettings
-from watchdog.core.settings.custom import CUSTOM_KINDS, CustomCheck
+from watchdog.core.errors import ConfigError, ConfigErrors, RegistryError
+from watchdog.core.settings.alerts import AlertSettings, alerts_model
+from watchdog.core.settings.custom import CustomCheck, CustomKinds
 from watchdog.core.settings.ingest import IngestSettings
-from watchdog.core.settings.presets import EXPORTER_PRESETS, PRESETS
+from watchdog.core.settings.plugins import Plugins, PresetEntry
 from watchdog.core.settings.timing import ScheduleSettings, WindowSettings, window_problems
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.sql import is_identifier, is_table_name
-from watchdog.core.units import TargetText, Unit, target_value
+from watchdog.core.units import TargetText, target_value
 from watchdog.core.vocabulary import NoDataPolicy, Severity
-
-# The built-in checks of docs/spec.md section 5, in report order, each with the unit of its
-# value and target (checks.builtin builds each with it; a target's units: watchdog.core.units).
-BUILTIN_CHECK_UNITS: dict[str, Unit] = {
-    "recall_coverage": Unit.COUNT,
-    "observe_coverage": Unit.COUNT,
-    "observe_failure_rate": Unit.RATIO,
-    "recall_failure_rate": Unit.RATIO,
-    "recall_latency_p95": Unit.MS,
-    "circuit_breaker": Unit.COUNT,
-    "telemetry_freshness": Unit.S,
-    "recall_injection": Unit.COUNT,
-    "write_gate_drift": Unit.RATIO,
-    "agent_deviation_contract": Unit.COUNT,
-    "recall_before_response": Unit.COUNT,
-    "agent_deviation_evidence": Unit.COUNT,
-}
-BUILTIN_CHECK_IDS = tuple(BUILTIN_CHECK_UNITS)
 
 # The pseudo check of "the source could not be read" (alerts.lifecycle): routes may name it.
 STORE_CHECK_ID = "store"
@@ -91,8 +74,11 @@ class StoreSettings(_Settings):
 
 
 class SourceSettings(_Settings):
+    # The registry whose presets `preset` names (`settings_model` sets it and the default).
+    plugins: ClassVar[Plugins] = Plugins()
+
     name: str = ""  # shown in reports and alerts; defaults to the table
-    preset: str = "joelclaw"  # a name of PRESETS
+    preset: str = ""  # a preset's name; default: the registry's default preset
     table: str | None = None  # preset default when unset
     ignore_sessions: tuple[str, ...] = ("", "interactive", "gateway", "unknown")
     session_filter: str | None = None
@@ -110,9 +96,12 @@ class SourceSettings(_Settings):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, value: str) -> str:
-        if value not in PRESETS:
-            *first, last = (f"'{name}'" for name in PRESETS)
-            raise ValueError(f"{value!r} is not accepted (accepted: {', '.join(first)} or {last})")
+        if cls.plugins.preset(value) is None:
+            accepted = [f"'{preset.name}'" for preset in cls.plugins.presets]
+            listed = " or ".join(
+                [", ".join(accepted[:-1]), accepted[-1]] if accepted[1:] else accepted
+            )
+            raise ValueError(f"{value!r} is not accepted (accepted: {listed})")
         return value
 
     @field_validator("table", "state")
@@ -146,17 +135,26 @@ class SourceSettings(_Settings):
 
     @model_validator(mode="after")
     def _keys_for_otel(self) -> SourceSettings:
-        if self.session_keys != DEFAULT_SESSION_KEYS and not PRESETS[self.preset].exporter:
+        if self.session_keys != DEFAULT_SESSION_KEYS and self.facts.signal is None:
+            exporters = [p.name for p in self.plugins.presets if p.signal is not None]
             raise ValueError(
                 f"session_keys: the {self.preset} preset reads no attribute keys"
-                f" (only {' and '.join(EXPORTER_PRESETS)} do)"
+                f" (only {' and '.join(exporters)} do)"
             )
         return self
 
     @property
+    def facts(self) -> PresetEntry:
+        """The configured preset, as its registry has it."""
+        facts = self.plugins.preset(self.preset)
+        if facts is None:
+            raise RegistryError(f"preset {self.preset!r} is not registered")
+        return facts
+
+    @property
     def table_name(self) -> str:
         """The table read: `source.table`, else the preset's."""
-        return self.table or PRESETS[self.preset].table
+        return self.table or self.facts.table
 
     @property
     def display_name(self) -> str:
@@ -249,6 +247,10 @@ class ReportSettings(_Settings):
 
 
 class Settings(_Settings):
+    # The registry these settings were validated against: its kinds, built-in checks, presets
+    # and receivers (`settings_model` builds the model of each registry, once).
+    plugins: ClassVar[Plugins] = Plugins()
+
     # Where the watchdog keeps its files (default store, spool, pages); the loader fills
     # it from XDG_DATA_HOME, else ~/.local/share, plus /memory-watchdog.
     data_dir: Path = Path("memory-watchdog")
@@ -283,7 +285,8 @@ class Settings(_Settings):
     @classmethod
     def _custom_kinds(cls, value: Any) -> tuple[CustomCheck, ...]:
         """Each `[[checks.custom]]` table validated by the model of its kind."""
-        return CUSTOM_KINDS.validate(value)
+        declarable = {k.name: k.config for k in cls.plugins.kinds if k.config is not None}
+        return CustomKinds(declarable).validate(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -300,7 +303,8 @@ class Settings(_Settings):
             and "table" not in source
         ):
             table = ingest.get("logs_table", IngestSettings().logs_table)
-            data = {**data, "source": {**source, "preset": "otel_logs", "table": table}}
+            preset = cls.plugins.preset_of_signal("logs").name
+            data = {**data, "source": {**source, "preset": preset, "table": table}}
         return data
 
     @model_validator(mode="after")
@@ -308,14 +312,15 @@ class Settings(_Settings):
         """Custom ids unique and not built-in, each fitting the lookback; overrides and routes
         of known ids, targets in their checks' units. ConfigErrors names every problem."""
         problems = window_problems(self.window, self.schedule)
-        taken = set(BUILTIN_CHECK_IDS)
+        builtin = self.plugins.check_ids
+        taken = set(builtin)
         longest = self.schedule.gaps()[1]
         lookback = self.window.reach(longest)
         for index, check in enumerate(self.custom_checks):
             if check.id in taken or check.id in PSEUDO_CHECK_IDS:
                 what = (
                     "a built-in check id"
-                    if check.id in BUILTIN_CHECK_IDS
+                    if check.id in builtin
                     else "the watchdog's own alert"
                     if check.id in PSEUDO_CHECK_IDS
                     else "already used above"
@@ -332,8 +337,8 @@ class Settings(_Settings):
                         f" ({format_duration(lookback)}); shorten it or raise the lookback",
                     )
                 )
-        custom = sorted(taken - set(BUILTIN_CHECK_IDS))
-        accepted = ", ".join([*BUILTIN_CHECK_IDS, *custom])
+        custom = sorted(taken - set(builtin))
+        accepted = ", ".join([*builtin, *custom])
         for check_id, override in self.checks.items():
             if check_id not in taken:
                 problems.append(
@@ -364,7 +369,7 @@ class Settings(_Settings):
         ConfigError naming the key when it does not fit the unit (checked when the config loads).
         """
         custom = {c.id: c.unit for c in self.custom_checks}
-        unit = BUILTIN_CHECK_UNITS.get(check_id) or custom[check_id]
+        unit = self.plugins.unit_of(check_id) or custom[check_id]
         try:
             return target_value(written, unit)
         except ValueError as exc:
@@ -373,7 +378,7 @@ class Settings(_Settings):
     @property
     def check_ids(self) -> tuple[str, ...]:
         """Every check id: the built-in ones in report order, then the custom ones."""
-        return BUILTIN_CHECK_IDS + tuple(c.id for c in self.custom_checks)
+        return self.plugins.check_ids + tuple(c.id for c in self.custom_checks)
 
     @property
     def source_named(self) -> bool:
@@ -401,10 +406,43 @@ class Settings(_Settings):
         update: dict[str, Any] = {"ingest": self.ingest.model_copy(update=given)}
         if not self.source_named:
             update["source"] = self.source.model_copy(
-                update={"preset": "otel_logs", "table": self.ingest.logs_table}
+                update={
+                    "preset": self.plugins.preset_of_signal("logs").name,
+                    "table": self.ingest.logs_table,
+                }
             )
         return self.model_copy(update=update)
 
     def with_store_url(self, url: str) -> Settings:
         """These settings reading another store (`--store`)."""
         return self.model_copy(update={"store": self.store.model_copy(update={"url": url})})
+
+
+@functools.cache
+def settings_model(plugins: Plugins) -> type[Settings]:
+    """The settings model of `plugins`: the custom tables of its kinds, overrides of its
+    built-in checks, its presets and a table per receiver kind (built once per registry)."""
+    source = type(
+        "SourceSettings",
+        (SourceSettings,),
+        {
+            "__module__": __name__,
+            "__doc__": SourceSettings.__doc__,
+            "__annotations__": {"preset": "str"},
+            "preset": plugins.default_preset,
+            "plugins": plugins,
+        },
+    )
+    alerts = alerts_model(plugins)
+    return type(
+        "Settings",
+        (Settings,),
+        {
+            "__module__": __name__,
+            "__doc__": Settings.__doc__,
+            "__annotations__": {"source": source, "alerts": alerts},
+            "source": source(),
+            "alerts": alerts(),
+            "plugins": plugins,
+        },
+    )

@@ -91,7 +91,7 @@ def open_request_store(request: LoadRequest) -> AbstractContextManager[Store]:
 
 def exporter_table_sql(signal: str, table: str) -> str:
     """The exporter's CREATE TABLE for `signal`, with the deduplication window the loads need."""
-    return EXPORTER_DDL[SIGNALS[Signal(signal)].preset].format(
+    return EXPORTER_DDL[Signal(signal).value].format(
         table=table, settings=f", non_replicated_deduplication_window = {DEDUP_WINDOW}"
     )
 

@@ -16,7 +16,6 @@ from enum import StrEnum
 from typing import Any
 
 from watchdog.core.settings.ingest import IngestSettings
-from watchdog.core.settings.presets import PRESETS
 from watchdog.daemon.ingest import logs, traces
 
 
@@ -42,11 +41,6 @@ class SignalHandler:
     record_path: tuple[str, str, str]
     rows: Callable[[Any, Callable[[str], None]], Iterator[str]]  # request, reject -> rows
     reject_count: Callable[[Any, int], None]  # (partial_success, n)
-
-    @property
-    def preset(self) -> str:
-        """The preset that reads this signal's table (core.settings.presets)."""
-        return next(name for name, facts in PRESETS.items() if facts.signal == self.signal)
 
     @property
     def json_path(self) -> tuple[str, ...]:
