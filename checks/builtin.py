@@ -1,4 +1,5 @@
-"""The twelve built-in checks of docs/spec.md section 5, as instances of the check kinds.
+"""The twelve built-in checks of docs/spec.md section 5, as instances of the check kinds, each
+declared once: its `Builtin` in `BUILTINS` (its id, its unit, its builder).
 
 `configured_checks` builds them in report order with their `[checks.<id>]` overrides, then the
 custom checks (docs/spec.md#5-checks; adding one: docs/development.md#adding-a-built-in-check).

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import pytest
 
-import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from tests.cluster import engine_config
 from watchdog.core.store import Store, open_store
 

@@ -18,6 +18,7 @@ from tests.builder import T0, H
 from watchdog.core.settings import Settings
 from watchdog.report.charts import Point
 from watchdog.report.history import History
+from watchdog.runner.plugins import default_settings
 
 AT = T0 + 4 * H
 HOSTILE_SESSION = '<script>alert("session")</script>'
@@ -73,7 +74,7 @@ TRIAGE = {
 
 def known_report(settings: Settings | None = None) -> Report:
     """A report with every status, hostile ids and a deviation table."""
-    specs = {s.id: s for s in configured_checks(settings or Settings())}
+    specs = {s.id: s for s in configured_checks(settings or default_settings())}
     checks = {}
     for check_id, (status, value, n) in KNOWN.items():
         spec = specs[check_id]

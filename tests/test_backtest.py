@@ -26,13 +26,12 @@ from hypothesis import strategies as st
 from tests import test_engine_properties as engine
 from tests.builder import T0, M, S, Scenario, unique_table
 from tests.test_kinds import CONFIG as EVERY_CHECK
-from tests.test_kinds import volume  # noqa: F401  (registers the `volume` kind here too)
+from tests.test_kinds import SUITE
 from tests.test_session_state import EXAMPLES
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.backtest import run_windows, windows_ending
 from watchdog.runner.once import run_once, window_at
-from watchdog.runner.plugins import PLUGINS
 
 # A human message and what follows it: a recall then the answer, the answer only, a
 # greeting (trivial), or no answer at all (the grace is the deadline).
@@ -133,7 +132,7 @@ def test_a_backtest_judges_each_window_as_check_at_its_end(
     table = unique_table()
     world(sessions, retried).write(store, table)
     settings = settings_from_mapping(
-        {**config(period), "source": {"table": table}}, plugins=PLUGINS, env={}
+        {**config(period), "source": {"table": table}}, plugins=SUITE, env={}
     )
     step = timedelta(minutes=period["step_min"])
     first = T0 + period["first_end_step"] * step

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from tests.pages import known_history, known_report, parse
-from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.settings import settings_from_mapping
 from watchdog.daemon.web import make_app, serve
 from watchdog.report.files import write_reports
-from watchdog.runner.plugins import PLUGINS
+from watchdog.runner.plugins import PLUGINS, default_settings
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -83,7 +83,7 @@ def served(site: Path) -> Iterator[str]:
         site,
         status=lambda: {"runs": []},
         last_run_age=lambda: None,
-        period=Settings().schedule.period,
+        period=default_settings().schedule.period,
     )
     httpd, thread = serve("127.0.0.1:0", app)
     try:

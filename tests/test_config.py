@@ -10,7 +10,7 @@ import pytest
 
 import checks.base
 from checks.base import NoDataPolicy
-from checks.builtin import BUILTIN, configured_checks
+from checks.builtin import BUILTINS, configured_checks
 from checks.kinds.outcome_rate import OutcomeRateConfig
 from watchdog.core import vocabulary
 from watchdog.core.durations import parse_duration
@@ -18,8 +18,6 @@ from watchdog.core.errors import ConfigError
 from watchdog.core.quiet import QuietHours
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import (
-    BUILTIN_CHECK_IDS,
-    Settings,
     load_settings,
     settings_from_mapping,
 )
@@ -27,7 +25,7 @@ from watchdog.core.settings.custom import CustomCheck
 from watchdog.core.settings.model import CheckOverride
 from watchdog.core.settings.values import WrittenSecret
 from watchdog.runner.once import window_at
-from watchdog.runner.plugins import PLUGINS
+from watchdog.runner.plugins import PLUGINS, default_settings
 
 EXAMPLE = Path(__file__).parents[1] / "config" / "watchdog.toml"
 _CUSTOM = {"id": "mine", "kind": "coverage", "required": ["x"], "grace": "1h", "target": 0}
@@ -50,7 +48,7 @@ def test_example_config_documents_the_defaults() -> None:
 def test_example_config_names_every_check() -> None:
     """Every check id has a documented [checks.<id>] table in the example."""
     text = EXAMPLE.read_text()
-    for check_id in BUILTIN:
+    for check_id in PLUGINS.check_ids:
         assert f"[checks.{check_id}]" in text
 
 
@@ -273,7 +271,7 @@ def test_a_window_length_that_is_not_the_schedule_period_is_refused(
 
 def test_settings_are_frozen() -> None:
     """Settings cannot be changed after loading."""
-    settings = Settings()
+    settings = default_settings()
     with pytest.raises(Exception, match="frozen"):
         settings.window.length = timedelta(hours=1)  # type: ignore[misc]
 
@@ -286,7 +284,7 @@ def test_unknown_column_override() -> None:
 
 def test_builtin_checks_are_the_ids_the_config_knows() -> None:
     """checks.builtin builds exactly the check ids the config accepts, in report order."""
-    assert tuple(BUILTIN) == BUILTIN_CHECK_IDS
+    assert tuple(b.id for b in BUILTINS) == PLUGINS.check_ids
 
 
 @pytest.mark.parametrize(

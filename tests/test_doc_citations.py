@@ -2,7 +2,7 @@
 
 A dotted name whose first two parts are one of our modules (`checks.kinds`,
 `watchdog.core.settings.load`) is a citation of code: the rest must be
-attributes of it (`checks.kinds.KINDS.spec_of`). Dotted names that only start
+attributes of it (`checks.kinds.spec_of`). Dotted names that only start
 like a package (config keys such as `alerts.lease_ttl`, table names such as
 `watchdog.memory_events`) are not code and are left alone.
 """

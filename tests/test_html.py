@@ -30,7 +30,7 @@ from watchdog.report.charts import Point
 from watchdog.report.files import prune, write_reports
 from watchdog.report.history import History, replay_alerts
 from watchdog.report.page import render_page, reproduce_command
-from watchdog.runner.plugins import PLUGINS
+from watchdog.runner.plugins import PLUGINS, default_settings
 
 
 def test_every_check_has_a_tile_breaches_first() -> None:
@@ -211,9 +211,9 @@ def test_reproduce_line_is_the_exact_command() -> None:
     """The page says how to evaluate this window again."""
     report = known_report()
     command = parse(page_of()).find("section", id="reproduce")[0].find("code")[0].all_text()
-    assert command == reproduce_command(report, Settings())  # the page's default settings
+    assert command == reproduce_command(report, default_settings())  # the page's default settings
     store = Path("memory-watchdog", "store").absolute()  # the default store, as a path that
-    # reads the same from any directory (Settings() leaves the data directory relative)
+    # reads the same from any directory (default_settings() leaves the data directory relative)
     assert (
         command
         == f"memory-watchdog check --at 2026-11-28T04:00:00Z --window 4h --store chdb://{store}"
@@ -229,7 +229,7 @@ def test_reproduce_line_names_the_store_it_read_with_its_password_masked() -> No
         ),
         ("https://reader:s3cret@ch.example:8443/otel", "'https://reader:***@ch.example:8443/otel'"),
     ):
-        settings = Settings().with_store_url(url)
+        settings = default_settings().with_store_url(url)
         page = render_page(known_report(settings), settings=settings)
         command = parse(page).find("section", id="reproduce")[0].find("code")[0].all_text()
         assert command == (

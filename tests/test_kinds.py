@@ -1,7 +1,7 @@
 """The check kinds' contract: one suite over every registered kind, and one defined only here.
 
 Every check of the suite, built-in and custom (a table per kind `[[checks.custom]]`
-can declare, and `volume`, a kind this module defines and registers), is
+can declare, and `volume`, a kind this module defines, in a registry of its own: `SUITE`), is
 judged on one world that breaches it, from the events and from the session
 state, and must give one verdict on both, triage its breach, describe itself,
 show in `explain` what it counts, and round-trip from config. A declarable kind
@@ -12,7 +12,6 @@ a kind the watchdog runs: that is what makes a new kind one module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -24,9 +23,9 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from checks.base import CheckSpec, KindParams, Report, Status, Unit
-from checks.builtin import BUILTIN, configured_checks
+from checks.builtin import configured_checks
 from checks.evidence import Evidence
-from checks.kinds import describe_check, kind_of
+from checks.kinds import describe_check, kind_of, spec_of
 from checks.kinds.base import Declared, Described, Example, ExampleEvent, Flag
 from checks.scans.binder import Binder
 from checks.scans.plans import Context, Judged, Plans, Reader, Row
@@ -119,12 +118,9 @@ class VolumeKind(Declared[Volume, VolumeConfig]):
 VOLUME = VolumeKind()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def volume() -> Iterator[None]:
-    """`volume` registered for this module only (the registry is the process's)."""
-    KINDS.register(VOLUME)
-    yield
-    KINDS.unregister("volume")
+# The registry of this suite: every kind the watchdog has, and `volume`. The process's
+# registry (PLUGINS) is left as it is: nothing is registered into a global and out again.
+SUITE = PLUGINS.with_(kinds=[VOLUME])
 
 
 # --- the checks of the suite: every built-in one, and a custom table per declarable kind ---
@@ -172,7 +168,7 @@ CUSTOM: dict[str, dict[str, Any]] = {
 # The declarable kinds the tables above do not cover bring their own table and breach.
 EXAMPLES_OF = {
     kind.name: example
-    for kind in (*KINDS, VOLUME)
+    for kind in SUITE.kinds
     if isinstance(kind, Declared)
     and kind.name not in {table["kind"] for table in CUSTOM.values()}
     and (example := kind.example()) is not None
@@ -181,16 +177,16 @@ CUSTOM.update({name: dict(example.table) for name, example in EXAMPLES_OF.items(
 TABLES = [{"id": i, "target": 0, "min_samples": 0, **t} for i, t in CUSTOM.items()]
 # Every built-in check judged on little data, and breached by the world below.
 OVERRIDES = {
-    **{check_id: {"min_samples": 0} for check_id in BUILTIN},
+    **{check_id: {"min_samples": 0} for check_id in PLUGINS.check_ids},
     "telemetry_freshness": {"min_samples": 0, "target": 60},
     "write_gate_drift": {"min_samples": 0, "target": 0.2},
 }
 CONFIG = {"checks": {**OVERRIDES, "custom": TABLES}}
-CHECKS = [*BUILTIN, *CUSTOM]
+CHECKS = [*SUITE.check_ids, *CUSTOM]
 
 
 def settings() -> Settings:
-    return settings_from_mapping(CONFIG, plugins=PLUGINS, env={})
+    return settings_from_mapping(CONFIG, plugins=SUITE, env={})
 
 
 def _world() -> Scenario:
@@ -263,7 +259,7 @@ def test_every_check_gives_one_verdict_on_generated_worlds(
 def test_every_registered_kind_is_in_the_suite() -> None:
     """The suite judges at least one check of every kind the registry holds."""
     kinds = {kind_of(spec).name for spec in configured_checks(settings())}
-    missing = {kind.name for kind in KINDS} - kinds
+    missing = {kind.name for kind in SUITE.kinds} - kinds
     assert not missing, f"kinds the suite judges no check of (give them an example()): {missing}"
 
 
@@ -371,9 +367,9 @@ def test_explain_shows_what_a_check_counts(explained: dict[str, set[str]], check
 @pytest.mark.parametrize("table", TABLES, ids=[t["id"] for t in TABLES])
 def test_a_custom_table_round_trips_through_its_kinds_model(table: dict[str, Any]) -> None:
     """A table read into its kind's model, written back out and read again is the same check."""
-    first = settings_from_mapping({"checks": {"custom": [table]}}, plugins=PLUGINS, env={})
+    first = settings_from_mapping({"checks": {"custom": [table]}}, plugins=SUITE, env={})
     (model,) = first.custom_checks
     dumped = model.model_dump(mode="json")
-    again = settings_from_mapping({"checks": {"custom": [dumped]}}, plugins=PLUGINS, env={})
+    again = settings_from_mapping({"checks": {"custom": [dumped]}}, plugins=SUITE, env={})
     assert again.custom_checks == first.custom_checks
-    assert KINDS.spec_of(again.custom_checks[0]) == KINDS.spec_of(model)
+    assert spec_of(SUITE, again.custom_checks[0]) == spec_of(SUITE, model)

@@ -36,39 +36,77 @@ def test_the_child_really_runs_without_asserts() -> None:
 
 
 CASES = {
-    "a built-in check id without its builder": (
-        "import watchdog.core.settings as s, watchdog.core.settings.model as m\n"
-        "s.BUILTIN_CHECK_IDS = m.BUILTIN_CHECK_IDS = (*m.BUILTIN_CHECK_IDS, 'ghost')\n"
-        "import checks.builtin",
-        "built-in checks out of step",
+    "a built-in check registered without its builder": (
+        "from dataclasses import dataclass\n"
+        "from checks.builtin import configured_checks\n"
+        "from watchdog.core.units import Unit\n"
+        "from watchdog.runner.plugins import PLUGINS, default_settings\n"
+        "@dataclass(frozen=True)\n"
+        "class Ghost:\n"
+        "    id: str = 'ghost'\n"
+        "    unit: Unit = Unit.COUNT\n"
+        "configured_checks(default_settings(PLUGINS.with_(checks=[Ghost()])))",
+        "built-in check 'ghost' is registered without its builder",
     ),
-    "a preset with facts and no builder": (
-        "from watchdog.core.settings.presets import PRESETS\n"
-        "PRESETS['ghost'] = PRESETS['normalized']\n"
-        "import checks.sources",
-        "presets out of step",
+    "a preset registered without its builder": (
+        "from dataclasses import dataclass\n"
+        "from checks.sources import preset_for\n"
+        "from watchdog.core.settings import settings_from_mapping\n"
+        "from watchdog.runner.plugins import PLUGINS\n"
+        "@dataclass(frozen=True)\n"
+        "class Ghost:\n"
+        "    name: str = 'ghost'\n"
+        "    table: str = 'x.y'\n"
+        "    signal: None = None\n"
+        "plugins = PLUGINS.with_(presets=[Ghost()])\n"
+        "s = settings_from_mapping({'source': {'preset': 'ghost'}}, plugins=plugins, env={})\n"
+        "preset_for(s.source, None)",
+        "preset 'ghost' is registered without its builder",
     ),
-    "a receiver with settings and no notifier": (
-        "import watchdog.core.settings.receivers as r\n"
-        "r.RECEIVERS = {**r.RECEIVERS, 'ghost': r.RECEIVERS['webhook']}\n"
-        "import watchdog.core.settings as s; s.RECEIVERS = r.RECEIVERS\n"
-        "import alerts.notifiers",
-        "receiver kinds out of step",
+    "a receiver kind registered without its sender": (
+        "from dataclasses import dataclass\n"
+        "from typing import ClassVar\n"
+        "from alerts.notifiers import build_notifiers\n"
+        "from watchdog.core.settings import ReceiverModel, settings_from_mapping\n"
+        "from watchdog.runner.plugins import PLUGINS\n"
+        "class GhostSettings(ReceiverModel):\n"
+        "    kind: ClassVar[str] = 'ghost'\n"
+        "@dataclass(frozen=True)\n"
+        "class Ghost:\n"
+        "    model: type = GhostSettings\n"
+        "plugins = PLUGINS.with_(receivers=[Ghost()])\n"
+        "s = settings_from_mapping({'alerts': {'ghost': {'a': {}}}}, plugins=plugins, env={})\n"
+        "build_notifiers(s)",
+        "receiver kind 'ghost' is not registered with a sender",
+    ),
+    "a plugin registered twice": (
+        "from checks.kinds import KINDS\n"
+        "from watchdog.runner.plugins import PLUGINS\n"
+        "PLUGINS.with_(kinds=[KINDS[0]])",
+        "is registered twice",
     ),
     "a custom table of a kind config cannot declare": (
-        "from checks.kinds import Kinds\n"
+        "from checks.kinds import spec_of\n"
         "from checks.kinds.deviation_evidence import KIND\n"
         "from watchdog.core.settings.custom import CustomCheck\n"
-        "kinds = Kinds(); kinds.register(KIND)\n"
-        "kinds.spec_of(CustomCheck(id='x', kind=KIND.name, target=0))",
+        "from watchdog.runner.plugins import PLUGINS\n"
+        "spec_of(PLUGINS, CustomCheck(id='x', kind=KIND.name, target=0))",
         "kind 'deviation_evidence' is not declarable",
     ),
     "a check judged by another kind": (
-        "from checks.builtin import BUILTIN\n"
+        "from checks.builtin import configured_checks\n"
         "from checks.kinds.share import KIND\n"
-        "from watchdog.core.settings import Settings\n"
-        "KIND.of(BUILTIN['recall_coverage'](Settings()))",
+        "from watchdog.runner.plugins import default_settings\n"
+        "KIND.of(configured_checks(default_settings())[0])",
         "check recall_coverage is no share check",
+    ),
+    "a check built without its kind": (
+        "from dataclasses import replace\n"
+        "from checks.builtin import configured_checks\n"
+        "from checks.kinds import kind_of\n"
+        "from watchdog.runner.plugins import default_settings\n"
+        "kind_of(replace(configured_checks(default_settings())[0], kind=None))",
+        "check recall_coverage has no kind",
     ),
     "a table handed to another kind": (
         "from checks.kinds.share import KIND\n"

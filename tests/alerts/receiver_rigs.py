@@ -2,8 +2,11 @@
 
 The notifier contract suite (tests/alerts/test_receiver_contract.py) runs
 every rig through the same tests, as APScheduler runs one suite over every
-data store; `RIGS` must name every kind of `alerts.notifiers.NOTIFIERS`
+data store; the rigs must cover every kind of `alerts.notifiers.RECEIVERS`
 (the suite checks it), so a new receiver kind is covered once it has a rig.
+A new kind brings its rig in a module of its own beside its tests,
+`tests/alerts/rig_<kind>.py` defining `rigs()`: found by scanning, no list
+here is edited.
 
 A rig builds the real receiver (`make`, with fast retries), the config table
 that configures it (`table`), scripts its stand-in's answers in the words
@@ -14,12 +17,15 @@ refuses) and says which of its requests were accepted.
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
+import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import tests.alerts
 from alerts.base import Message
 from alerts.facts import alert_facts
 from alerts.notifiers import (
@@ -59,7 +65,7 @@ class Rig:
     """A receiver kind, its stand-in, and how to script and read it."""
 
     id: str  # the test id: the kind, and its mode when it has several
-    kind: str  # the key of NOTIFIERS
+    kind: str  # a receiver kind of RECEIVERS
     name: str  # the receiver's name (`webhook.team`)
     http: bool  # spoken over HTTP: the retry, rate-limit and failure contract applies
     secrets: tuple[str, ...]  # what may never show
@@ -138,7 +144,7 @@ HTTP_REPLIES = {
 }
 
 
-def _rigs() -> list[Rig]:
+def _builtin_rigs() -> list[Rig]:
     return [
         Rig(
             id="slack-webhook",
@@ -261,6 +267,15 @@ def _rigs() -> list[Rig]:
             config=lambda s: {"stdout": {}},
         ),
     ]
+
+
+def _rigs() -> list[Rig]:
+    """Every rig: the ones above, then each `tests/alerts/rig_<kind>.py` module's `rigs()`."""
+    found = _builtin_rigs()
+    for module in sorted(pkgutil.iter_modules(tests.alerts.__path__), key=lambda m: m.name):
+        if module.name.startswith("rig_"):
+            found += importlib.import_module(f"tests.alerts.{module.name}").rigs()
+    return found
 
 
 RIG_IDS = [rig.id for rig in _rigs()]

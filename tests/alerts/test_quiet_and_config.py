@@ -6,16 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from alerts.notifiers import NOTIFIERS
+from alerts.notifiers import RECEIVERS
 from watchdog.core.errors import ConfigError
 from watchdog.core.quiet import QuietHours
-from watchdog.core.settings import (
-    RECEIVER_TABLES,
-    RECEIVERS,
-    AlertSettings,
-    settings_from_mapping,
-)
-from watchdog.core.settings.receivers import SECRET_KEYS
+from watchdog.core.settings import settings_from_mapping, settings_model
+from watchdog.core.settings.load import secret_keys
 from watchdog.runner.plugins import PLUGINS
 
 WEBHOOK = "https://hooks.slack.com/services/T0/B0/s3cr3t"
@@ -131,15 +126,17 @@ def test_secrets_are_hidden_in_the_settings_repr() -> None:
 
 def test_every_registered_notifier_is_a_config_key() -> None:
     """The registry and the config model name the same notifiers."""
-    assert set(NOTIFIERS) <= set(AlertSettings.model_fields)
+    alerts = settings_model(PLUGINS).model_fields["alerts"].annotation
+    assert alerts is not None
+    assert {receiver.kind for receiver in RECEIVERS} <= set(alerts.model_fields)
 
 
 def test_the_receiver_lists_are_derived_from_the_registry() -> None:
     """Secret keys, tables and [alerts]' fields come from each receiver's settings model."""
-    assert set(RECEIVERS) == set(NOTIFIERS)
-    assert {"telegram.bot_token", "alertmanager.basic_auth_password"} <= SECRET_KEYS
-    assert "[alerts.telegram.<name>]" in RECEIVER_TABLES
-    assert {kind for kind, model in RECEIVERS.items() if model.machine} == {
+    assert PLUGINS.receivers == RECEIVERS
+    assert {"telegram.bot_token", "alertmanager.basic_auth_password"} <= secret_keys(PLUGINS)
+    assert "[alerts.telegram.<name>]" in PLUGINS.receiver_tables()
+    assert {r.kind for r in RECEIVERS if r.model.machine} == {
         "webhook",
         "pagerduty",
         "alertmanager",

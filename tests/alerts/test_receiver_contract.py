@@ -19,7 +19,7 @@ from datetime import timedelta
 import pytest
 
 from alerts.base import Deadline, DeliveryError, Failure
-from alerts.notifiers import NOTIFIERS, build_notifiers
+from alerts.notifiers import RECEIVERS, build_notifiers
 from alerts.testing import FakeTimer
 from tests.alerts.conftest import make_settings
 from tests.alerts.receiver_rigs import (
@@ -49,8 +49,8 @@ def deadline(timer: FakeTimer | None = None, seconds: float = 60) -> Deadline:
 
 
 def test_every_registered_receiver_kind_has_a_rig() -> None:
-    """The suite covers every kind of NOTIFIERS: a new receiver is tested once it has a rig."""
-    assert kinds_with_a_rig() == set(NOTIFIERS)
+    """The suite covers every kind of RECEIVERS: a new receiver is tested once it has a rig."""
+    assert kinds_with_a_rig() == {receiver.kind for receiver in RECEIVERS}
 
 
 def test_a_message_is_delivered_once(rig: Rig) -> None:
@@ -68,7 +68,7 @@ def test_the_config_builds_it_described_without_secrets(rig: Rig) -> None:
     built = build_notifiers(settings)
     assert list(built) == [rig.name]
     receiver = built[rig.name]
-    assert receiver.per_alert is NOTIFIERS[rig.kind].per_alert
+    assert receiver.per_alert is next(r for r in RECEIVERS if r.kind == rig.kind).notifier.per_alert
     described = receiver.describe()
     assert described.startswith(rig.name)
     assert not any(secret in described for secret in rig.secrets), described

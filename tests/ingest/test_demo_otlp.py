@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.builtin import BUILTIN
+from checks.builtin import BUILTINS
 from tests.ingest.processes import BIN, REPO, clean_env
 
 pytestmark = pytest.mark.slow
@@ -75,7 +75,7 @@ def test_demo_via_otlp_gives_the_demo_verdicts(demos: Demos) -> None:
     assert direct.returncode == 0, direct.stderr
     assert via.returncode == 0, via.stderr
     assert "through the SDK's OTLP/HTTP exporter" in via.stdout
-    assert len(check_lines(direct.stdout)) == len(BUILTIN)
+    assert len(check_lines(direct.stdout)) == len(BUILTINS)
     assert check_lines(via.stdout) == check_lines(direct.stdout)
     (command,) = [
         line.strip()

@@ -20,6 +20,7 @@ PLUGINS = Plugins(
     presets=PRESETS,
     receivers=RECEIVERS,
     default_preset="joelclaw",
+    origin=f"{__name__}:PLUGINS",
 )
 
 

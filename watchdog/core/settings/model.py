@@ -270,6 +270,16 @@ class Settings(_Settings):
     # of it, but what a command the program prints for the user names (`--config`).
     _config_file: str | None = PrivateAttr(default=None)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its registry's name (`plugins.origin`): its model and the models of its
+        source and alerts are built from the registry, and are rebuilt so on the other side."""
+        if not self.plugins.origin:
+            raise RegistryError("settings of a registry with no origin cannot cross processes")
+        state = self.__getstate__()
+        fields = dict(state["__dict__"])
+        parts = {name: fields.pop(name).__getstate__() for name in _REGISTRY_PARTS}
+        return (_restored, (self.plugins.origin, {**state, "__dict__": fields}, parts))
+
     @property
     def config_file(self) -> str | None:
         """The config file these settings were read from (absolute), None for the defaults."""
@@ -416,6 +426,26 @@ class Settings(_Settings):
     def with_store_url(self, url: str) -> Settings:
         """These settings reading another store (`--store`)."""
         return self.model_copy(update={"store": self.store.model_copy(update={"url": url})})
+
+
+# The fields of Settings whose models each registry builds (`settings_model`).
+_REGISTRY_PARTS = ("source", "alerts")
+
+
+def _restored(origin: str, state: dict[str, Any], parts: dict[str, Any]) -> Settings:
+    """Settings unpickled (`Settings.__reduce__`): the models of the registry at `origin`."""
+    model = settings_model(Plugins.imported(origin))
+    fields = dict(state["__dict__"])
+    for name, part_state in parts.items():
+        part_model = model.model_fields[name].annotation
+        if not (isinstance(part_model, type) and issubclass(part_model, _Settings)):
+            raise RegistryError(f"settings.{name} is no settings model")
+        part = part_model.__new__(part_model)
+        part.__setstate__(part_state)
+        fields[name] = part
+    settings = model.__new__(model)
+    settings.__setstate__({**state, "__dict__": fields})
+    return settings
 
 
 @functools.cache

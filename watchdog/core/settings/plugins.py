@@ -71,7 +71,9 @@ class ReceiverEntry(Protocol):
 class Plugins:
     """Every plugin the settings know, in order (report order for the built-in checks).
 
-    `default_preset` is the preset of a source that names none. Identity is the registry's
+    `default_preset` is the preset of a source that names none. `origin` is where the registry
+    is importable from (`module:NAME`): settings of it cross to a child process by that name
+    (pickled, as a class is); "" for a registry a test builds. Identity is the registry's
     equality, so each one gets its settings models built once (`settings_model`).
     """
 
@@ -80,6 +82,7 @@ class Plugins:
     presets: tuple[PresetEntry, ...] = ()
     receivers: tuple[ReceiverEntry, ...] = ()
     default_preset: str = ""
+    origin: str = ""
     _names: dict[str, dict[str, object]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +112,15 @@ class Plugins:
             receivers=(*self.receivers, *receivers),
             default_preset=self.default_preset,
         )
+
+    @staticmethod
+    def imported(origin: str) -> Plugins:
+        """The registry importable from `origin` (`module:NAME`)."""
+        module, _, name = origin.partition(":")
+        found = getattr(importlib.import_module(module), name, None)
+        if not isinstance(found, Plugins):
+            raise RegistryError(f"{origin} is no plugin registry")
+        return found
 
     def kind(self, name: str) -> KindEntry | None:
         return self._names["check kind"].get(name)  # type: ignore[return-value]
