@@ -35,8 +35,11 @@ from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import open_store
 from watchdog.report.text import render_json
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 mode, url, source, at = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
-settings = settings_from_mapping({"store": {"url": url}, "source": source}, env={})
+settings = settings_from_mapping(
+    {"store": {"url": url}, "source": source}, plugins=PLUGINS, env={}
+)
 window = window_at(settings, datetime.fromisoformat(at))
 COUNTERS = "SELECT event, value FROM system.events WHERE event IN ('SelectedBytes', 'SelectedRows')"
 queries = []

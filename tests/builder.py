@@ -16,7 +16,7 @@ from typing import Any
 
 from checks.base import Report
 from checks.source_ddl import create_table_sql
-from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.settings import Plugins, Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.plugins import PLUGINS
@@ -179,15 +179,18 @@ def unique_table() -> str:
     return f"t_{uuid.uuid4().hex[:12]}.otel_events"
 
 
-def settings_for(table: str, config: dict[str, Any] | None = None) -> Settings:
-    """Settings reading `table` with the joelclaw preset, plus any config overrides."""
+def settings_for(
+    table: str, config: dict[str, Any] | None = None, *, plugins: Plugins = PLUGINS
+) -> Settings:
+    """Settings reading `table` with the joelclaw preset, plus any config overrides, of the
+    registry `plugins` (a test's own, when it adds a plugin)."""
     data: dict[str, Any] = {
         k: dict(v) if isinstance(v, dict) else v for k, v in (config or {}).items()
     }
     source = dict(data.get("source", {}))
     source.setdefault("table", table)
     data["source"] = source
-    return settings_from_mapping(data, plugins=PLUGINS, env={})
+    return settings_from_mapping(data, plugins=plugins, env={})
 
 
 def evaluate(

@@ -29,10 +29,11 @@ from tests.exporter import write_otel_logs, write_otel_traces
 from tests.test_otel_layouts import _scenario as otel_scenario
 from tests.test_otel_layouts import _spans
 from tests.test_schema import _scenario as every_check
-from watchdog.core.settings import Settings
+from watchdog.core.settings import Plugins, Settings
 from watchdog.core.store import QueryResult, Store
 from watchdog.runner.backtest import run_windows, windows_ending
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.plugins import PLUGINS
 
 AT = T0 + 4 * H
 ENDS = [AT - 2 * H, AT - H, AT]  # a backtest's windows
@@ -60,9 +61,10 @@ class Source:
     preset: str
     table: str
     config: dict[str, Any]
+    plugins: Plugins = PLUGINS
 
     def settings(self, table: str | None = None) -> Settings:
-        return settings_for(table or self.table, self.config)
+        return settings_for(table or self.table, self.config, plugins=self.plugins)
 
     def column(self, store: Store, name: str) -> str:
         """SQL over a raw row: the preset's normalized column `name`, before any array join."""
@@ -158,7 +160,9 @@ class Materialized:
     @property
     def state(self) -> Settings:
         source = {**self.raw.config.get("source", {}), "state": f"{self.database}.session_state"}
-        return settings_for(self.raw.table, {**self.raw.config, "source": source})
+        return settings_for(
+            self.raw.table, {**self.raw.config, "source": source}, plugins=self.raw.plugins
+        )
 
     @property
     def narrow(self) -> Settings:
@@ -169,7 +173,9 @@ def _materialized(store: Store, source: Source, cluster: str) -> Materialized:
     """`schema apply --materialize` with `store.cluster` set, its statements run shard by shard
     (no Keeper here for ON CLUSTER), then each table read through its shards' own rows."""
     database = f"cl_{uuid.uuid4().hex[:10]}"
-    settings = settings_for(source.table, {**source.config, "store": {"cluster": cluster}})
+    settings = settings_for(
+        source.table, {**source.config, "store": {"cluster": cluster}}, plugins=source.plugins
+    )
     statements = materialize_statements(
         settings,
         plan_for(settings, ttl=None, database=database),

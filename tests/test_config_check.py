@@ -205,7 +205,7 @@ def test_a_sound_config_and_store_exit_0_saying_what_was_checked(
     assert "pagerduty.oncall (PagerDuty Events API v2" in out and "k" * 32 not in out
     assert "s3cr3t" not in out
     assert (
-        "routes: critical, any check -> pagerduty.oncall, slack; otherwise -> slack, pagerduty.oncall"
+        "routes: critical, any check -> pagerduty.oncall, slack; otherwise -> pagerduty.oncall, slack"
         in out
     )
     assert "compiles (LIMIT 0): event_id, ts, session_id" in out
@@ -278,8 +278,8 @@ def test_unset_secrets_exit_2_naming_each_key_and_variable(tmp_path: Path) -> No
     result = run(RECEIVERS, "--no-store", tmp=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "memory-watchdog: alerts.slack.webhook_url: environment variable SLACK_WEBHOOK_URL is not set",
         "memory-watchdog: alerts.pagerduty.oncall.routing_key: environment variable PD_ROUTING_KEY is not set",
+        "memory-watchdog: alerts.slack.webhook_url: environment variable SLACK_WEBHOOK_URL is not set",
     ]
 
 

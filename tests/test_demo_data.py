@@ -275,7 +275,10 @@ from datetime import UTC, datetime
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import open_store
 from watchdog.demo.run import DEMO_TABLE, demo_settings, run_demo
-settings = demo_settings(settings_from_mapping({"store": {"url": sys.argv[1]}}, env={}))
+from watchdog.runner.plugins import PLUGINS
+settings = demo_settings(
+    settings_from_mapping({"store": {"url": sys.argv[1]}}, plugins=PLUGINS, env={})
+)
 demo = run_demo(settings, sessions=100, seed=1, at=datetime(2026, 11, 28, 4, tzinfo=UTC))
 with open_store(sys.argv[1]) as store:
     left = store.query(f"SELECT count() - uniqExact(id) FROM {DEMO_TABLE}").rows[0][0]

@@ -214,9 +214,9 @@ def _world() -> Scenario:
 
 
 @pytest.fixture(scope="module")
-def judged(store: Store, volume: None) -> tuple[Report, Report]:
+def judged(store: Store) -> tuple[Report, Report]:
     """The world judged with its triage, from the events and from the session state."""
-    built = Materialized(store, CONFIG).apply()
+    built = Materialized(store, CONFIG, plugins=SUITE).apply()
     built.write(_world().events)
     return tuple(  # type: ignore[return-value]
         run_once(store, s, window_at(s, AT), triage=True) for s in (built.raw, built.stateful)
@@ -224,7 +224,7 @@ def judged(store: Store, volume: None) -> tuple[Report, Report]:
 
 
 @pytest.fixture(scope="module")
-def clustered(store: Store, volume: None) -> tuple[Report, Report]:
+def clustered(store: Store) -> tuple[Report, Report]:
     """The same world judged on a cluster: the raw table through a Distributed table over 3
     local shards (rows spread as `rand()` spreads them), and the state built by the
     materialize statements' cluster DDL on 2 (tests/test_cluster.py)."""
@@ -232,10 +232,10 @@ def clustered(store: Store, volume: None) -> tuple[Report, Report]:
     table = unique_table()
     world.write(store, table)
     raw = distribute(store, table, "three", "rand()", "cityHash64(id, received_at)")
-    built = _materialized(store, Source("joelclaw", table, CONFIG), "two")
+    built = _materialized(store, Source("joelclaw", table, CONFIG, SUITE), "two")
     return tuple(  # type: ignore[return-value]
         run_once(store, s, window_at(s, AT), triage=True)
-        for s in (settings_for(raw.table, CONFIG), built.state)
+        for s in (settings_for(raw.table, CONFIG, plugins=SUITE), built.state)
     )
 
 
@@ -253,7 +253,8 @@ def test_every_check_gives_one_verdict_on_generated_worlds(
     suite: the same report from the events and from the state (the lookback's ends fall
     inside buckets, read from the events, and sessions straddle them)."""
     config = {**CONFIG, "window": {"lookback": f"{lookback_min}m"}, "schedule": {"every": "1h"}}
-    same_reports(store, engine.build(plans), AT + timedelta(milliseconds=at_offset_ms), config)
+    at = AT + timedelta(milliseconds=at_offset_ms)
+    same_reports(store, engine.build(plans), at, config, plugins=SUITE)
 
 
 def test_every_registered_kind_is_in_the_suite() -> None:
@@ -304,7 +305,10 @@ def test_generated_worlds_on_a_cluster_give_the_single_tables_report(
     at = AT + timedelta(milliseconds=at_offset_ms)
     single, spread = (
         run_once(store, s, window_at(s, at), triage=True).to_json()
-        for s in (settings_for(table, CONFIG), settings_for(dist.table, CONFIG))
+        for s in (
+            settings_for(table, CONFIG, plugins=SUITE),
+            settings_for(dist.table, CONFIG, plugins=SUITE),
+        )
     )
     del single["source"], spread["source"]
     assert spread == single
@@ -333,13 +337,13 @@ def test_a_check_describes_itself(check_id: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def explained(store: Store, volume: None) -> dict[str, set[str]]:
+def explained(store: Store) -> dict[str, set[str]]:
     """Check id -> the sessions of the world in whose `explain` it shows: an event it counts
     (the kind's `flag`) or an obligation it judges (`obligations`, `judges`)."""
     world = _world()
     table = unique_table()
     world.write(store, table)
-    config = settings_for(table, CONFIG)
+    config = settings_for(table, CONFIG, plugins=SUITE)
     shown: dict[str, set[str]] = {}
     for session_id in sorted({e.session for e in world.events if e.session}):
         told = explain(store, config, session_id, AT)

@@ -34,7 +34,7 @@ from tests.faults.chserver import ClickHouseHTTPServer
 from tests.test_schema import _scenario as every_check
 from tests.test_triage import failure_mix
 from watchdog.core.errors import ConfigError
-from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.settings import Plugins, Settings, settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.report.page import evaluate_page
 from watchdog.runner.once import evaluate_once, run_once, window_at
@@ -51,13 +51,16 @@ EXAMPLES = settings(
 class Materialized:
     """A joelclaw table with the session state built by `schema apply --materialize`."""
 
-    def __init__(self, store: Store, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, store: Store, config: dict[str, Any] | None = None, *, plugins: Plugins = PLUGINS
+    ) -> None:
         self.store = store
+        self.plugins = plugins
         self.table = unique_table()
         self.config = config or {}
         store.command(f"CREATE DATABASE IF NOT EXISTS {self.table.split('.')[0]}")
         store.command(create_table_sql("joelclaw", self.table, ttl=False))
-        self.raw = settings_for(self.table, self.config)
+        self.raw = settings_for(self.table, self.config, plugins=plugins)
         self.database = f"state_{uuid.uuid4().hex[:10]}"
 
     def apply(self) -> Materialized:
@@ -78,7 +81,7 @@ class Materialized:
     @property
     def stateful(self) -> Settings:
         source = {**self.config.get("source", {}), "state": f"{self.database}.session_state"}
-        return settings_for(self.table, {**self.config, "source": source})
+        return settings_for(self.table, {**self.config, "source": source}, plugins=self.plugins)
 
     def write(
         self, events: list[Event], received: datetime = datetime(2026, 12, 1, tzinfo=UTC)
@@ -94,9 +97,16 @@ class Materialized:
         )
 
 
-def _same(store: Store, sc: Scenario, at: datetime, config: dict[str, Any] | None = None) -> None:
+def _same(
+    store: Store,
+    sc: Scenario,
+    at: datetime,
+    config: dict[str, Any] | None = None,
+    *,
+    plugins: Plugins = PLUGINS,
+) -> None:
     """The scenario, written after the apply (so through the view), gives one report twice."""
-    m = Materialized(store, config).apply()
+    m = Materialized(store, config, plugins=plugins).apply()
     m.write(sc.events)
     raw, state = m.reports(at)
     assert state == raw

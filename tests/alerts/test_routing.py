@@ -160,7 +160,7 @@ def test_the_router_matches_severity_and_check_together() -> None:
         (
             {"routes": [{"receivers": ["pagerduty.nobody"]}]},
             "alerts.routes[0].receivers",
-            "unknown receiver 'pagerduty.nobody' (configured: slack, webhook.team, pagerduty.oncall)",
+            "unknown receiver 'pagerduty.nobody' (configured: pagerduty.oncall, slack, webhook.team)",
         ),
         (
             {"routes": [{"checks": ["recall_coverag"], "receivers": ["slack"]}]},
