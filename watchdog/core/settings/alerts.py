@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from pydantic import Field, create_model, field_validator, model_validator
 
 from watchdog.core.durations import Duration
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, RegistryError
 from watchdog.core.settings.plugins import Plugins
 from watchdog.core.settings.receivers import ReceiverModel, as_tuple
 from watchdog.core.settings.values import ConfigModel, MissingSecret
@@ -145,6 +145,8 @@ def alerts_model(plugins: Plugins) -> type[AlertSettings]:
     fields: dict[str, Any] = {}
     for entry in plugins.receivers:
         model = entry.model
+        if model.kind in AlertSettings.model_fields:
+            raise RegistryError(f"receiver kind {model.kind!r} is a key of [alerts] already")
         if model.named:
             fields[model.kind] = (dict[str, model], Field(default_factory=dict))  # type: ignore[valid-type]
         else:

@@ -83,18 +83,21 @@ class Plugins:
     receivers: tuple[ReceiverEntry, ...] = ()
     default_preset: str = ""
     origin: str = ""
-    _names: dict[str, dict[str, object]] = field(init=False, repr=False)
+    _kinds: dict[str, KindEntry] = field(init=False, repr=False)
+    _presets: dict[str, PresetEntry] = field(init=False, repr=False)
+    _receivers: dict[str, ReceiverEntry] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        names = {
-            "check kind": _by_name("check kind", [(e.name, e) for e in self.kinds]),
-            "built-in check": _by_name("built-in check", [(e.id, e) for e in self.checks]),
-            "preset": _by_name("preset", [(e.name, e) for e in self.presets]),
-            "receiver kind": _by_name("receiver kind", [(e.model.kind, e) for e in self.receivers]),
-        }
-        if self.presets and self.default_preset not in names["preset"]:
+        _by_name("built-in check", [(e.id, e) for e in self.checks])
+        presets = _by_name("preset", [(e.name, e) for e in self.presets])
+        if self.presets and self.default_preset not in presets:
             raise RegistryError(f"the default preset {self.default_preset!r} is not registered")
-        object.__setattr__(self, "_names", names)
+        object.__setattr__(
+            self, "_kinds", _by_name("check kind", [(e.name, e) for e in self.kinds])
+        )
+        object.__setattr__(self, "_presets", presets)
+        receivers = _by_name("receiver kind", [(e.model.kind, e) for e in self.receivers])
+        object.__setattr__(self, "_receivers", receivers)
 
     def with_(
         self,
@@ -123,13 +126,13 @@ class Plugins:
         return found
 
     def kind(self, name: str) -> KindEntry | None:
-        return self._names["check kind"].get(name)  # type: ignore[return-value]
+        return self._kinds.get(name)
 
     def preset(self, name: str) -> PresetEntry | None:
-        return self._names["preset"].get(name)  # type: ignore[return-value]
+        return self._presets.get(name)
 
     def receiver(self, kind: str) -> ReceiverEntry | None:
-        return self._names["receiver kind"].get(kind)  # type: ignore[return-value]
+        return self._receivers.get(kind)
 
     @property
     def check_ids(self) -> tuple[str, ...]:
@@ -152,9 +155,9 @@ class Plugins:
         return ", ".join(entry.model.table() for entry in self.receivers)
 
 
-def _by_name(what: str, entries: Iterable[tuple[str, object]]) -> dict[str, object]:
+def _by_name(what: str, entries: Iterable[tuple[str, T]]) -> dict[str, T]:
     """`entries` by name; RegistryError when two have the same."""
-    found: dict[str, object] = {}
+    found: dict[str, T] = {}
     for name, entry in entries:
         if name in found:
             raise RegistryError(f"{what} {name!r} is registered twice")
