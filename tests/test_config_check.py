@@ -20,6 +20,7 @@ from checks.probe import probe_source, server_words
 from tests.builder import T0, M, Scenario, settings_for, unique_table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.runner.plugins import PLUGINS
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 
@@ -269,8 +270,10 @@ def test_an_unknown_receiver_in_a_route_exits_2_before_anything_else(tmp_path: P
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"memory-watchdog: {tmp_path / 'watchdog.toml'}: alerts.routes[0].receivers:"
-        " unknown receiver 'pagerduty.oncall' (configured: none; add [alerts.slack] for example)"
+        " unknown receiver 'pagerduty.oncall' (configured: none; add one of"
+        f" {PLUGINS.receiver_tables()})"
     )
+    assert "[alerts.pagerduty.<name>]" in result.stderr
 
 
 def test_unset_secrets_exit_2_naming_each_key_and_variable(tmp_path: Path) -> None:

@@ -106,7 +106,8 @@ class AlertSettings(ConfigModel):
         for key, names in named:
             for name in names:
                 if name not in known:
-                    configured = ", ".join(known) or "none; add [alerts.slack] for example"
+                    tables = self.plugins.receiver_tables()
+                    configured = ", ".join(known) or f"none; add one of {tables}"
                     raise ConfigError(
                         f"alerts.{key}",
                         f"unknown receiver {name!r} (configured: {configured})",
