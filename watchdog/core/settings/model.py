@@ -97,10 +97,8 @@ class SourceSettings(_Settings):
     @classmethod
     def _known_preset(cls, value: str) -> str:
         if cls.plugins.preset(value) is None:
-            accepted = [f"'{preset.name}'" for preset in cls.plugins.presets]
-            listed = " or ".join(
-                [", ".join(accepted[:-1]), accepted[-1]] if accepted[1:] else accepted
-            )
+            *first, last = [f"'{preset.name}'" for preset in cls.plugins.presets] or ["none"]
+            listed = f"{', '.join(first)} or {last}" if first else last
             raise ValueError(f"{value!r} is not accepted (accepted: {listed})")
         return value
 
