@@ -316,7 +316,9 @@ def configured_checks(settings: Settings) -> list[CheckSpec]:
     """Built-in checks (docs/spec.md section 5, in order) with `[checks.<id>]`, then custom ones.
 
     The settings were validated when they loaded (ids known and unique, custom
-    windows within the lookback), so this cannot fail.
+    windows within the lookback), so this cannot fail but on a registry that holds
+    a built-in check without its builder, or a check no kind of it takes
+    (RegistryError).
     """
     plugins = settings.plugins
     builtin = []
