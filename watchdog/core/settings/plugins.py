@@ -84,17 +84,19 @@ class Plugins:
     default_preset: str = ""
     origin: str = ""
     _kinds: dict[str, KindEntry] = field(init=False, repr=False)
+    _checks: dict[str, CheckEntry] = field(init=False, repr=False)
     _presets: dict[str, PresetEntry] = field(init=False, repr=False)
     _receivers: dict[str, ReceiverEntry] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _by_name("built-in check", [(e.id, e) for e in self.checks])
+        checks = _by_name("built-in check", [(e.id, e) for e in self.checks])
         presets = _by_name("preset", [(e.name, e) for e in self.presets])
         if self.presets and self.default_preset not in presets:
             raise RegistryError(f"the default preset {self.default_preset!r} is not registered")
         object.__setattr__(
             self, "_kinds", _by_name("check kind", [(e.name, e) for e in self.kinds])
         )
+        object.__setattr__(self, "_checks", checks)
         object.__setattr__(self, "_presets", presets)
         receivers = _by_name("receiver kind", [(e.model.kind, e) for e in self.receivers])
         object.__setattr__(self, "_receivers", receivers)
@@ -141,7 +143,8 @@ class Plugins:
 
     def unit_of(self, check_id: str) -> Unit | None:
         """The unit of the built-in check `check_id` (None: no built-in check has that id)."""
-        return next((check.unit for check in self.checks if check.id == check_id), None)
+        check = self._checks.get(check_id)
+        return check.unit if check is not None else None
 
     def preset_of_signal(self, signal: str) -> PresetEntry:
         """The preset reading the exporter's table of `signal` (what the receiver writes)."""
