@@ -1,6 +1,6 @@
-"""Every Python module of the project, tests and benchmarks included, stays at most 500 lines:
-a module that grows past it is split where its concerns part
-(docs/development.md#the-layers-lint-imports)."""
+"""Every Python module of the project, tests and benchmarks included, stays at most 800 lines: a
+guard against the god module, not a size to split at (a module is split where its concerns part,
+never for its length; docs/development.md#the-layers-lint-imports)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("watchdog", "checks", "alerts", "tests", "benchmarks")
-MAX_LINES = 500
+MAX_LINES = 800
 
 
-def test_no_module_is_over_500_lines() -> None:
+def test_no_module_is_over_800_lines() -> None:
     modules = [path for package in PACKAGES for path in (REPO / package).rglob("*.py")]
     assert len(modules) > 100  # the tree was found
     over = {
