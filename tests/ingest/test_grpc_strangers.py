@@ -181,8 +181,8 @@ def test_calls_with_the_token_that_send_nothing_hold_no_turn(
 ) -> None:
     """4 (or 8) calls with the token send their headers and never their message, each on a
     connection of its own, held for the whole 30 s bound: the Python SDK's exporter (its 10 s
-    timeout, retrying on RetryInfo) gets all 4 of its exports in meanwhile (before: 0 of 4, the
-    silent calls holding every turn and the queue for 30 s)."""
+    timeout, retrying on RetryInfo) gets all 4 of its exports in meanwhile (before: 1 of 4 with
+    four, 2 of 4 with eight, and those only once the silent calls were cut at 30 s)."""
     receiver = receiving(grpc=True, token=TOKEN)
     with ExitStack() as held:
         for _ in range(stallers):
