@@ -13,6 +13,7 @@ import pytest
 
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.core.store import Store
+from watchdog.daemon.ingest.otlp_grpc import TURN_GRACE
 from watchdog.daemon.ingest.service import Ingest
 from watchdog.runner.plugins import PLUGINS
 
@@ -55,16 +56,23 @@ def ingest_settings(tmp_path: Path, **ingest: Any) -> Settings:
 @pytest.fixture
 def receiving(store: Store, tmp_path: Path) -> Iterator[Callable[..., Receiving]]:
     """Start receivers (keyword arguments are [ingest] keys; `grpc=True` serves OTLP/gRPC too,
-    `grpc_max_receive` its bound from a call's headers to its message); each stops at the end
-    of the test."""
+    `grpc_max_receive` its bound from a call's headers to its message, `grpc_turn_grace` how long
+    a call holds its turn without its message); each stops at the end of the test."""
     started: list[Ingest] = []
 
-    def start(*, grpc: bool = False, grpc_max_receive: float = 30.0, **ingest: Any) -> Receiving:
+    def start(
+        *,
+        grpc: bool = False,
+        grpc_max_receive: float = 30.0,
+        grpc_turn_grace: float = TURN_GRACE,
+        **ingest: Any,
+    ) -> Receiving:
         settings = ingest_settings(tmp_path / uuid.uuid4().hex[:8], **ingest)
         receiver = Ingest(
             settings,
             open_fn=lambda request: contextlib.nullcontext(store),
             grpc_max_receive=grpc_max_receive,
+            grpc_turn_grace=grpc_turn_grace,
         )
         server = receiver.start("127.0.0.1:0", "127.0.0.1:0" if grpc else None)
         started.append(receiver)

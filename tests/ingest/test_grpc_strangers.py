@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import grpc
@@ -28,7 +29,14 @@ from tests.builder import T0, M, Scenario
 from tests.ingest.conftest import Receiving
 from tests.ingest.sdk import send_logs_grpc
 from tests.ingest.test_receiver import logs_request
-from watchdog.daemon.ingest.otlp_grpc import MAX_CALLS, RECEIVING, WORKERS, retry_after_s
+from watchdog.daemon.ingest.otlp_grpc import (
+    MAX_CALLS,
+    READERS,
+    RECEIVING,
+    TURN_GRACE,
+    WORKERS,
+    retry_after_s,
+)
 
 TOKEN = "s3cret-token"
 EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
@@ -134,8 +142,9 @@ def test_past_the_calls_in_progress_a_call_is_told_when_to_come_back(
     grpcio refuse calls before): one more is RESOURCE_EXHAUSTED with RetryInfo, which a Collector
     retries (before: grpcio's own "Concurrent RPC limit exceeded!", without it: dropped); the
     SDK exporter retries on it and succeeds once the silent calls are ended, each of them with
-    an answer a Collector retries too."""
-    receiver = receiving(grpc=True, grpc_max_receive=3.0)
+    an answer a Collector retries too. (Their turns are held for their whole bound here: a call
+    gives its turn up after TURN_GRACE without its message, and then the new one would be let in.)"""
+    receiver = receiving(grpc=True, grpc_max_receive=3.0, grpc_turn_grace=3.0)
     with silent_calls(receiver.grpc_target, max(MAX_CALLS, 64)) as held:
         with pytest.raises(grpc.RpcError) as caught:
             one_export(receiver.grpc_target, metadata=())
@@ -164,3 +173,77 @@ def collector_retries(error: Any) -> bool:
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.DATA_LOSS,
     }
+
+
+@pytest.mark.parametrize("stallers", [RECEIVING, 2 * RECEIVING])
+def test_calls_with_the_token_that_send_nothing_hold_no_turn(
+    receiving: Callable[..., Receiving], stallers: int
+) -> None:
+    """4 (or 8) calls with the token send their headers and never their message, each on a
+    connection of its own, held for the whole 30 s bound: the Python SDK's exporter (its 10 s
+    timeout, retrying on RetryInfo) gets all 4 of its exports in meanwhile (before: 1 of 4 with
+    four, 2 of 4 with eight, and those only once the silent calls were cut at 30 s)."""
+    receiver = receiving(grpc=True, token=TOKEN)
+    with ExitStack() as held:
+        for _ in range(stallers):
+            held.enter_context(silent_calls(receiver.grpc_target, 1, AUTH))
+        exports = [
+            send_logs_grpc(receiver.grpc_target, agent_events(), authorization=f"Bearer {TOKEN}")
+            for _ in range(4)
+        ]
+        assert exports == [True] * 4
+        assert receiver.ingest.receiver.counts.refused.get(408) is None  # none was ended yet
+
+
+class Late:
+    """A request stream that sends its one message after `delay` seconds, then ends."""
+
+    def __init__(self, message: bytes, delay: float) -> None:
+        self.message, self.delay, self.sent = message, delay, False
+
+    def __iter__(self) -> Late:
+        return self
+
+    def __next__(self) -> bytes:
+        if self.sent:
+            raise StopIteration
+        time.sleep(self.delay)
+        self.sent = True
+        return self.message
+
+
+def test_a_message_that_comes_after_its_turn_is_given_up_is_still_taken(
+    receiving: Callable[..., Receiving],
+) -> None:
+    """A call whose message comes 3 x TURN_GRACE after its headers (a slow sender looks like a
+    silent one until its message is whole) gives its turn up meanwhile, but is not ended: its
+    message is taken and answered OK."""
+    receiver = receiving(grpc=True, token=TOKEN)
+    with grpc.insecure_channel(receiver.grpc_target) as channel:
+        export = channel.stream_unary(EXPORT)
+        late = Late(logs_request(2), 3 * TURN_GRACE)
+        assert export(late, metadata=AUTH, timeout=10) == b""  # an empty ExportLogsServiceResponse
+    assert receiver.ingest.receiver.counts.accepted["logs"] == 2
+
+
+def test_with_every_reader_idle_a_new_call_ends_the_one_idle_longest(
+    receiving: Callable[..., Receiving],
+) -> None:
+    """READERS calls whose message has not come, past their turn: a new call with its message
+    is answered, and the call idle the longest is ended RESOURCE_EXHAUSTED with RetryInfo (a
+    Collector sends it again); the others wait on for their message."""
+    receiver = receiving(grpc=True, token=TOKEN)
+    with ExitStack() as held:
+        calls = []
+        for _ in range(READERS):
+            calls += held.enter_context(silent_calls(receiver.grpc_target, 1, AUTH))
+            time.sleep(0.05)  # in this order
+        deadline = time.monotonic() + 10
+        while len(receiver.ingest._grpc.turns.readers) < READERS:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the silent calls never all got a turn"
+            time.sleep(0.1)
+        time.sleep(2 * TURN_GRACE)  # every one idle
+        assert not one_export(receiver.grpc_target).HasField("partial_success")
+        assert code_of(calls[0], timeout=5) is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert collector_retries(calls[0].exception())
+        assert not any(call.done() for call in calls[1:])

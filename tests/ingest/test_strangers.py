@@ -5,7 +5,10 @@ waitress buffered a body (in a temporary file past 512 KiB) and answered
 MiB minus one byte, sent without a token, held 667 MB of temporary files
 (issue 32, finding 9). The token, the path, the content type and encoding,
 the length and the admission are now judged on the headers, before the
-body is read; a refused body is read and dropped.
+body is read; a refused body is read and dropped, and one past what the
+server reads at all is not waited for. Without the token a request is 401
+whatever its length: waitress's own 413 for a body past its limit came
+first and told a stranger the limit (issue 45, finding 6).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from typing import Any
 import pytest
 
 from tests.ingest.conftest import Receiving
-from tests.ingest.test_http import answer, connect
-from tests.ingest.test_receiver import PB, logs_request, post
+from tests.ingest.test_http import answer, chunked, connect
+from tests.ingest.test_receiver import PB, logs_request, post, status_of
 
 TOKEN = "s3cret-token"
+TERABYTE = 10**12
 BODY = 2 * 1024 * 1024  # past waitress's 512 KiB in memory: a temporary file while it comes
 HELD = 8  # clients holding a body without the token
 
@@ -129,3 +133,50 @@ def test_the_token_is_checked_before_anything_else_is_said(
     assert post(receiver.endpoint, b"x", path="/v1/nope").status == 401
     assert post(receiver.endpoint, b"x", content_type="text/plain").status == 401
     assert post(receiver.endpoint, bytes(4096)).status == 401
+
+
+def test_a_terabyte_body_without_the_token_is_401_before_a_byte_of_it(
+    receiving: Callable[..., Receiving],
+) -> None:
+    """Headers without the token announcing a 1 TB body, and no byte of it: 401 at once, the
+    limit not named, the connection closed (before: waitress's 413 "exceeds max_body of ...")."""
+    receiver = receiving(token=TOKEN, max_body=1024 * 1024)
+    with connect(receiver.endpoint) as sock:
+        sock.settimeout(5)  # answered as the headers end, not after a body that never comes
+        sock.sendall(head(TERABYTE))
+        response = answer(sock)
+        assert response.status == 401
+        assert response.getheader("Connection") == "close"
+        assert status_of(response).message == "missing or wrong bearer token"
+        assert sock.recv(1) == b""
+
+
+def test_a_terabyte_body_with_the_token_is_413_naming_the_limit_before_a_byte_of_it(
+    receiving: Callable[..., Receiving],
+) -> None:
+    """The same with the token: 413 at once naming `max_body`, the limit a client can act on
+    (before: waitress's, which counts the wire bytes), and the connection closed."""
+    receiver = receiving(token=TOKEN, max_body=1024 * 1024)
+    with connect(receiver.endpoint) as sock:
+        sock.settimeout(5)
+        sock.sendall(head(TERABYTE, f"Authorization: Bearer {TOKEN}"))
+        response = answer(sock)
+        assert response.status == 413
+        assert response.getheader("Connection") == "close"
+        message = f"body of {TERABYTE} bytes; the limit is {1024 * 1024}"
+        assert status_of(response).message == message
+
+
+def test_a_chunked_body_past_the_limit_without_the_token_is_401(
+    receiving: Callable[..., Receiving],
+) -> None:
+    """A chunked body without the token, past what the server reads at all: dropped as it
+    comes, then 401 and closed (before: waitress's 413 naming its limit)."""
+    receiver = receiving(token=TOKEN, max_body=64 * 1024)
+    framing = head(0).replace(b"Content-Length: 0", b"Transfer-Encoding: chunked")
+    with connect(receiver.endpoint) as sock:
+        sock.settimeout(10)
+        sock.sendall(framing + chunked(bytes(256 * 1024), 16 * 1024)[:-5])
+        response = answer(sock)
+        assert response.status == 401
+        assert response.getheader("Connection") == "close"

@@ -4,7 +4,9 @@
 OTLP/HTTP (watchdog.daemon.ingest.otlp_http): waitress within a `Bounds` (workers, connection
 slots, the idle timeout, the body, how long a request may take to arrive) in a thread of its
 own, stopped within a deadline. These parts are ours: a request may be judged on its headers as
-they end (a refused body is read and dropped, never kept, and no `100 Continue` is sent), one
+they end (a refused body is read and dropped, never kept, and no `100 Continue` is sent; one
+whose body is past the server's limit is answered at once with its refusal, its body never
+read), a HEAD is answered with headers alone (never a body, nor a chunked stream's end), one
 whose client stops sending mid-body is handed on marked cut (answered 400 by OTLP), one not
 received whole within its bound of its first byte has its connection closed, and with every
 connection slot taken the idlest idle connection is closed for a new one (as nginx reuses
@@ -27,8 +29,9 @@ from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.receiver import ChunkedReceiver, FixedStreamReceiver
 from waitress.server import TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher, WSGITask
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.trigger import trigger
+from waitress.utilities import RequestEntityTooLarge
 
 from watchdog.core.errors import UsageError
 
@@ -77,6 +80,7 @@ class _Request(HTTPRequestParser):  # type: ignore[misc]
     refused: object | None = None
     expect_continue: bool  # waitress's
     body_rcv: Any  # waitress's: what receives the body, None without one
+    error: Any  # waitress's: the error answering the request, None without one
 
     def __init__(self, adj: Adjustments, screen: Screen | None = None) -> None:
         super().__init__(adj)
@@ -96,13 +100,52 @@ class _Request(HTTPRequestParser):  # type: ignore[misc]
                 self.headers["CONNECTION"] = "close"  # its body may still come: not read
         elif self.chunked:
             self.body_rcv = ChunkedReceiver(_Dropped())
+        elif self.content_length >= self.adj.max_request_body_size:
+            # A body past what the server reads at all is not waited for: the refusal is
+            # answered as the headers end and the connection closed, its body never read.
+            self.body_rcv = None
+            self.headers["CONNECTION"] = "close"
         else:
             self.body_rcv = FixedStreamReceiver(self.content_length, _Dropped())
 
+    def received(self, data: bytes) -> int:
+        """waitress's, but a request refused on its headers keeps its refusal: waitress's own
+        413 for a body past its limit would tell a caller without the token the limit."""
+        consumed: int = super().received(data)
+        if self.refused is not None and isinstance(self.error, RequestEntityTooLarge):
+            self.error = None  # answered by the application with its refusal; nothing more read
+            self.headers["CONNECTION"] = "close"
+        return consumed
 
-class _Task(WSGITask):  # type: ignore[misc]
+
+class _HeadersOnly:
+    """A task whose answer to HEAD is its headers alone (RFC 9110 9.3.2): whatever body the
+    application or waitress's error answer has is not sent, nor a chunked stream's end."""
+
+    request: Any
+    chunked_response: bool
+
+    @property
+    def head(self) -> bool:
+        """The request is a HEAD (a request waitress could not parse has no method)."""
+        return getattr(self.request, "command", None) == "HEAD"
+
+    def write(self, data: bytes) -> None:
+        super().write(b"" if self.head else data)  # type: ignore[misc]
+
+    def finish(self) -> None:
+        if self.head:
+            self.chunked_response = False  # no "0\r\n\r\n": a HEAD answer has no body at all
+        super().finish()  # type: ignore[misc]
+
+
+class _ErrorTask(_HeadersOnly, ErrorTask):  # type: ignore[misc]
+    """waitress's own error answers (400, 413, 431, ...), headers only to HEAD."""
+
+
+class _Task(_HeadersOnly, WSGITask):  # type: ignore[misc]
     """waitress's task, telling the application that a request is cut (`CUT` in the environ)
-    or was refused on its headers (`REFUSED`)."""
+    or was refused on its headers (`REFUSED`); headers only to HEAD."""
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
@@ -121,6 +164,7 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
     """
 
     task_class = _Task
+    error_task_class = _ErrorTask
     request: _Request | None = None  # the request being read (waitress's), None between
     began: float | None = None  # time.monotonic() of the request in progress; None between
 

@@ -198,13 +198,17 @@ HEADERS = [
 def _secured(
     inner: App, environ: dict[str, Any], start_response: StartResponse, head: bool
 ) -> Iterable[bytes]:
-    """prometheus_client's answer, with the pages' headers (and no body for HEAD)."""
+    """prometheus_client's answer, with the pages' headers and its length; to HEAD, the headers
+    GET would have (its Content-Length too) and no body."""
+    answered: list[tuple[str, list[tuple[str, str]]]] = []
 
-    def secured(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
-        return start_response(status, [*headers, *HEADERS], *exc)
+    def kept(status: str, headers: list[tuple[str, str]], *exc: Any) -> None:
+        answered.append((status, headers))
 
-    body = inner({**environ, "REQUEST_METHOD": "GET"}, secured)
-    return [] if head else body
+    body = b"".join(inner({**environ, "REQUEST_METHOD": "GET"}, kept))
+    status, headers = answered[-1]
+    start_response(status, [*headers, ("Content-Length", str(len(body))), *HEADERS])
+    return [] if head else [body]
 
 
 def _safe(age: LastRunAge) -> timedelta | None:

@@ -3,19 +3,26 @@
 grpcio's asyncio server runs in a thread of its own, so a call waiting for
 its message holds no thread: each Export is handed in as a stream of bytes
 when its headers come, and judged before its message is awaited (the token
-from the metadata, the admission); then it waits for one of RECEIVING turns
-to receive and decode its message (grpcio holds a message whole while it
-comes), at most QUEUE calls waiting, and its message must come whole within
-MAX_RECEIVE of its headers, as OTLP/HTTP bounds a request. Records and messages are counted on the bytes
-before anything is decoded, in WORKERS threads; a refusal maps to its gRPC
-code, with RetryInfo whenever it is for load
+from the metadata, the admission); then it takes one of RECEIVING turns to
+receive and decode its message (grpcio holds a message whole while it comes,
+and lets a call send more than its stream's window only once its message is
+asked for), at most QUEUE calls waiting, and its message must come whole
+within MAX_RECEIVE of its headers, as OTLP/HTTP bounds a request. grpcio
+tells nothing of a message until it is whole, so a call that sends nothing
+looks like one sending slowly: a call whose message has not come within
+TURN_GRACE of its turn gives its turn up and waits on without one, and, with
+READERS calls waiting for their message, the one idle longest is ended for a
+new call (`Turns`). Records and messages are counted on the bytes before
+anything is decoded, in WORKERS threads; a refusal maps to its gRPC code,
+with RetryInfo whenever it is for load
 (docs/start-without-clickhouse.md#answers-limits-and-backpressure,
-docs/guarantees.md#hardening-round-4).
+docs/guarantees.md#hardening-round-4, docs/guarantees.md#hardening-round-5).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import logging
@@ -23,6 +30,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import grpc
@@ -37,16 +45,22 @@ from watchdog.daemon.ingest.receiver import Receiver, Refused
 log = logging.getLogger(__name__)
 
 WORKERS = 4  # threads decoding messages (the DecodeBudget bounds their memory together)
-# Calls receiving or decoding their message at once: grpcio holds each whole, up to max_body; the
-# others wait unread (their stream's flow-control window, 64 KiB, is all they may send).
+# Calls in their turn at once: receiving their message (for TURN_GRACE at most while it has not
+# come) or decoding it. grpcio holds a message whole, up to max_body, once it is asked for; a call
+# not yet in its turn waits unread (its stream's flow-control window, 64 KiB, is all it may send).
 RECEIVING = 4
+# Seconds a call holds its turn while its message has not come; then it waits on without one.
+TURN_GRACE = 1.0
+# Calls whose message has been asked for and not yet decoded, in their turn or not (grpcio may hold
+# each whole, up to max_body); with every one taken, the one idle longest is ended for a new turn.
+READERS = 2 * RECEIVING
 # Seconds from a call's headers until its message is received whole, as OTLP/HTTP's MAX_REQUEST.
 MAX_RECEIVE = 30.0
 SLOT_WAIT = 5.0  # seconds a call may wait for a turn; then RESOURCE_EXHAUSTED, with RetryInfo
 # Calls waiting for a turn at once (grpcio buffers some of a waiting call's message, a few MiB);
 # beyond, a call is refused at once for load: RESOURCE_EXHAUSTED, with RetryInfo.
 QUEUE = 4
-MAX_CALLS = RECEIVING + QUEUE  # calls in progress at most
+MAX_CALLS = READERS + QUEUE  # calls in progress at most
 IDLE_MS = 5 * 60 * 1000  # a connection with no call for this long is closed (GOAWAY)
 SAY_EVERY = 60.0  # seconds between the log lines about calls cut for their slow message
 # grpcio keeps each call, its message included, in reference cycles that only Python's garbage
@@ -81,8 +95,9 @@ class _Export:
             metadata = dict(context.invocation_metadata() or ())
             receiver.check_token(metadata.get("authorization"))  # before the message is awaited
             receiver.admit()
-            async with server.turn(arrived):  # a body is held only in its turn, decoded too
-                body = await server.receive(requests, arrived)
+            # Its message is asked for only in its turn.
+            async with server.turns.take(arrived, server.max_receive) as reader:
+                body = await server.receive(requests, arrived, reader)
                 large = len(body) >= LARGE
                 loop = asyncio.get_running_loop()
                 batch = await loop.run_in_executor(
@@ -120,6 +135,94 @@ async def _abort(context: Any, refused: Refused) -> NoReturn:
     raise AssertionError("grpc's abort returns only by raising")
 
 
+@dataclass(eq=False)
+class Reader:
+    """A call whose message has been asked for: since when, whether it has come, and the future
+    set when the call is ended for a new one (`Turns`)."""
+
+    since: float
+    ended: asyncio.Future[None]
+    received: bool = False
+
+
+class Turns:
+    """Which calls may ask grpcio for their message (and have it held whole): RECEIVING in their
+    turn, a call holding its turn while its message has not come for TURN_GRACE at most (then
+    it waits on, idle, without one), READERS at most in all (then the one idle longest is ended
+    for a new turn), QUEUE waiting for a turn, in order. Used in the server's loop thread only."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.readers: list[Reader] = []  # oldest first
+        self.waiting: collections.deque[asyncio.Future[Reader]] = collections.deque()
+        self.ended = 0  # idle calls ended for a new turn
+
+    def _idle(self, reader: Reader, now: float) -> bool:
+        return not reader.received and now - reader.since >= self.grace
+
+    def _room(self, now: float) -> bool:
+        if sum(not self._idle(r, now) for r in self.readers) >= RECEIVING:
+            return False
+        return len(self.readers) < READERS or any(self._idle(r, now) for r in self.readers)
+
+    def _admit(self, now: float) -> Reader:
+        """A turn for a call, the call idle longest ended first when READERS are taken."""
+        loop = asyncio.get_running_loop()
+        if len(self.readers) >= READERS:
+            oldest = next(r for r in self.readers if self._idle(r, now))
+            self.readers.remove(oldest)
+            oldest.ended.set_result(None)
+            self.ended += 1
+        reader = Reader(now, loop.create_future())
+        self.readers.append(reader)
+        loop.call_later(self.grace, self._grant)  # idle then: a waiting call may take its turn
+        return reader
+
+    def _grant(self) -> None:
+        """Turns to the calls waiting, in order, while there is room."""
+        now = time.monotonic()
+        while self.waiting and self._room(now):
+            waiter = self.waiting.popleft()
+            if not waiter.done():  # else it stopped waiting (its wait ran out, or it was cancelled)
+                waiter.set_result(self._admit(now))
+
+    @contextlib.asynccontextmanager
+    async def take(self, arrived: float, max_receive: float) -> AsyncIterator[Reader]:
+        """A turn, waited for at most SLOT_WAIT within the call's bound; with QUEUE calls waiting
+        already, none (Refused 429 for load)."""
+        now = time.monotonic()
+        if not self.waiting and self._room(now):
+            reader = self._admit(now)
+        else:
+            if len(self.waiting) >= QUEUE:
+                raise Refused(429, f"{MAX_CALLS} calls in progress; come back later")
+            wait = min(SLOT_WAIT, max(0.0, arrived + max_receive - now))
+            waiter: asyncio.Future[Reader] = asyncio.get_running_loop().create_future()
+            self.waiting.append(waiter)
+            try:
+                reader = await asyncio.wait_for(waiter, wait)
+            except TimeoutError:
+                raise Refused(
+                    429, f"no turn within {wait:g}s: {MAX_CALLS} calls in progress"
+                ) from None
+            except asyncio.CancelledError:  # the call ended as its turn came: give it back
+                if waiter.done() and not waiter.cancelled():
+                    self._release(waiter.result())
+                raise
+            finally:
+                with contextlib.suppress(ValueError):
+                    self.waiting.remove(waiter)
+        try:
+            yield reader
+        finally:
+            self._release(reader)
+
+    def _release(self, reader: Reader) -> None:
+        with contextlib.suppress(ValueError):  # already gone when it was ended for a new call
+            self.readers.remove(reader)
+        self._grant()
+
+
 class GrpcServer:
     """grpcio's asyncio server serving the receiver's two services on `listen`, in a thread of
     its own; `close()` stops it."""
@@ -131,6 +234,7 @@ class GrpcServer:
         *,
         flag: str = "--otlp-grpc",
         max_receive: float = MAX_RECEIVE,
+        turn_grace: float = TURN_GRACE,
     ) -> None:
         try:
             host, port = parse_listen(listen, flag)
@@ -138,7 +242,7 @@ class GrpcServer:
             raise UsageError(str(exc)) from None
         self.receiver = receiver
         self.max_receive = max_receive
-        self.queued = 0  # calls waiting for a turn; read and written in the loop's thread only
+        self.turns = Turns(turn_grace)  # used in the loop's thread only
         self._collecting = False  # a garbage collection is due (collect_soon)
         self.cut = 0  # calls ended for a message not whole within max_receive
         self._said = 0.0
@@ -149,7 +253,6 @@ class GrpcServer:
         )
         self._thread.start()
         self._server: Any = None
-        self._receiving: asyncio.Semaphore | None = None
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = asyncio.run_coroutine_threadsafe(self._start(bind), self._loop).result(30)
@@ -162,7 +265,6 @@ class GrpcServer:
         self.address: tuple[str, int] = (host, bound)
 
     async def _start(self, bind: str) -> int:
-        self._receiving = asyncio.Semaphore(RECEIVING)
         options = [
             ("grpc.max_receive_message_length", self.receiver.settings.max_body),
             ("grpc.max_send_message_length", 1024 * 1024),
@@ -189,40 +291,35 @@ class GrpcServer:
         self._server = server
         return bound
 
-    @contextlib.asynccontextmanager
-    async def turn(self, arrived: float) -> AsyncIterator[None]:
-        """One of RECEIVING turns to receive a message and decode it (grpcio holds a message
-        whole, up to max_body, once it is read): waited for at most SLOT_WAIT, within the
-        call's bound; with QUEUE calls waiting already, none (Refused 429 for load)."""
-        assert self._receiving is not None
-        if self._receiving.locked() and self.queued >= QUEUE:
-            raise Refused(429, f"{MAX_CALLS} calls in progress; come back later")
-        deadline = arrived + self.max_receive
-        wait = min(SLOT_WAIT, max(0.0, deadline - time.monotonic()))
-        self.queued += 1
-        try:
-            await asyncio.wait_for(self._receiving.acquire(), wait)
-        except TimeoutError:
-            raise Refused(429, f"no turn within {wait:g}s: {MAX_CALLS} calls in progress") from None
-        finally:
-            self.queued -= 1
-        try:
-            yield
-        finally:
-            self._receiving.release()
-
-    async def receive(self, requests: AsyncIterator[bytes], arrived: float) -> bytes:
-        """The call's one message, received within max_receive of its headers (Refused 408)."""
+    async def receive(
+        self, requests: AsyncIterator[bytes], arrived: float, reader: Reader
+    ) -> bytes:
+        """The call's one message, received within max_receive of its headers (Refused 408), or
+        Refused 429 when the call is ended, idle, for a new turn."""
         left = max(0.0, arrived + self.max_receive - time.monotonic())
+        message: asyncio.Future[bytes] = asyncio.ensure_future(anext(requests))
+        either: set[asyncio.Future[Any]] = {message, reader.ended}
         try:
-            return await asyncio.wait_for(anext(requests), left)
-        except StopAsyncIteration:
-            raise Refused(400, "an Export call carries one request message") from None
-        except TimeoutError:
-            self._cut()
+            await asyncio.wait(either, timeout=left, return_when="FIRST_COMPLETED")
+        finally:
+            if not message.done():
+                message.cancel()
+        if message.done() and not message.cancelled():
+            try:
+                body = message.result()
+            except StopAsyncIteration:
+                raise Refused(400, "an Export call carries one request message") from None
+            reader.received = True
+            return body
+        if reader.ended.done():
+            self._say("ended")
             raise Refused(
-                408, f"the request was not received whole within {self.max_receive:g}s"
-            ) from None
+                429,
+                f"no message within {self.turns.grace:g}s of its turn, and its"
+                " place was wanted by a new call; come back later",
+            )
+        self._say("cut")
+        raise Refused(408, f"the request was not received whole within {self.max_receive:g}s")
 
     def collect_soon(self) -> None:
         """Run the garbage collector once the calls in progress have ended (see LARGE)."""
@@ -234,16 +331,20 @@ class GrpcServer:
         self._collecting = False
         gc.collect()
 
-    def _cut(self) -> None:
-        self.cut += 1
+    def _say(self, why: str) -> None:
+        """Count a call ended without its message; a warning once a minute at most."""
+        if why == "cut":
+            self.cut += 1
         now = time.monotonic()
         if now - self._said >= SAY_EVERY:
             self._said = now
             log.warning(
                 "otlp grpc: %d call(s) so far did not send their request within %gs of their"
-                " headers; each was ended (DEADLINE_EXCEEDED)",
+                " headers (each ended: DEADLINE_EXCEEDED), %d waiting for theirs without a turn"
+                " were ended for new calls (RESOURCE_EXHAUSTED)",
                 self.cut,
                 self.max_receive,
+                self.turns.ended,
             )
 
     def close(self, grace: float = 5.0) -> None:

@@ -30,7 +30,7 @@ from watchdog.daemon.ingest.loader import (
     load_round,
     open_request_store,
 )
-from watchdog.daemon.ingest.otlp_grpc import MAX_RECEIVE, GrpcServer
+from watchdog.daemon.ingest.otlp_grpc import MAX_RECEIVE, TURN_GRACE, GrpcServer
 from watchdog.daemon.ingest.otlp_http import HttpServer
 from watchdog.daemon.ingest.receiver import Receiver, Refusal
 from watchdog.daemon.ingest.signals import SIGNALS, Signal
@@ -101,9 +101,11 @@ class Ingest:
         open_fn: OpenLoadStore = open_request_store,
         debug: bool = False,
         grpc_max_receive: float = MAX_RECEIVE,
+        grpc_turn_grace: float = TURN_GRACE,
     ) -> None:
         self.settings = settings
         self.grpc_max_receive = grpc_max_receive  # a call's bound from headers to message
+        self.grpc_turn_grace = grpc_turn_grace  # how long a call holds its turn without its message
         self.spool = spool or _open_spool(settings)
         self.turn = threading.Lock()  # the store: one load or one tick at a time
         self.receiver = Receiver(settings.ingest, self.spool, admission=self.admission)
@@ -165,7 +167,10 @@ class Ingest:
                 )
             if grpc_listen is not None:
                 self._grpc = GrpcServer(
-                    self.receiver, grpc_listen, max_receive=self.grpc_max_receive
+                    self.receiver,
+                    grpc_listen,
+                    max_receive=self.grpc_max_receive,
+                    turn_grace=self.grpc_turn_grace,
                 )
                 grpc = self._grpc.address
                 log.info("receiving OTLP/gRPC on %s (logs, traces) into %s", _joined(grpc), tables)
