@@ -24,7 +24,6 @@ from alerts.pipeline import ProcessOutcome, process, process_store_error
 from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
 from watchdog.cli.args import (
-    PROG,
     Subparsers,
     common_arguments,
     duration_flag,
@@ -34,6 +33,7 @@ from watchdog.cli.args import (
     time_flag,
 )
 from watchdog.core.errors import StoreError, UsageError
+from watchdog.core.logs import said
 from watchdog.core.settings import Settings, command_flags
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import CLOCK_SKEW, system_clock
@@ -107,7 +107,7 @@ def exit_code(report: Report) -> int:
 
 
 def _err(line: str) -> None:
-    print(f"{PROG}: {line}", file=sys.stderr)
+    said(line)
 
 
 def notify_after_check(

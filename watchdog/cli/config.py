@@ -11,7 +11,7 @@ columns) (docs/operations.md#before-you-deploy-memory-watchdog-config-check).
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from dataclasses import dataclass, field
 
 from alerts.notifiers import build_notifiers
@@ -20,7 +20,6 @@ from alerts.routing import Router
 from alerts.state import schema_exists
 from checks.probe import probe_source
 from watchdog.cli.args import (
-    PROG,
     Subparsers,
     common_arguments,
     judged,
@@ -28,6 +27,7 @@ from watchdog.cli.args import (
     shared_package_warning,
 )
 from watchdog.core.errors import ConfigError, StoreError, UsageError
+from watchdog.core.logs import said
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -81,12 +81,12 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     where = config_file(args.config)
     warning = shared_package_warning()
     if warning:  # not a problem of the config: said, and the exit code is the config's
-        print(f"{PROG}: {warning}", file=sys.stderr)
+        said(warning, level=logging.WARNING)
     try:
         settings = load(args)
     except ConfigError as exc:  # every problem of the file itself, one line each, exit 2
         for problem in exc.problems:
-            print(f"{PROG}: {problem}", file=sys.stderr)
+            said(str(problem))
         print(f"config check: FAILED ({len(exc.problems)} problem(s))")
         return 2
     if not args.no_store:
@@ -103,7 +103,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     for line in verdict.lines:
         print(printable(line, None))
     for line, _ in verdict.problems:
-        print(f"{PROG}: {printable(line, None)}", file=sys.stderr)
+        said(printable(line, None))
     count = len(verdict.problems)
     print("config check: OK" if not count else f"config check: FAILED ({count} problem(s))")
     return verdict.code

@@ -25,6 +25,7 @@ from watchdog.cli.args import (
 )
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
+from watchdog.core.logs import LogSetup
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -116,13 +117,18 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             spool=Spool.for_settings(settings),
             outputs=Outputs(telemetry, metrics, Notify()),
             notifiers=notifiers,
-            running=Running(clock=system_clock if at is None else (lambda: at), debug=args.debug),
+            running=Running(
+                clock=system_clock if at is None else (lambda: at),
+                logs=LogSetup(args.debug, args.log_format),
+            ),
         ).once()
     listen, grpc_listen = settings.ingest.listen, settings.ingest.grpc_listen
     ingest = None
     if settings.ingest.listens:
         ingest = Ingest(
-            settings, loads=ChildLoads(settings.store.query_timeout * 2), debug=args.debug
+            settings,
+            loads=ChildLoads(settings.store.query_timeout * 2),
+            logs=LogSetup(args.debug, args.log_format),
         )
         registry.register(IngestCollector(ingest))
     # With a receiver, the daemon's runs and the loads take turns with the store.
@@ -133,7 +139,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         spool=Spool.for_settings(settings),
         outputs=Outputs(telemetry, metrics, systemd),
         notifiers=notifiers,
-        running=Running(ticks=ticks, debug=args.debug),
+        running=Running(ticks=ticks, logs=LogSetup(args.debug, args.log_format)),
         serving=Serving(
             http=args.http,
             receiver=None if ingest is None else ingest.spool_state,

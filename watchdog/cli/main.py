@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from watchdog.cli.args import PROG, Parser, Subparsers, VersionAction
 from watchdog.core.errors import UsageError, WatchdogError
-from watchdog.core.logs import configure_logging
+from watchdog.core.logs import LogSetup, configure_logging, log_format_in, said
 
 # name -> "module:function" adding the subcommand; each sets `run` on its parser. Only the
 # module of the command that runs is imported (the daemon's brings APScheduler, the OTLP
@@ -111,7 +111,7 @@ def attach_dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> 
 def main(argv: Sequence[str] | None = None, commands: Mapping[str, str] = COMMANDS) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    configure_logging(debug)
+    configure_logging(LogSetup(debug, log_format_in(argv)))
     try:
         parser = build_parser(commands, only=command_named(argv, commands))
         args = parser.parse_args(attach_dash_values(parser, argv))
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None, commands: Mapping[str, str] = COMMAN
     except WatchdogError as exc:
         if debug:  # the traceback too, but the documented exit code all the same
             traceback.print_exc()
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        said(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -135,10 +135,7 @@ def main(argv: Sequence[str] | None = None, commands: Mapping[str, str] = COMMAN
         if debug:
             traceback.print_exc()
         how = "" if debug else "; run again with --debug for the traceback"
-        print(
-            f"{PROG}: internal error ({type(exc).__name__}), a bug in memory-watchdog{how}",
-            file=sys.stderr,
-        )
+        said(f"internal error ({type(exc).__name__}), a bug in memory-watchdog{how}")
         return 1
 
 

@@ -14,9 +14,10 @@ import argparse
 import sys
 from datetime import timedelta
 
-from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, judged, load
+from watchdog.cli.args import Subparsers, common_arguments, duration_flag, judged, load
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
+from watchdog.core.logs import said
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.status import read_status, render_text
@@ -51,7 +52,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(status))
     problem = status.staleness(max_age) if max_age is not None else None
     if problem is not None:
-        print(f"{PROG}: stale: {problem} (--max-age {args.max_age})", file=sys.stderr)
+        said(f"stale: {problem} (--max-age {args.max_age})")
         return 1
     return 0
 
