@@ -26,6 +26,7 @@ from watchdog.cli.args import (
     load,
     shared_package_warning,
 )
+from watchdog.cli.epilog import STORE, helped
 from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.logs import said
 from watchdog.core.schedule import Schedule
@@ -54,14 +55,30 @@ class Verdict:
         return 2 if 2 in codes else 3 if codes else 0
 
 
+CHECK_EXAMPLES = (
+    ("config check --config watchdog.toml", "the file, its environment, its source on the store"),
+    ("config check --config watchdog.toml --no-store", "the file and environment only (CI)"),
+)
+CONFIG_EXITS = (
+    (0, "the config loads and its source can be read"),
+    (2, "a problem of the file or its environment (each on a line)"),
+    STORE,
+)
+
+
 def add_config(sub: Subparsers) -> None:
     """Register `memory-watchdog config check` (the CLI's COMMANDS registry calls this)."""
-    p = sub.add_parser("config", help="check a config file, its environment and its source")
+    p = sub.add_parser(
+        "config",
+        help="check a config file, its environment and its source",
+        **helped(CHECK_EXAMPLES, CONFIG_EXITS),
+    )
     actions = p.add_subparsers(dest="config_action", metavar="ACTION")
     check = actions.add_parser(
         "check",
         help="validate the file and environment, and probe the source on the store"
         " (exit 0, 2 config, 3 store)",
+        **helped(CHECK_EXAMPLES, CONFIG_EXITS),
     )
     common_arguments(check)
     check.add_argument(

@@ -23,6 +23,7 @@ from watchdog.cli.args import (
     require_secrets,
     time_flag,
 )
+from watchdog.cli.epilog import helped
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.logs import LogSetup
@@ -178,6 +179,23 @@ def add_daemon(sub: Subparsers) -> None:
         "daemon",
         help="evaluate every aligned window on the schedule, alert, survive outages"
         " (SIGTERM stops, SIGHUP reloads the config)",
+        **helped(
+            (
+                ("daemon --config /etc/memory-watchdog/watchdog.toml", "run on the schedule"),
+                (
+                    "daemon --http 127.0.0.1:8787 --log-format json",
+                    "serve /healthz and /metrics; log one JSON object a line",
+                ),
+                ("daemon --otlp 127.0.0.1:4318", "also receive OTLP/HTTP logs and traces"),
+                ("daemon --once --at 2026-11-28T04:00:00Z", "one tick, then exit (cron, tests)"),
+            ),
+            (
+                (0, "stopped by SIGTERM or SIGINT; with --once: no check breached"),
+                (1, "with --once: a check breached or could not be evaluated"),
+                (2, "usage or config error at start (a reload keeps the config it has)"),
+                (3, "with --once: the store could not be read (the daemon itself rides it out)"),
+            ),
+        ),
     )
     common_arguments(p)
     add_arguments(p)

@@ -15,6 +15,7 @@ import sys
 from datetime import timedelta
 
 from watchdog.cli.args import Subparsers, common_arguments, duration_flag, judged, load
+from watchdog.cli.epilog import STORE, USAGE, helped
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
 from watchdog.core.logs import said
@@ -62,6 +63,19 @@ def add_status(sub: Subparsers) -> None:
     p = sub.add_parser(
         "status",
         help="last runs, firing alerts, outbox backlog, next run; --max-age as a health check",
+        **helped(
+            (
+                ("status", "the last runs, the alerts firing, the outbox, the next run"),
+                ("status --max-age 9h", "a dead man's switch: exit 1 when no window was judged"),
+                ("status --format json --runs 20", "the last 20 runs, as JSON"),
+            ),
+            (
+                (0, "shown; with --max-age: the last live run judged a window within the age"),
+                (1, "with --max-age: stale (older, or no run at all)"),
+                USAGE,
+                STORE,
+            ),
+        ),
     )
     common_arguments(p)
     add_arguments(p)
