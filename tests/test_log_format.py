@@ -19,19 +19,11 @@ from typing import Any
 import pytest
 
 from tests.daemon_rig import wait_until
-from tests.process_env import Logged, clean_env
+from tests.process_env import DEMO_STORE, Logged, clean_env
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[1]
 CANARY = "LOGCANARY7f3a"
-DEMO = """
-import sys
-from datetime import UTC, datetime
-from watchdog.core.store import open_store
-from watchdog.demo.data import write_demo
-with open_store(sys.argv[1], create=True) as store:
-    write_demo(store, "joelclaw.otel_events", sessions=100, seed=3, at=datetime.now(UTC))
-"""
 # logfmt: key=value pairs, a value bare or double-quoted with backslash escapes.
 LOGFMT_PAIR = re.compile(r'([\w.-]+)=("(?:[^"\\]|\\.)*"|[^\s"=]*)(?:\s|$)')
 
@@ -123,7 +115,9 @@ def test_every_daemon_line_in_json_is_a_record_with_fields_and_masked_secrets(
     webhook's secret path is masked."""
     env = clean_env(tmp_path / "xdg")
     store = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
+    subprocess.run(
+        [sys.executable, "-c", DEMO_STORE, store], check=True, timeout=300, env=env, cwd=REPO
+    )
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
