@@ -1,12 +1,8 @@
 """Logging for every process of the watchdog: our own lines on stderr, third parties only with --debug.
 
-`--log-format text` (the default) writes `time LEVEL logger: message`; `json` one JSON object
-per line and `logfmt` one `key=value` line, each with the time (RFC 3339 UTC, `Z`), the level,
-the logger, the message and the record's structured fields (`extra=`). A command's own
-one-line problems (`said`) follow the same format. Secrets are masked before a record is
-formatted (`alerts.receivers.secrets.SecretFilter`), so every format shows them masked.
-
-What the daemon's lines say: docs/operations.md#the-daemon; the formats: #log-formats.
+`--log-format` text (the default), json or logfmt; a command's one-line problems (`said`) follow
+it. The daemon's lines: docs/operations.md#the-daemon; the formats:
+docs/operations.md#log-formats-json-and-logfmt.
 """
 
 from __future__ import annotations
@@ -112,7 +108,11 @@ def render_logfmt(fields: Mapping[str, Any]) -> str:
 
 
 class StructuredFormatter(logging.Formatter):
-    """A record as one line of fields, rendered by `render` (JSON or logfmt)."""
+    """A record as one line of fields, rendered by `render` (JSON or logfmt).
+
+    Secrets are masked before a record is formatted (`alerts.receivers.secrets.SecretFilter`
+    rewrites the message), so every format shows them masked.
+    """
 
     def __init__(self, render: Callable[[Mapping[str, Any]], str]) -> None:
         super().__init__()
