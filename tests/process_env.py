@@ -9,6 +9,17 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Run as `python -c DEMO_STORE <store URL>`: the demo's telemetry (100 sessions, now) in an
+# embedded store of the test's own, for a daemon process to judge.
+DEMO_STORE = """
+import sys
+from datetime import UTC, datetime
+from watchdog.core.store import open_store
+from watchdog.demo.data import write_demo
+with open_store(sys.argv[1], create=True) as store:
+    write_demo(store, "joelclaw.otel_events", sessions=100, seed=3, at=datetime.now(UTC))
+"""
+
 
 def clean_env(data_home: Path) -> dict[str, str]:
     """This process's environment without `WATCHDOG_*`, `OTEL_*` and `SLACK_*`, its data

@@ -19,7 +19,7 @@ import pytest
 
 from tests.alerts.slack_standin import SlackStandIn
 from tests.daemon_rig import hold_first_answer, judged_lines, wait_until
-from tests.process_env import Logged, clean_env
+from tests.process_env import DEMO_STORE, Logged, clean_env
 
 
 @pytest.fixture
@@ -33,14 +33,6 @@ def slack() -> Iterator[SlackStandIn]:
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[1]
-DEMO = """
-import sys
-from datetime import UTC, datetime
-from watchdog.core.store import open_store
-from watchdog.demo.data import write_demo
-with open_store(sys.argv[1], create=True) as store:
-    write_demo(store, "joelclaw.otel_events", sessions=100, seed=3, at=datetime.now(UTC))
-"""
 
 
 def smoke_config(tmp_path: Path, slack: SlackStandIn) -> Path:
@@ -81,7 +73,9 @@ def test_the_daemon_process_finishes_the_run_in_progress_on_sigterm_and_exits_0(
     # The real process on a 2s schedule and an embedded store; `status --max-age 1h` reads it back.
     env = clean_env(tmp_path / "xdg")
     store = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
+    subprocess.run(
+        [sys.executable, "-c", DEMO_STORE, store], check=True, timeout=300, env=env, cwd=REPO
+    )
     config = smoke_config(tmp_path, slack)
     received, release = hold_first_answer(slack)
     daemon = Logged(
@@ -145,7 +139,9 @@ def test_sighup_to_the_process_group_mid_run_reloads_and_the_daemon_lives_on(
     and SIGTERM still ends it with 0; no traceback anywhere."""
     env = clean_env(tmp_path / "xdg")
     store = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", DEMO, store], check=True, timeout=300, env=env, cwd=REPO)
+    subprocess.run(
+        [sys.executable, "-c", DEMO_STORE, store], check=True, timeout=300, env=env, cwd=REPO
+    )
     config = smoke_config(tmp_path, slack)
     received, release = hold_first_answer(slack)
     daemon = Logged(

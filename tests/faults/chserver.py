@@ -54,7 +54,8 @@ server's one handle, so a `SET` or temporary table sent as a query persists),
 progress headers, ClickHouse's own block compression (`compress=1` /
 `decompress=1`, answered with NOT_IMPLEMENTED), external data (multipart
 file parts, likewise), streaming (a result is built whole before it is sent),
-TLS, and any interface other than HTTP.
+and any interface other than HTTP. With `tls` (a server-side `ssl.SSLContext`) it
+serves HTTPS, each connection's handshake in its own handler thread.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -113,11 +115,13 @@ class ClickHouseHTTPServer:
         display_name: str = "chdb-harness",
         default_database: str = "default",
         select_only: Collection[str] = (),
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._connection_string = _connection_string_of(client)
         self.users = dict(users) if users is not None else None
         self.select_only = frozenset(select_only)
         self.display_name = display_name
+        self.tls = tls
         self.default_database = default_database
         self.version = ""
         self.timezone = "UTC"
@@ -157,6 +161,10 @@ class ClickHouseHTTPServer:
             self._compression_default = compression.bytes().decode().strip() or "0"
             self._tmpdir = tempfile.mkdtemp(prefix="chserver-")
             httpd = _HTTPServer((HOST, 0), _Handler)
+            if self.tls is not None:
+                httpd.socket = self.tls.wrap_socket(
+                    httpd.socket, server_side=True, do_handshake_on_connect=False
+                )
         except BaseException:
             engine.close()
             raise
@@ -219,11 +227,12 @@ class ClickHouseHTTPServer:
     def url(
         self, user: str = "default", password: str | None = None, database: str = "default"
     ) -> str:
-        """`http://user:password@127.0.0.1:port/database`, the password defaulting to `users`'."""
+        """`http(s)://user:password@127.0.0.1:port/database`, the password defaulting to `users`'."""
         if password is None:
             password = (self.users or {}).get(user, "")
+        scheme = "https" if self.tls is not None else "http"
         return (
-            f"http://{quote(user, safe='')}:{quote(password, safe='')}@{HOST}:{self.port}/"
+            f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{HOST}:{self.port}/"
             f"{quote(database, safe='')}"
         )
 

@@ -20,6 +20,7 @@ from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
 from checks.base import Severity
 from watchdog.cli.args import Subparsers, common_arguments, judged, load, printed, require_secrets
+from watchdog.cli.epilog import PLAIN_EXITS, STORE, helped
 from watchdog.core import jsontext
 from watchdog.core.errors import ConfigError
 from watchdog.core.store import open_configured
@@ -39,6 +40,15 @@ def add_notify_test(sub: Subparsers) -> None:
         "notify-test",
         help="send one test message through every configured receiver"
         " (webhook and PagerDuty: a test alert that fires and resolves)",
+        **helped(
+            (("notify-test --config watchdog.toml", "one test message through each receiver"),),
+            (
+                (0, "every receiver took its message"),
+                (1, "a receiver failed (each one's problem on a line)"),
+                (2, "usage or config error, a receiver's secret not set"),
+                STORE,
+            ),
+        ),
     )
     common_arguments(p)
     p.set_defaults(run=cmd_notify_test)
@@ -89,7 +99,17 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
 
 
 def add_alerts(sub: Subparsers) -> None:
-    p = sub.add_parser("alerts", help="list alert states, silences and the outbox")
+    p = sub.add_parser(
+        "alerts",
+        help="list alert states, silences and the outbox",
+        **helped(
+            (
+                ("alerts", "each alert's state, the silences, the outbox"),
+                ("alerts --format json", "the same, as JSON"),
+            ),
+            PLAIN_EXITS,
+        ),
+    )
     common_arguments(p)
     p.add_argument("--format", default="text", choices=("text", "json"), help="text | json")
     p.set_defaults(run=cmd_alerts)

@@ -8,6 +8,7 @@ Flags are checked here, once: a duration flag (`--window 4h`, `--for 2h`,
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from datetime import datetime, timedelta
@@ -18,13 +19,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 import checks.kinds  # noqa: F401  (registers the check kinds [[checks.custom]] can declare)
 from watchdog.core.durations import parse_duration
 from watchdog.core.errors import ConfigError, StoreError, UsageError
+from watchdog.core.logs import LOG_FORMATS, said
+from watchdog.core.logs import PROG as PROG  # the name every command prints
 from watchdog.core.settings import Settings, command_flags, load_settings
-from watchdog.core.settings.load import check_store_url
+from watchdog.core.settings.load import check_store_tls, check_store_url
 from watchdog.core.store import open_configured
 from watchdog.core.times import parse_time
 from watchdog.runner.plugins import PLUGINS
-
-PROG = "memory-watchdog"
 
 if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[Any]
@@ -80,7 +81,7 @@ class VersionAction(argparse.Action):
         print(f"{PROG} {package_version()}")
         warning = shared_package_warning()
         if warning:
-            print(f"{PROG}: {warning}", file=sys.stderr)
+            said(warning, level=logging.WARNING)
         parser.exit()
 
 
@@ -92,6 +93,12 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
         "--store", help="chdb:///path, chdb://memory or http(s)://user:pass@host:8123/db"
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="log lines on stderr as text (default), json (one object a line) or logfmt",
+    )
 
 
 def load(args: argparse.Namespace) -> Settings:
@@ -101,6 +108,7 @@ def load(args: argparse.Namespace) -> Settings:
     if store:
         check_store_url(store, "--store")
         settings = settings.with_store_url(store)
+        check_store_tls(settings, "--store")
     return settings
 
 

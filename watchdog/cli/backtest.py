@@ -24,6 +24,7 @@ from watchdog.cli.args import (
     load,
     time_flag,
 )
+from watchdog.cli.epilog import STORE, USAGE, helped
 from watchdog.core.errors import UsageError
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
@@ -48,7 +49,24 @@ MAX_WINDOWS = 3000
 
 def add_backtest(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "backtest", help="judge every window of a past period in one pass, read-only"
+        "backtest",
+        help="judge every window of a past period in one pass, read-only",
+        **helped(
+            (
+                (
+                    "backtest --from 2026-11-21T00:00:00Z --to 2026-11-28T00:00:00Z",
+                    "every window of a week, as `check --at` judges each",
+                ),
+                ("backtest --last 7d --format json", "the week up to now, as JSON"),
+                ("backtest --last 30d --format html --output backtest.html", "a month, as a page"),
+            ),
+            (
+                (0, "no window breached"),
+                (1, "a window breached, or a check could not be evaluated"),
+                USAGE,
+                STORE,
+            ),
+        ),
     )
     common_arguments(p)
     p.add_argument("--from", dest="start", help="judge windows ending after this time (RFC 3339)")

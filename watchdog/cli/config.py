@@ -11,7 +11,7 @@ columns) (docs/operations.md#before-you-deploy-memory-watchdog-config-check).
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from dataclasses import dataclass, field
 
 from alerts.notifiers import build_notifiers
@@ -20,14 +20,15 @@ from alerts.routing import Router
 from alerts.state import schema_exists
 from checks.probe import probe_source
 from watchdog.cli.args import (
-    PROG,
     Subparsers,
     common_arguments,
     judged,
     load,
     shared_package_warning,
 )
+from watchdog.cli.epilog import STORE, helped
 from watchdog.core.errors import ConfigError, StoreError, UsageError
+from watchdog.core.logs import said
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -54,14 +55,30 @@ class Verdict:
         return 2 if 2 in codes else 3 if codes else 0
 
 
+CHECK_EXAMPLES = (
+    ("config check --config watchdog.toml", "the file, its environment, its source on the store"),
+    ("config check --config watchdog.toml --no-store", "the file and environment only (CI)"),
+)
+CONFIG_EXITS = (
+    (0, "the config loads and its source can be read"),
+    (2, "a problem of the file or its environment (each on a line)"),
+    STORE,
+)
+
+
 def add_config(sub: Subparsers) -> None:
     """Register `memory-watchdog config check` (the CLI's COMMANDS registry calls this)."""
-    p = sub.add_parser("config", help="check a config file, its environment and its source")
+    p = sub.add_parser(
+        "config",
+        help="check a config file, its environment and its source",
+        **helped(CHECK_EXAMPLES, CONFIG_EXITS),
+    )
     actions = p.add_subparsers(dest="config_action", metavar="ACTION")
     check = actions.add_parser(
         "check",
         help="validate the file and environment, and probe the source on the store"
         " (exit 0, 2 config, 3 store)",
+        **helped(CHECK_EXAMPLES, CONFIG_EXITS),
     )
     common_arguments(check)
     check.add_argument(
@@ -81,12 +98,12 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     where = config_file(args.config)
     warning = shared_package_warning()
     if warning:  # not a problem of the config: said, and the exit code is the config's
-        print(f"{PROG}: {warning}", file=sys.stderr)
+        said(warning, level=logging.WARNING)
     try:
         settings = load(args)
     except ConfigError as exc:  # every problem of the file itself, one line each, exit 2
         for problem in exc.problems:
-            print(f"{PROG}: {problem}", file=sys.stderr)
+            said(str(problem))
         print(f"config check: FAILED ({len(exc.problems)} problem(s))")
         return 2
     if not args.no_store:
@@ -103,7 +120,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     for line in verdict.lines:
         print(printable(line, None))
     for line, _ in verdict.problems:
-        print(f"{PROG}: {printable(line, None)}", file=sys.stderr)
+        said(printable(line, None))
     count = len(verdict.problems)
     print("config check: OK" if not count else f"config check: FAILED ({count} problem(s))")
     return verdict.code

@@ -23,8 +23,10 @@ from watchdog.cli.args import (
     require_secrets,
     time_flag,
 )
+from watchdog.cli.epilog import helped
 from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, UsageError
+from watchdog.core.logs import LogSetup
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.settings.load import config_file
@@ -116,13 +118,18 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             spool=Spool.for_settings(settings),
             outputs=Outputs(telemetry, metrics, Notify()),
             notifiers=notifiers,
-            running=Running(clock=system_clock if at is None else (lambda: at), debug=args.debug),
+            running=Running(
+                clock=system_clock if at is None else (lambda: at),
+                logs=LogSetup(args.debug, args.log_format),
+            ),
         ).once()
     listen, grpc_listen = settings.ingest.listen, settings.ingest.grpc_listen
     ingest = None
     if settings.ingest.listens:
         ingest = Ingest(
-            settings, loads=ChildLoads(settings.store.query_timeout * 2), debug=args.debug
+            settings,
+            loads=ChildLoads(settings.store.query_timeout * 2),
+            logs=LogSetup(args.debug, args.log_format),
         )
         registry.register(IngestCollector(ingest))
     # With a receiver, the daemon's runs and the loads take turns with the store.
@@ -133,7 +140,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         spool=Spool.for_settings(settings),
         outputs=Outputs(telemetry, metrics, systemd),
         notifiers=notifiers,
-        running=Running(ticks=ticks, debug=args.debug),
+        running=Running(ticks=ticks, logs=LogSetup(args.debug, args.log_format)),
         serving=Serving(
             http=args.http,
             receiver=None if ingest is None else ingest.spool_state,
@@ -172,6 +179,23 @@ def add_daemon(sub: Subparsers) -> None:
         "daemon",
         help="evaluate every aligned window on the schedule, alert, survive outages"
         " (SIGTERM stops, SIGHUP reloads the config)",
+        **helped(
+            (
+                ("daemon --config /etc/memory-watchdog/watchdog.toml", "run on the schedule"),
+                (
+                    "daemon --http 127.0.0.1:8787 --log-format json",
+                    "serve /healthz and /metrics; log one JSON object a line",
+                ),
+                ("daemon --otlp 127.0.0.1:4318", "also receive OTLP/HTTP logs and traces"),
+                ("daemon --once --at 2026-11-28T04:00:00Z", "one tick, then exit (cron, tests)"),
+            ),
+            (
+                (0, "stopped by SIGTERM or SIGINT; with --once: no check breached"),
+                (1, "with --once: a check breached or could not be evaluated"),
+                (2, "usage or config error at start (a reload keeps the config it has)"),
+                (3, "with --once: the store could not be read (the daemon itself rides it out)"),
+            ),
+        ),
     )
     common_arguments(p)
     add_arguments(p)

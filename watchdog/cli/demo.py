@@ -16,6 +16,7 @@ from pathlib import Path
 
 from watchdog.cli.args import Subparsers, common_arguments, load, printed, time_flag
 from watchdog.cli.check import render
+from watchdog.cli.epilog import STORE, USAGE, helped
 from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import DEMO_POINTER, Settings, command_flags
 from watchdog.core.store import open_configured
@@ -42,7 +43,16 @@ from watchdog.runner.once import run_once, window_at
 
 def add_demo(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "demo", help="fill an embedded demo store with realistic telemetry and check it"
+        "demo",
+        help="fill an embedded demo store with realistic telemetry and check it",
+        **helped(
+            (
+                ("demo", "fill the demo store (faults injected) and print its check"),
+                ("demo --seed 0 --at 2026-11-30T12:00:00Z", "the same demo every time"),
+                ("demo --via-otlp", "send it through the OpenTelemetry SDK and the receiver"),
+            ),
+            ((0, "the demo store filled and checked (its breaches are the point)"), USAGE, STORE),
+        ),
     )
     common_arguments(p)
     p.add_argument(

@@ -25,6 +25,7 @@ from watchdog.cli.args import (
     printed,
     time_flag,
 )
+from watchdog.cli.epilog import STORE, USAGE, helped
 from watchdog.core.errors import UsageError, WatchdogError
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
@@ -45,7 +46,25 @@ class NoSuchSession(WatchdogError):
 
 
 def add_explain(sub: Subparsers) -> None:
-    p = sub.add_parser("explain", help="one session's events and obligations, and what counted")
+    p = sub.add_parser(
+        "explain",
+        help="one session's events and obligations, and what counted",
+        **helped(
+            (
+                ("explain 5b0e1f2a-demo", "a session's events and obligations, as of now"),
+                (
+                    "explain 5b0e1f2a-demo --at 2026-11-28T04:00:00Z --format json",
+                    "as the check at that time saw it, as JSON",
+                ),
+            ),
+            (
+                (0, "the session explained"),
+                (1, "the session has no event in the lookback before --at"),
+                USAGE,
+                STORE,
+            ),
+        ),
+    )
     p.add_argument(
         "session_id",
         metavar="SESSION_ID",

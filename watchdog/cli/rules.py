@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from watchdog.cli.args import Subparsers, common_arguments
+from watchdog.cli.epilog import STORE, USAGE, helped
 from watchdog.core.store import open_store
 from watchdog.runner.rule_files import (
     format_outcomes,
@@ -22,7 +23,15 @@ from watchdog.runner.rule_files import (
 
 def add_test_checks(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "test-checks", help="run offline rule tests of the checks (exit 1 on a failure)"
+        "test-checks",
+        help="run offline rule tests of the checks (exit 1 on a failure)",
+        **helped(
+            (
+                ("test-checks tests/rules/builtin_checks.toml", "run the built-in checks' cases"),
+                ("test-checks --config watchdog.toml rules/*.toml", "your checks, your cases"),
+            ),
+            ((0, "every case passed"), (1, "a case failed"), USAGE, STORE),
+        ),
     )
     p.add_argument(
         "files", nargs="+", metavar="FILE", help="rule files (TOML) with [[case]] tables"

@@ -29,6 +29,7 @@ from checks.materialize import (
 )
 from checks.sources import SourceSchemaError
 from watchdog.cli.args import Subparsers, common_arguments, duration_flag, judged, load
+from watchdog.cli.epilog import PLAIN_EXITS, helped
 from watchdog.core.errors import StoreError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
@@ -48,12 +49,25 @@ def state_statements(settings: Settings) -> list[Statement]:
     return statements
 
 
+APPLY_EXAMPLES = (
+    ("schema apply", "print the statements that create the watchdog's tables"),
+    ("schema apply --yes", "run them on the store"),
+    ("schema apply --materialize --since 7d --yes", "also the narrow table, backfilled a week"),
+)
+
+
 def add_schema(sub: Subparsers) -> None:
     """Register `memory-watchdog schema apply` (the CLI's COMMANDS registry calls this)."""
-    p = sub.add_parser("schema", help="print (and with --yes apply) the watchdog's DDL")
+    p = sub.add_parser(
+        "schema",
+        help="print (and with --yes apply) the watchdog's DDL",
+        **helped(APPLY_EXAMPLES, PLAIN_EXITS),
+    )
     actions = p.add_subparsers(dest="schema_action", metavar="ACTION")
     apply = actions.add_parser(
-        "apply", help="state tables; with --materialize the narrow memory_events table"
+        "apply",
+        help="state tables; with --materialize the narrow memory_events table",
+        **helped(APPLY_EXAMPLES, PLAIN_EXITS),
     )
     common_arguments(apply)
     apply.add_argument(

@@ -18,19 +18,39 @@ from watchdog.cli.args import (
     printed,
     time_flag,
 )
+from watchdog.cli.epilog import PLAIN_EXITS, helped
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
 
+ADD_EXAMPLES = (
+    (
+        'silence add recall_coverage --for 2h --reason "deploying the recall fix"',
+        "hold one check's notifications for two hours",
+    ),
+    (
+        'silence add all --until 2027-06-01T09:00:00Z --reason "maintenance"',
+        "hold everything until a time",
+    ),
+)
+LIST_EXAMPLES = (("silence list --all", "the silences, expired and removed ones too"),)
+REMOVE_EXAMPLES = (("silence remove 0525e140", "end a silence now (its id from silence list)"),)
+
 
 def add_silence_commands(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "silence", help="hold an alert's notifications for a while (add, list, remove)"
+        "silence",
+        help="hold an alert's notifications for a while (add, list, remove)",
+        **helped((*ADD_EXAMPLES, *LIST_EXAMPLES, *REMOVE_EXAMPLES), PLAIN_EXITS),
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
 
-    add = actions.add_parser("add", help="silence a check (or all) for a duration or until a time")
+    add = actions.add_parser(
+        "add",
+        help="silence a check (or all) for a duration or until a time",
+        **helped(ADD_EXAMPLES, PLAIN_EXITS),
+    )
     common_arguments(add)
     add.add_argument("check", metavar="CHECK_ID|all", help="a check id, store, or all")
     add.add_argument("--for", dest="duration", help="how long, e.g. 2h")
@@ -39,12 +59,16 @@ def add_silence_commands(sub: Subparsers) -> None:
     add.add_argument("--by", help="who (default: the current user)")
     add.set_defaults(run=cmd_silence_add)
 
-    listing = actions.add_parser("list", help="silences in force (all with --all)")
+    listing = actions.add_parser(
+        "list", help="silences in force (all with --all)", **helped(LIST_EXAMPLES, PLAIN_EXITS)
+    )
     common_arguments(listing)
     listing.add_argument("--all", action="store_true", help="include expired and removed silences")
     listing.set_defaults(run=cmd_silence_list)
 
-    remove = actions.add_parser("remove", help="end a silence now")
+    remove = actions.add_parser(
+        "remove", help="end a silence now", **helped(REMOVE_EXAMPLES, PLAIN_EXITS)
+    )
     common_arguments(remove)
     remove.add_argument("id", help="the silence id (see silence list)")
     remove.set_defaults(run=cmd_silence_remove)

@@ -14,9 +14,11 @@ import argparse
 import sys
 from datetime import timedelta
 
-from watchdog.cli.args import PROG, Subparsers, common_arguments, duration_flag, judged, load
+from watchdog.cli.args import Subparsers, common_arguments, duration_flag, judged, load
+from watchdog.cli.epilog import STORE, USAGE, helped
 from watchdog.core import jsontext
 from watchdog.core.errors import UsageError
+from watchdog.core.logs import said
 from watchdog.core.store import open_configured
 from watchdog.core.times import system_clock
 from watchdog.daemon.status import read_status, render_text
@@ -51,7 +53,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(status))
     problem = status.staleness(max_age) if max_age is not None else None
     if problem is not None:
-        print(f"{PROG}: stale: {problem} (--max-age {args.max_age})", file=sys.stderr)
+        said(f"stale: {problem} (--max-age {args.max_age})")
         return 1
     return 0
 
@@ -61,6 +63,19 @@ def add_status(sub: Subparsers) -> None:
     p = sub.add_parser(
         "status",
         help="last runs, firing alerts, outbox backlog, next run; --max-age as a health check",
+        **helped(
+            (
+                ("status", "the last runs, the alerts firing, the outbox, the next run"),
+                ("status --max-age 9h", "a dead man's switch: exit 1 when no window was judged"),
+                ("status --format json --runs 20", "the last 20 runs, as JSON"),
+            ),
+            (
+                (0, "shown; with --max-age: the last live run judged a window within the age"),
+                (1, "with --max-age: stale (older, or no run at all)"),
+                USAGE,
+                STORE,
+            ),
+        ),
     )
     common_arguments(p)
     add_arguments(p)

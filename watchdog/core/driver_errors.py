@@ -52,6 +52,8 @@ def describe_clickhouse_error(exc: BaseException) -> str:
         return f"{_server_detail(text)} ({name})"[:400]
     if isinstance(exc, TimeoutError) or "timed out" in text.lower():
         return "query timed out (raise store.query_timeout)"
+    if "SSLError" in text or "[SSL" in text:
+        return _tls_problem(text)
     if "Unexpected response to server version query" in text:
         return (
             "unexpected response to the first query (the connection was cut,"
@@ -62,6 +64,23 @@ def describe_clickhouse_error(exc: BaseException) -> str:
     if any(sign in text for sign in _CUT_SIGNS):
         return "the connection was reset or cut mid-response (check the server and any proxy)"
     return text[:400]
+
+
+def _tls_problem(text: str) -> str:
+    """A TLS handshake that failed, with OpenSSL's reason and the `[store]` key that helps."""
+    found = re.search(r"\[SSL: (\w+)\] ([^'(]+)", text) or re.search(
+        r"SSL\w*Error\(\w+\(\d+, '([^'(]+)", text
+    )
+    reason = found.group(found.lastindex or 0).strip() if found else "no reason given"
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            f"TLS: the server's certificate could not be verified ({reason}); set"
+            " store.ca_file to the CA that signed it (docs/operations.md#tls-to-a-clickhouse-server)"
+        )
+    return (
+        f"TLS handshake failed ({reason}); check that the port speaks TLS, and set"
+        " store.client_cert and store.client_key when the server asks for a client certificate"
+    )
 
 
 # How clickhouse-connect (urllib3) words a server it cannot reach, and a connection that broke.

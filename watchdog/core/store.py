@@ -22,6 +22,7 @@ from watchdog.core.driver_errors import describe_clickhouse_error, refused_by_st
 from watchdog.core.driver_errors import driver_errors as _driver_errors
 from watchdog.core.errors import MissingStoreError, StoreError, StoreLockedError, StoreURLUsageError
 from watchdog.core.settings import DEMO_POINTER, DEMO_STORE_DIR, STORE_DIR, StoreSettings
+from watchdog.core.settings.model import StoreTLS
 from watchdog.core.urls import (
     MEMORY,
     StoreURL,
@@ -389,7 +390,7 @@ def _connect_embedded(
             time.sleep(0.2)
 
 
-def _connect_http(url: StoreURL, query_timeout_s: float) -> Any:
+def _connect_http(url: StoreURL, query_timeout_s: float, tls: StoreTLS) -> Any:
     import clickhouse_connect  # deferred: importing the engine costs half a second
 
     try:
@@ -400,12 +401,19 @@ def _connect_http(url: StoreURL, query_timeout_s: float) -> Any:
             password=url.password or "",
             database=url.database or "",
             secure=url.secure,
+            verify=tls.verify,
+            ca_cert=tls.ca_file,
+            client_cert=tls.client_cert,
+            client_cert_key=tls.client_key,
             connect_timeout=min(10, query_timeout_s),
             send_receive_timeout=query_timeout_s,
             autogenerate_session_id=False,
         )
     except _driver_errors() as exc:
         raise StoreError(url.masked, describe_clickhouse_error(exc)) from None
+
+
+NO_TLS = StoreTLS()  # the system's CA bundle, verified, no client certificate
 
 
 def open_configured(
@@ -417,6 +425,7 @@ def open_configured(
         query_timeout_s=settings.query_timeout.total_seconds(),
         lock_timeout_s=settings.lock_timeout.total_seconds(),
         create=create,
+        tls=settings.tls,
     )
 
 
@@ -428,6 +437,7 @@ def open_store(
     lock_timeout_s: float = 10.0,
     create: bool = False,
     engine_config: Path | None = None,
+    tls: StoreTLS = NO_TLS,
 ) -> Iterator[Store]:
     """Open the store for one evaluation and close it after.
 
@@ -435,7 +445,8 @@ def open_store(
     (the demo, `schema apply`, a daemon's first run); otherwise it is a
     `MissingStoreError`, so that a read-only command never leaves an empty
     store directory behind. `engine_config`: an embedded engine's own config
-    file (the tests' cluster of local shards, tests/cluster.py).
+    file (the tests' cluster of local shards, tests/cluster.py). `tls`: the CA file, verify,
+    client certificate and key for an https:// server (`[store]`).
     """
     if isinstance(url, StoreURL):
         parsed = url
@@ -449,7 +460,7 @@ def open_store(
             parsed, lock_timeout_s, create=create, engine_config=engine_config
         )
     else:
-        client = _connect_http(parsed, query_timeout_s)
+        client = _connect_http(parsed, query_timeout_s, tls)
     store = Store(client, parsed, query_timeout_s=query_timeout_s)
     try:
         yield store

@@ -39,8 +39,8 @@ def _child_main(request: TickRequest, writer: Connection, stop: StopFlag) -> Non
     """
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    configure_logging(request.debug)
-    logging.getLogger("watchdog").setLevel(logging.DEBUG if request.debug else logging.INFO)
+    configure_logging(request.logs)
+    logging.getLogger("watchdog").setLevel(logging.DEBUG if request.logs.debug else logging.INFO)
     result = run_tick(
         request,
         open_store_fn=open_settings_store,

@@ -93,6 +93,14 @@ class Narrator:
             f" ({', '.join(breached)})" if breached else "",
             run.duration_s,
             run.summary,
+            extra={
+                "source": self.source,
+                "window_start": start,
+                "window_end": end,
+                "status": str(run.status),
+                "breached": breached,
+                "duration_s": round(run.duration_s, 3),
+            },
         )
 
     def tick(self, result: TickResult, max_catchup: int) -> None:

@@ -23,6 +23,7 @@ from alerts.lease import holder_name
 from alerts.lifecycle import STORE_CHECK
 from alerts.notifiers import build_notifiers
 from checks.base import Window
+from watchdog.core.logs import DEFAULT_LOGS, LogSetup
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339, system_clock
@@ -68,7 +69,7 @@ class Running:
     clock: Clock = system_clock
     timer: Timer | None = None
     pages: bool = True
-    debug: bool = False
+    logs: LogSetup = DEFAULT_LOGS
 
 
 @dataclass
@@ -229,7 +230,7 @@ class Daemon:
             told=self.spool.told,
             pages=running.pages,
             status=self.serving.http is not None,
-            debug=running.debug,
+            logs=running.logs,
             holder=self.holder,
             crashes=tuple(judging.crashes),
         )

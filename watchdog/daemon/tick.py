@@ -34,6 +34,7 @@ from alerts.pipeline import (
 )
 from checks.base import Report, Window
 from watchdog.core.errors import StoreError
+from watchdog.core.logs import DEFAULT_LOGS, LogSetup
 from watchdog.core.schedule import CatchUp, Schedule, catch_up
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
@@ -95,7 +96,7 @@ class TickRequest:
     told: frozenset[str] = frozenset()  # notifiers already told directly that the store was down
     pages: bool = True  # write the HTML page of each judged window (watchdog.report.page)
     status: bool = False  # read `status --format json` at the end (for `daemon --http`)
-    debug: bool = False
+    logs: LogSetup = DEFAULT_LOGS  # how the tick process logs
     holder: str = ""  # the daemon's name in the alert lease (default: this process's)
     crashes: tuple[Crash, ...] = ()  # earlier ticks that died, for the `run` alert
 

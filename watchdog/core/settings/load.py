@@ -277,6 +277,7 @@ def _validated(
     check_store_url(url, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if url != settings.store.url:
         settings = settings.with_store_url(url)
+    check_store_tls(settings, "WATCHDOG_STORE_URL" if from_env else "store.url", origin=origin)
     if settings.ingest.listens:  # every command reads what the receiver writes
         settings = settings.receiving()
     return settings
@@ -288,6 +289,20 @@ def check_store_url(url: str, key: str, *, origin: str | None = None) -> None:
         parse_store_url(url)
     except StoreURLError as exc:
         raise ConfigError(key, str(exc), origin=origin if key == "store.url" else None) from None
+
+
+def check_store_tls(settings: Settings, key: str, *, origin: str | None = None) -> None:
+    """A ConfigError when TLS keys are set for a plain http:// server: they would be ignored and
+    the traffic sent in clear (an embedded store has no network, so they do not apply there)."""
+    given = settings.store.tls_set
+    url = parse_store_url(settings.store.url)
+    if given and url.kind == "http" and not url.secure:
+        raise ConfigError(
+            f"store.{given[0]}",
+            f"TLS applies to an https:// server, and {key} is {url.masked}"
+            " (write https://, port 8443 by default)",
+            origin=origin,
+        )
 
 
 def config_file(path: str | None = None, env: Mapping[str, str] | None = None) -> str | None:

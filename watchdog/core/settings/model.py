@@ -14,6 +14,7 @@ import functools
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,12 +52,60 @@ NORMALIZED_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class StoreTLS:
+    """TLS to a ClickHouse server: the CA file (None: the system's), whether the server's
+    certificate is verified, a client certificate and its key (None: none)."""
+
+    ca_file: str | None = None
+    verify: bool = True
+    client_cert: str | None = None
+    client_key: str | None = None
+
+
 class StoreSettings(_Settings):
     url: str = ""  # filled by the loader: WATCHDOG_STORE_URL, else under the data directory
     database: str = "watchdog"
     query_timeout: Duration = timedelta(seconds=120)
     lock_timeout: Duration = timedelta(seconds=10)
     cluster: str | None = None
+    # TLS to an https:// server (docs/operations.md#tls-to-a-clickhouse-server): the CA bundle
+    # that signed its certificate, whether to verify it, a client certificate and its key.
+    ca_file: str | None = None
+    verify: bool = True
+    client_cert: str | None = None
+    client_key: str | None = None
+
+    @field_validator("ca_file", "client_cert", "client_key")
+    @classmethod
+    def _readable_file(cls, value: str | None) -> str | None:
+        if value is not None and not os.path.isfile(value):
+            raise ValueError(f"{value!r}: no such file (a PEM file's path)")
+        if value is not None and not os.access(value, os.R_OK):
+            raise ValueError(f"{value!r}: not readable by this user")
+        return value
+
+    @model_validator(mode="after")
+    def _key_with_cert(self) -> StoreSettings:
+        if self.client_key is not None and self.client_cert is None:
+            raise ValueError("client_key needs client_cert (the certificate the key is for)")
+        return self
+
+    @property
+    def tls(self) -> StoreTLS:
+        """The TLS options handed to the client of an https:// store."""
+        return StoreTLS(self.ca_file, self.verify, self.client_cert, self.client_key)
+
+    @property
+    def tls_set(self) -> tuple[str, ...]:
+        """The TLS keys this config sets (they apply to an https:// store only)."""
+        given = {
+            "ca_file": self.ca_file is not None,
+            "verify": not self.verify,
+            "client_cert": self.client_cert is not None,
+            "client_key": self.client_key is not None,
+        }
+        return tuple(key for key, set_ in given.items() if set_)
 
     @field_validator("database")
     @classmethod

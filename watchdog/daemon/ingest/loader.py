@@ -25,7 +25,7 @@ from typing import Any
 
 from checks.source_ddl import EXPORTER_DDL
 from watchdog.core.errors import StoreError, StoreLockedError
-from watchdog.core.logs import configure_logging
+from watchdog.core.logs import DEFAULT_LOGS, LogSetup, configure_logging
 from watchdog.core.settings import StoreSettings
 from watchdog.core.store import Store, open_store
 from watchdog.daemon.ingest.signals import SIGNALS, Signal
@@ -54,7 +54,7 @@ class LoadRequest:
     tables: Mapping[str, str]  # signal -> table: created when absent
     loads: tuple[Load, ...]
     lock_wait_s: float = 1.0  # how long to wait for a store another process holds
-    debug: bool = False
+    logs: LogSetup = DEFAULT_LOGS  # how the load process logs
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ def open_request_store(request: LoadRequest) -> AbstractContextManager[Store]:
         query_timeout_s=request.store.query_timeout.total_seconds(),
         lock_timeout_s=request.lock_wait_s,
         create=True,
+        tls=request.store.tls,
     )
 
 
@@ -179,7 +180,7 @@ def _child_main(request: LoadRequest, writer: Connection) -> None:
     """The child: load, send the result back; the daemon's signals are the daemon's."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    configure_logging(request.debug)
+    configure_logging(request.logs)
     result = load_round(request)
     try:
         writer.send(result)

@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from watchdog.core.errors import ConfigError
+from watchdog.core.logs import DEFAULT_LOGS, LogSetup
 from watchdog.core.settings import Settings
 from watchdog.core.text import printable
 from watchdog.core.urls import parse_store_url
@@ -99,7 +100,7 @@ class Ingest:
         spool: IngestSpool | None = None,
         loads: ChildLoads | None = None,
         open_fn: OpenLoadStore = open_request_store,
-        debug: bool = False,
+        logs: LogSetup = DEFAULT_LOGS,
         grpc_max_receive: float = MAX_RECEIVE,
         grpc_turn_grace: float = TURN_GRACE,
     ) -> None:
@@ -112,7 +113,7 @@ class Ingest:
         self.loaded = Loaded()
         self._loads = loads
         self._open = open_fn
-        self._debug = debug
+        self._logs = logs
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._stopping = False
@@ -272,7 +273,7 @@ class Ingest:
             tables=self.tables,
             loads=tuple(loads),
             lock_wait_s=min(1.0, self.settings.store.lock_timeout.total_seconds()),
-            debug=self._debug,
+            logs=self._logs,
         )
         started = time.monotonic()
         result = (
