@@ -31,6 +31,7 @@ from watchdog.cli.args import (
     emit,
     judged,
     load,
+    printed,
     time_flag,
 )
 from watchdog.core.errors import StoreError, UsageError
@@ -199,6 +200,9 @@ def _alert(
         else:
             _err(f"alerts: {failure}: {exc}")
         return
-    _err(outcome.summary())
+    summary = outcome.summary()
+    if outcome.stale:  # e.g. a replay after a run at now: how to judge those times again
+        summary += f" (to judge it again: `{printed(settings, 'alerts reset')}`)"
+    _err(summary)
     for line in outcome.errors:
         _err(line)
