@@ -93,14 +93,14 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
 def add_alerts(sub: Subparsers) -> None:
     p = sub.add_parser(
         "alerts",
-        help="list alert states, silences and the outbox; `alerts reset` starts a source's"
-        " alerts over",
+        help="list alert states, silences and the outbox (reset: start a source's alerts over)",
     )
     common_arguments(p)
     p.add_argument(
         "action",
         nargs="?",
         choices=("reset",),
+        metavar="reset",
         help="reset: clear the alert states, run log and outbox of the source (--source NAME,"
         " or --all), so that `check --notify --at` judges its times again; never the telemetry",
     )
