@@ -200,9 +200,7 @@ def _alert(
         else:
             _err(f"alerts: {failure}: {exc}")
         return
-    summary = outcome.summary()
-    if outcome.stale:  # e.g. a replay after a run at now: how to judge those times again
-        summary += f" (to judge it again: `{printed(settings, 'alerts reset')}`)"
-    _err(summary)
+    # A replay after a run at now is "already processed": the line names the way back.
+    _err(outcome.summary(again=printed(settings, "alerts reset")))
     for line in outcome.errors:
         _err(line)
