@@ -71,8 +71,9 @@ class ProcessOutcome:
     def errors(self) -> tuple[str, ...]:
         return self.delivery.errors
 
-    def summary(self) -> str:
-        """One line for people: what fired, resolved, was sent."""
+    def summary(self, again: str = "") -> str:
+        """One line for people: what fired, resolved, was sent; `again`, when given, is the
+        command that lets an evaluation time already processed be judged again."""
         counts = {kind: [n.check_id for n in self.notifications if n.kind is kind] for kind in Kind}
         parts = []
         for kind, word in (
@@ -85,10 +86,10 @@ class ProcessOutcome:
         if self.held:
             parts.append(f"held by a silence: {', '.join(self.held)}")
         if not parts:
-            parts.append(
-                "nothing new"
-                + (" (this evaluation time was already processed)" if self.stale else "")
-            )
+            stale = "this evaluation time was already processed"
+            if again:
+                stale += f"; to judge it again: `{again}`"
+            parts.append("nothing new" + (f" ({stale})" if self.stale else ""))
         firing = f"{len(self.firing)} firing" + (
             f" ({', '.join(self.firing)})" if self.firing else ""
         )

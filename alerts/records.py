@@ -114,6 +114,10 @@ class AlertRecord:
     alert: Alert
     pending_outbox: int
     silenced_until: datetime | None
+    # The evaluation time of the newest message about it a receiver took (its outbox row
+    # delivered): None when nothing was sent, with no receiver, a silence or only failures.
+    # `alert.last_notified_at` is when it was last announced, whether sent or not.
+    last_delivered: datetime | None = None
 
 
 def alert_states(
@@ -131,15 +135,17 @@ def alert_states(
         f"SELECT {ALERT_STATE.select(columns)} FROM {table(settings, 'alert_state')} FINAL"
         " ORDER BY source, check_id"
     ).dicts()
-    # Pending outbox rows per (source, check id).
-    pending = store.query(
-        "SELECT source, check_id, count() AS n FROM"
-        f" (SELECT source, checks FROM {table(settings, 'outbox')} FINAL"
-        "  WHERE status = {pending:String})"
+    # Per (source, check id): its pending outbox rows, and its newest delivered message.
+    outbox = store.query(
+        "SELECT source, check_id, countIf(status = {pending:String}) AS n,"
+        " countIf(status = {delivered:String}) AS sent,"
+        " toUnixTimestamp64Milli(maxIf(at, status = {delivered:String})) AS last_ms FROM"
+        f" (SELECT source, checks, status, at FROM {table(settings, 'outbox')} FINAL)"
         " ARRAY JOIN checks AS check_id GROUP BY source, check_id",
-        {"pending": OutboxStatus.PENDING.value},
+        {"pending": OutboxStatus.PENDING.value, "delivered": OutboxStatus.DELIVERED.value},
     ).rows
-    waiting = {(str(s), str(c)): int(n) for s, c, n in pending}
+    waiting = {(str(s), str(c)): int(n) for s, c, n, _, _ in outbox}
+    delivered = {(str(s), str(c)): from_ms(int(ms)) for s, c, _, sent, ms in outbox if int(sent)}
     silences: Sequence[Silence] = silences_in_force(store, settings, now) if now is not None else ()
     records = []
     for row in rows:
@@ -147,7 +153,8 @@ def alert_states(
         until = alert.silenced_until
         if now is not None:
             until = silenced_until(silences, alert.check_id)
-        records.append(AlertRecord(alert, waiting.get((alert.source, alert.check_id), 0), until))
+        key = (alert.source, alert.check_id)
+        records.append(AlertRecord(alert, waiting.get(key, 0), until, delivered.get(key)))
     records.sort(key=lambda r: (not r.alert.firing, r.alert.source, r.alert.check_id))
     return records
 

@@ -292,3 +292,46 @@ def record_run(
         version=int(now.timestamp() * 1_000_000),
     )
     store.insert(table(settings, "runs"), [RUNS.row(run)], list(RUNS.columns))
+
+
+# --- starting a source's alerts over (`alerts reset`) -------------------------------------
+
+# What a source's alerting is made of: its alert states (what the next run is compared with,
+# and the evaluation time it must be later than), its run log (where the daemon resumes) and
+# its outbox (messages sent or waiting). Silences name checks, not sources, and stay; so does
+# the alert lease, which expires on its own.
+SOURCE_TABLES = ("alert_state", "runs", "outbox")
+
+
+def _of_source(source: str | None) -> tuple[str, dict[str, Any]]:
+    """The condition on a row of `source` (None: of every source) and its bound parameter."""
+    if source is None:
+        return "1 = 1", {}
+    return "source = {source:String}", {"source": source}
+
+
+def source_rows(store: Store, settings: Settings, source: str | None) -> dict[str, int]:
+    """How many rows of `source` (None: of every source) each of SOURCE_TABLES holds."""
+    where, parameters = _of_source(source)
+    counts = {}
+    for name in SOURCE_TABLES:
+        if not table_exists(store, settings, name):
+            counts[name] = 0
+            continue
+        found = store.query(
+            f"SELECT count() FROM {table(settings, name)} FINAL WHERE {where}", parameters
+        ).rows
+        counts[name] = int(found[0][0]) if found else 0
+    return counts
+
+
+def clear_source(store: Store, settings: Settings, source: str | None) -> dict[str, int]:
+    """Delete the alert states, run log and outbox of `source` (None: of every source) from
+    the watchdog's own database; how many rows of each there were. The telemetry is never
+    touched: it is not in these tables (docs/alerts.md#starting-over-alerts-reset)."""
+    counts = source_rows(store, settings, source)
+    where, parameters = _of_source(source)
+    for name, count in counts.items():
+        if count:  # a lightweight DELETE: the rows are gone for every read that follows
+            store.command(f"DELETE FROM {table(settings, name)} WHERE {where}", parameters)
+    return counts

@@ -11,7 +11,9 @@ import pytest
 from tests.alerts.slack_standin import SlackStandIn
 from tests.builder import T0, H, M, S, Scenario
 from tests.daemon_rig import DELAY, end, new_rig
+from watchdog.core.schedule import CatchUp
 from watchdog.core.store import Store
+from watchdog.daemon.narrate import skipped_line
 from watchdog.runner.once import run_once, window_at
 
 
@@ -54,3 +56,43 @@ def test_a_catch_up_judges_its_windows_in_one_pass_as_each_alone(
         for check_id, result in alone["checks"].items():
             for key in ("status", "value", "sample_size", "evidence"):
                 assert recorded[check_id][key] == result[key], (hour, check_id, key)
+
+
+@pytest.mark.parametrize(
+    ("ends", "skipped", "max_catchup", "line"),
+    [
+        (
+            3,
+            4,
+            2,
+            "6 windows were missed, more than schedule.max_catchup = 2: the 4 oldest (ending"
+            " 2026-11-28T06:00:00Z to 2026-11-28T09:00:00Z) are not judged; judging the 2 newest"
+            " and the one due now",
+        ),
+        (
+            2,
+            1,
+            1,
+            "2 windows were missed, more than schedule.max_catchup = 1: the oldest (ending"
+            " 2026-11-28T06:00:00Z) is not judged; judging the newest missed window and the one"
+            " due now",
+        ),
+        (
+            1,
+            1,
+            0,
+            "1 window was missed, more than schedule.max_catchup = 0: the oldest (ending"
+            " 2026-11-28T06:00:00Z) is not judged; judging only the window due now",
+        ),
+    ],
+)
+def test_the_catch_up_line_counts_the_missed_the_skipped_and_the_judged(
+    ends: int, skipped: int, max_catchup: int, line: str
+) -> None:
+    """The line a catch-up that skips says: every missed window counted once, the skipped ones
+    (the oldest) and when they ended, and the judged ones: at most max_catchup, then the due one."""
+    judged = tuple(end(13 + i) for i in range(ends))
+    plan = CatchUp(
+        ends=judged, skipped=skipped, skipped_from=end(6), skipped_to=end(6 + skipped - 1)
+    )
+    assert skipped_line(plan, max_catchup) == line

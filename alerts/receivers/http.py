@@ -22,6 +22,7 @@ from typing import Any
 from urllib.error import URLError
 
 from alerts.base import Deadline, DeliveryError, Failure, bounded_retry_after
+from watchdog.core.driver_errors import NOT_RESOLVED, name_not_resolved
 
 USER_AGENT = "memory-watchdog"
 MAX_BODY = 64 * 1024  # of an answer, read for its error line
@@ -57,6 +58,8 @@ def describe_exception(exc: BaseException) -> str:
     """One line for a transport error (no URL in it: urllib's messages carry none)."""
     if isinstance(exc, TimeoutError) or "timed out" in str(exc):
         return "timed out"
+    if name_not_resolved(exc):
+        return NOT_RESOLVED
     if isinstance(exc, URLError):
         return f"connection failed: {exc.reason}"
     return f"{type(exc).__name__}: {exc}".strip()

@@ -8,6 +8,7 @@ What each prints: docs/alerts.md#the-alert-lifecycle and docs/alerts.md#configur
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from dataclasses import replace
 from datetime import datetime
@@ -18,11 +19,12 @@ from alerts.lease import current_lease
 from alerts.notifiers import build_notifiers
 from alerts.records import AlertRecord, alert_states, outbox_backlog
 from alerts.render import templates
+from alerts.state import clear_source, source_rows
 from checks.base import Severity
 from watchdog.cli.args import Subparsers, common_arguments, judged, load, printed, require_secrets
 from watchdog.cli.epilog import PLAIN_EXITS, STORE, helped
 from watchdog.core import jsontext
-from watchdog.core.errors import ConfigError
+from watchdog.core.errors import ConfigError, UsageError
 from watchdog.core.store import open_configured
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339, system_clock
@@ -55,7 +57,7 @@ def add_notify_test(sub: Subparsers) -> None:
 
 
 def cmd_notify_test(args: argparse.Namespace) -> int:
-    settings = load(args)
+    settings = judged(load(args))  # the source `status` and `alerts` name, the one alerts are of
     require_secrets(settings)
     notifiers = build_notifiers(settings)
     if not notifiers:
@@ -101,17 +103,30 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
 def add_alerts(sub: Subparsers) -> None:
     p = sub.add_parser(
         "alerts",
-        help="list alert states, silences and the outbox",
+        help="list alert states, silences and the outbox (reset: start a source's alerts over)",
         **helped(
             (
                 ("alerts", "each alert's state, the silences, the outbox"),
                 ("alerts --format json", "the same, as JSON"),
+                ("alerts reset", "say what starting the source's alerts over would clear"),
+                ("alerts reset --yes", "clear them, so `check --notify --at` judges again"),
             ),
             PLAIN_EXITS,
         ),
     )
     common_arguments(p)
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("reset",),
+        metavar="reset",
+        help="reset: clear the alert states, run log and outbox of the source (--source NAME,"
+        " or --all), so that `check --notify --at` judges its times again; never the telemetry",
+    )
     p.add_argument("--format", default="text", choices=("text", "json"), help="text | json")
+    p.add_argument("--source", help="reset: this source (default: the one the commands judge)")
+    p.add_argument("--all", action="store_true", help="reset: every source in the store")
+    p.add_argument("--yes", action="store_true", help="reset: clear them (default: only say what)")
     p.set_defaults(run=cmd_alerts)
 
 
@@ -123,6 +138,11 @@ def _state_label(record: AlertRecord, pending_runs: int) -> str:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
+    if args.action == "reset":
+        return cmd_alerts_reset(args)
+    for flag, given in (("--source", args.source), ("--all", args.all), ("--yes", args.yes)):
+        if given:
+            raise UsageError(f"{flag}: only with `alerts reset`")
     settings = judged(load(args))
     now = system_clock()
     with open_configured(settings.store) as store:
@@ -145,7 +165,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                     if r.alert.no_data_since
                     else None,
                     "last_evaluated": _when(r.alert.last_at),
-                    "last_notified": _when(r.alert.last_notified_at),
+                    "last_notified": _when(r.last_delivered) if r.last_delivered else None,
                     "silenced_until": _when(r.silenced_until) if r.silenced_until else None,
                     "pending_outbox": r.pending_outbox,
                 }
@@ -173,7 +193,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                     printable(a.check_id),
                     state,
                     _when(a.fired_at if a.firing else a.since),
-                    _when(a.last_notified_at),
+                    _when(r.last_delivered),
                     _when(r.silenced_until),
                     str(r.pending_outbox) if r.pending_outbox else "—",
                 )
@@ -191,3 +211,43 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     if lease is not None:
         print(f"alert lease: {printable(lease.describe())}")
     return 0
+
+
+# --- alerts reset ----------------------------------------------------------------------------
+
+# How each table of alerts.state.SOURCE_TABLES is counted for people.
+_CLEARED = {
+    "alert_state": "alert states",
+    "runs": "runs in the run log",
+    "outbox": "outbox messages",
+}
+
+
+def cmd_alerts_reset(args: argparse.Namespace) -> int:
+    """Start a source's alerts over: without --yes, say what would be cleared; with it, clear it."""
+    if args.all and args.source:
+        raise UsageError("--all: not with --source (one source, or every one)")
+    if args.format != "text":
+        raise UsageError("--format: `alerts reset` prints text only")
+    settings = judged(load(args))
+    source = None if args.all else (args.source or settings.source.display_name)
+    whose = "every source" if source is None else f"source {printable(source)}"
+    with open_configured(settings.store) as store:
+        counts = (clear_source if args.yes else source_rows)(store, settings, source)
+        where = f"{whose} in {store.url.masked}"
+    listed = ", ".join(f"{n} {_CLEARED[name]}" for name, n in counts.items())
+    if not args.yes:
+        print(
+            f"alerts reset would clear, of {where}: {listed}; the telemetry is not touched."
+            f"\nTo clear them: {printed(settings, reset_command(args))} --yes"
+        )
+        return 0
+    print(f"alerts reset: cleared, of {where}: {listed}; the telemetry was not touched.")
+    return 0
+
+
+def reset_command(args: argparse.Namespace) -> str:
+    """The `alerts reset` of these flags, for people (without --yes)."""
+    if args.all:
+        return "alerts reset --all"
+    return f"alerts reset --source {shlex.quote(args.source)}" if args.source else "alerts reset"

@@ -11,6 +11,7 @@ import argparse
 import logging
 import re
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from importlib import metadata
 from pathlib import Path
@@ -33,11 +34,35 @@ else:  # not subscriptable at run time before Python 3.12
     Subparsers = argparse._SubParsersAction
 
 
+# Where a namespace notes the innermost (sub)command parser that was left with unknown arguments.
+_LEFT_OVER_BY = "_left_over_by"
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit code 2."""
+    """argparse that reports a usage error as one line and exit code 2, hinting the `--help`
+    of the (sub)command the error is in: `check --bogus` hints `memory-watchdog check --help`."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # A subcommand's parser runs first and hands its leftovers up to the top parser, which
+        # would report them as its own: the innermost one that had leftovers is noted here.
+        parsed, left = super().parse_known_args(args, namespace)
+        if left:
+            vars(parsed).setdefault(_LEFT_OVER_BY, self)
+        return parsed, left
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, left = self.parse_known_args(args, namespace)
+        if left:
+            owner: argparse.ArgumentParser = getattr(parsed, _LEFT_OVER_BY, self)
+            owner.error(f"unrecognized arguments: {' '.join(left)}")
+        return parsed
 
 
 def package_version() -> str:

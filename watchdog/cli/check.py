@@ -30,6 +30,7 @@ from watchdog.cli.args import (
     emit,
     judged,
     load,
+    printed,
     time_flag,
 )
 from watchdog.cli.epilog import CHECK_EXITS, helped
@@ -216,6 +217,7 @@ def _alert(
         else:
             _err(f"alerts: {failure}: {exc}")
         return
-    _err(outcome.summary())
+    # A replay after a run at now is "already processed": the line names the way back.
+    _err(outcome.summary(again=printed(settings, "alerts reset")))
     for line in outcome.errors:
         _err(line)

@@ -14,6 +14,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
+from alerts.state import clear_source
 from watchdog.cli.args import Subparsers, common_arguments, load, printed, time_flag
 from watchdog.cli.check import render
 from watchdog.cli.epilog import STORE, USAGE, helped
@@ -39,6 +40,13 @@ from watchdog.demo.run import (
     write_demo_report,
 )
 from watchdog.runner.once import run_once, window_at
+
+# The last "What next" line: your own data. It names no file: an installed memory-watchdog has
+# no repository beside it, and every key of a config file is optional.
+YOUR_STORE = (
+    "memory-watchdog check --store 'http://user:password@your-clickhouse:8123/default'"
+    "   # your own ClickHouse (add --config FILE for what differs from the defaults)"
+)
 
 
 def add_demo(sub: Subparsers) -> None:
@@ -101,8 +109,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "\nWhat next:\n"
         f"  {printed(settings, f'check --at {at_text} --format json')}\n"
         f"  {printed(settings, f'check --at {at_text} --window 24h')}\n"
-        "  memory-watchdog check --store 'http://user:password@your-clickhouse:8123/default'"
-        " --config config/watchdog.toml\n"
+        f"  {YOUR_STORE}\n"
         f"\nHTML report (open it in a browser): {page}\n"
     )
     return 0
@@ -122,6 +129,7 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
             update={"logs_table": DEMO_LOGS_TABLE, "spool_dir": spool}
         )
         settings = settings.model_copy(update={"source": source, "ingest": ingest_settings})
+        clear_source(store, settings, source.display_name)  # new telemetry: alerts start over
         # The receiver loads into this very store, in this process (no daemon here).
         ingest = Ingest(settings, open_fn=lambda request: contextlib.nullcontext(store))
         server = ingest.start("127.0.0.1:0")

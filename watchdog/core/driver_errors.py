@@ -11,6 +11,7 @@ on: only then may a load be split, or set aside
 from __future__ import annotations
 
 import re
+import socket
 
 from watchdog.core.urls import mask_urls_in
 
@@ -59,6 +60,8 @@ def describe_clickhouse_error(exc: BaseException) -> str:
             "unexpected response to the first query (the connection was cut,"
             " or the server at this URL is not ClickHouse)"
         )
+    if name_not_resolved(exc):
+        return NOT_RESOLVED
     if isinstance(exc, ConnectionRefusedError) or any(s in text for s in _UNREACHABLE_SIGNS):
         return "unreachable (connection refused or no route to the server)"
     if any(sign in text for sign in _CUT_SIGNS):
@@ -81,6 +84,31 @@ def _tls_problem(text: str) -> str:
         f"TLS handshake failed ({reason}); check that the port speaks TLS, and set"
         " store.client_cert and store.client_key when the server asks for a client certificate"
     )
+
+
+NOT_RESOLVED = "the host name could not be resolved (DNS): check the host in the URL"
+
+# How a host name that did not resolve reads: the resolver's words (glibc, musl, macOS,
+# Windows), and urllib3's, which clickhouse-connect passes on as text.
+_UNRESOLVED_SIGNS = (
+    "NameResolutionError",
+    "Failed to resolve",
+    "Name or service not known",
+    "Name does not resolve",
+    "nodename nor servname",
+    "Temporary failure in name resolution",
+    "No address associated with hostname",
+    "getaddrinfo failed",
+)
+
+
+def name_not_resolved(exc: BaseException) -> bool:
+    """Whether a transport error is a host name that could not be resolved (not a refusal: no
+    server was ever asked), for the store and the receivers alike."""
+    reason = getattr(exc, "reason", None)  # urllib's URLError wraps the resolver's error
+    if isinstance(exc, socket.gaierror) or isinstance(reason, socket.gaierror):
+        return True
+    return any(sign in str(exc) for sign in _UNRESOLVED_SIGNS)
 
 
 # How clickhouse-connect (urllib3) words a server it cannot reach, and a connection that broke.

@@ -49,8 +49,8 @@ def parse_time(text: str) -> datetime:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ValueError(f"{text!r} is not an RFC 3339 time (e.g. 2026-11-28T04:00:00Z)") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone (add Z or +00:00)")
+    if moment.tzinfo is None:  # the example is a valid time: `2026-11-28Z` is not one
+        raise ValueError(f"{text!r} has no time zone (e.g. {rfc3339(moment.replace(tzinfo=UTC))})")
     try:
         utc = moment.astimezone(UTC)
     except OverflowError:  # year 1 or 9999 shifted by its offset leaves datetime's range

@@ -130,16 +130,34 @@ class Narrator:
     def _skipped(self, plan: CatchUp, max_catchup: int) -> None:
         if not plan.skipped:
             return
-        more = "more than " if plan.skipped_capped else ""
-        log.warning(
-            "catch-up: %s%d missed windows ending %s to %s are not judged"
-            " (schedule.max_catchup = %d); judging the newest %d",
-            more,
-            plan.skipped,
-            rfc3339(plan.skipped_from) if plan.skipped_from else "?",
-            rfc3339(plan.skipped_to) if plan.skipped_to else "?",
-            max_catchup,
-            len(plan.ends),
-        )
+        log.warning("catch-up: %s", skipped_line(plan, max_catchup))
         self.outputs.telemetry.record_skipped(plan.skipped)
         self.outputs.metrics.record_skipped(plan.skipped)
+
+
+def skipped_line(plan: CatchUp, max_catchup: int) -> str:
+    """What a catch-up that skipped windows says: how many were missed, which of them are not
+    judged (the oldest, and when they ended), and which are: the newest max_catchup, then the
+    window due now."""
+    judged = len(plan.ends) - 1  # the missed windows judged, before the one due now
+    missed = plan.skipped + judged
+    more = "at least " if plan.skipped_capped else ""
+    first = rfc3339(plan.skipped_from) if plan.skipped_from else "?"
+    last = rfc3339(plan.skipped_to) if plan.skipped_to else "?"
+    if plan.skipped_capped:
+        skipped = f"the oldest (at least {plan.skipped}, ending {first} to {last}) are"
+    elif plan.skipped == 1:
+        skipped = f"the oldest (ending {first}) is"
+    else:
+        skipped = f"the {plan.skipped} oldest (ending {first} to {last}) are"
+    if judged == 0:
+        instead = "only the window due now"
+    elif judged == 1:
+        instead = "the newest missed window and the one due now"
+    else:
+        instead = f"the {judged} newest and the one due now"
+    were = "1 window was" if missed == 1 else f"{more}{missed} windows were"
+    return (
+        f"{were} missed, more than schedule.max_catchup = {max_catchup}:"
+        f" {skipped} not judged; judging {instead}"
+    )

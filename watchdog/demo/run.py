@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from alerts.state import clear_source
 from checks.base import Report
 from checks.source_ddl import create_table_sql
 from watchdog.core.errors import UsageError
@@ -88,6 +89,9 @@ def run_demo(settings: Settings, *, sessions: int, seed: int, at: datetime) -> D
     """Write the demo's telemetry into its store, evaluate the window ending at `at`, write its page."""
     with open_configured(settings.store, create=True) as store:
         fresh_demo_table(store)
+        # New telemetry, so its alerts start over: a `check --notify` run on the last demo
+        # would make `--at` runs on this one "already processed".
+        clear_source(store, settings, settings.source.display_name)
         plan = write_demo(store, DEMO_TABLE, sessions=sessions, seed=seed, at=at)
         report = run_once(store, settings, window_at(settings, at), triage=True)
         page = write_demo_report(store, settings, report, report_dir(settings), at)
