@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import stat
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,7 @@ from watchdog.core.settings.values import (
     WrittenSecret,
     mask_secrets,
 )
-from watchdog.core.text import printable
+from watchdog.core.text import printable, shell_word
 from watchdog.core.urls import StoreURLError, mask_url, parse_store_url
 
 APP_DIR = "memory-watchdog"
@@ -376,9 +375,9 @@ def command_flags(settings: Settings) -> str:
     still reads this one; a password masked: put it back, or set WATCHDOG_STORE_URL)."""
     flags = []
     if settings.config_file:
-        flags += ["--config", shlex.quote(settings.config_file)]
+        flags += ["--config", shell_word(settings.config_file)]
     url = settings.store.url or default_store_url(settings)
-    return " ".join([*flags, "--store", shlex.quote(mask_url(url))])
+    return " ".join([*flags, "--store", shell_word(mask_url(url))])
 
 
 def default_store_url(settings: Settings) -> str:
