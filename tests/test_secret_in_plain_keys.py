@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.alerts.test_unreadable_rows import SETUP
 from watchdog.core.settings import settings_from_mapping
 from watchdog.core.settings.values import secret_value
 from watchdog.runner.plugins import PLUGINS
@@ -59,15 +60,6 @@ def test_a_short_secret_does_not_garble_plain_keys() -> None:
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent / "memory-watchdog"
-SETUP = """
-import sys
-from tests.builder import H, M, T0, Scenario
-from watchdog.core.store import open_store
-sc = Scenario()
-sc.session("cold").starts(T0 + H).ends(T0 + H + 10 * M).observes(T0 + H + 11 * M)
-with open_store(sys.argv[1], create=True) as store:
-    sc.write(store, "joelclaw.otel_events")
-"""
 
 
 @pytest.mark.slow

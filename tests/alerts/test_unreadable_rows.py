@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,14 +23,13 @@ import pytest
 from alerts.outbox import pending_rows
 from alerts.records import outbox_backlog
 from alerts.rows import OutboxStatus
-from alerts.silences import add_silence
 from alerts.state import OUTBOX, table
 from alerts.testing import RecordingNotifier
 from checks.base import Status
 from tests.alerts.conftest import T0, H
 from tests.alerts.slack_standin import OK, SERVER_ERROR, SlackStandIn
 from tests.alerts.test_pipeline import run
-from tests.alerts.test_silence_at_send import statuses_of
+from tests.alerts.test_silence_at_send import silence, statuses_of
 from tests.builder import M
 from tests.daemon_rig import DELAY, end, new_rig, write_source
 from watchdog.core.settings import Settings
@@ -89,15 +88,7 @@ def waiting_spoiled(store: Store, settings: Settings, how: Spoil, chat: Recordin
     chat.fail_with("connection refused")
     run(store, settings, T0, FIRST, chat)
     row_id = spoil(store, settings, how)
-    add_silence(
-        store,
-        settings,
-        check_id="recall_coverage",
-        ends_at=T0 + 6 * H,
-        reason="deploying the fix",
-        created_by="oncall",
-        now=T0 + M,
-    )
+    silence(store, settings, "recall_coverage", T0 + M)
     chat.recover()
     return row_id
 
@@ -131,13 +122,6 @@ def test_an_unreadable_row_is_said_in_one_line_naming_its_id_never_its_payload(
 
 
 # ---- the daemon's tick and `check --notify`, on a real store ----------------------------------
-
-
-@pytest.fixture
-def slack() -> Iterator[SlackStandIn]:
-    standin = SlackStandIn()
-    yield standin
-    standin.close()
 
 
 def test_a_daemon_tick_sets_an_unreadable_row_aside_and_delivers_its_run(
