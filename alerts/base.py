@@ -13,14 +13,68 @@ from __future__ import annotations
 import enum
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+import typing
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TextIO
 
+from alerts.lifecycle import Kind
 from checks.base import Severity
 from watchdog.core.errors import NotifyError
 from watchdog.core.settings.receivers import ReceiverModel
+from watchdog.core.times import parse_time
+
+
+class UnreadablePayload(ValueError):
+    """An outbox payload that is not one this version writes, so it cannot be sent.
+
+    Its message says where (`payload.alerts[0].kind`) and what is wrong, never a value of the payload,
+    which may hold anything (docs/alerts.md#the-outbox-never-lost-at-most-one-duplicate).
+    """
+
+
+# What a JSON value must be, by the Python type that stands for it; `list` is a list of strings.
+_NOUNS: Mapping[type, str] = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    list: "a list of strings",
+}
+
+
+def _typed(value: object, expected: type) -> bool:
+    if expected is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+def read_object(
+    data: object, types: Mapping[str, type], where: str, *, required: Collection[str]
+) -> dict[str, Any]:
+    """The keys of `types` found in the JSON object `data`, each of its type (`_NOUNS`);
+    `UnreadablePayload` naming `where` and the key when `data` is no object, lacks one of
+    `required`, or holds a key of another type. Keys not in `types` are left out."""
+    if not isinstance(data, Mapping):
+        raise UnreadablePayload(f"{where}: not a JSON object")
+    missing = sorted(key for key in required if key not in data)
+    if missing:
+        raise UnreadablePayload(f"{where}: missing {', '.join(missing)}")
+    values = {}
+    for key, expected in types.items():
+        if key in data:
+            if not _typed(data[key], expected):
+                raise UnreadablePayload(f"{where}.{key}: not {_NOUNS[expected]}")
+            values[key] = data[key]
+    return values
+
+
+def _one_of(value: str, allowed: Collection[str], where: str) -> str:
+    if value not in allowed:
+        raise UnreadablePayload(f"{where}: not one of {', '.join(allowed)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -62,9 +116,20 @@ class AlertFacts:
         return {**asdict(self), "evidence": list(self.evidence)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AlertFacts:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+    def from_json(cls, data: object, where: str = "alert") -> AlertFacts:
+        """The facts as `to_json` writes them; `UnreadablePayload` for anything else (a field
+        missing or of another type, a status, kind or severity outside its vocabulary, a time
+        that is no RFC 3339 time)."""
+        values = read_object(data, _FACT_TYPES, where, required=_REQUIRED_FACTS)
+        _one_of(values["status"], ("firing", "resolved"), f"{where}.status")
+        _one_of(values["kind"], tuple(Kind), f"{where}.kind")
+        _one_of(values["severity"], tuple(Severity), f"{where}.severity")
+        for key in ("starts_at", "ends_at", "at", "window_start", "window_end"):
+            if values[key] or key != "ends_at":  # "" while firing
+                try:
+                    parse_time(values[key])
+                except ValueError:
+                    raise UnreadablePayload(f"{where}.{key}: not an RFC 3339 time") from None
         return cls(**{**values, "evidence": tuple(values.get("evidence", ()))})
 
 
@@ -89,15 +154,36 @@ class Message:
         }
 
     @classmethod
-    def from_payload(cls, message_id: str, payload: Mapping[str, Any], severity: str) -> Message:
+    def from_payload(cls, message_id: str, payload: object, severity: str) -> Message:
+        """The message of an outbox payload (`payload` read back); `UnreadablePayload` when it
+        is not one `payload` writes (each key may be missing, as in older versions)."""
+        if not isinstance(payload, Mapping):
+            raise UnreadablePayload("payload: not a JSON object")
+        values = read_object(payload, {"text": str, "plain": str}, "payload", required=())
+        blocks, alerts = payload.get("blocks", []), payload.get("alerts", [])
+        if not isinstance(blocks, list) or not all(isinstance(b, Mapping) for b in blocks):
+            raise UnreadablePayload("payload.blocks: not a list of JSON objects")
+        if not isinstance(alerts, list):
+            raise UnreadablePayload("payload.alerts: not a list")
+        text = values.get("text", "")
         return cls(
             id=message_id,
-            text=str(payload.get("text", "")),
-            blocks=tuple(payload.get("blocks", ())),
-            plain=str(payload.get("plain", payload.get("text", ""))),
-            severity=Severity(severity),
-            alerts=tuple(AlertFacts.from_json(a) for a in payload.get("alerts", ())),
+            text=text,
+            blocks=tuple(blocks),
+            plain=values.get("plain", text),
+            severity=Severity(_one_of(severity, tuple(Severity), "severity")),
+            alerts=tuple(
+                AlertFacts.from_json(a, f"payload.alerts[{i}]") for i, a in enumerate(alerts)
+            ),
         )
+
+
+# Each field of AlertFacts as a JSON type (`read_object`), and those without a default.
+_FACT_TYPES: Mapping[str, type] = {
+    name: list if typing.get_origin(hint) is tuple else hint
+    for name, hint in typing.get_type_hints(AlertFacts).items()
+}
+_REQUIRED_FACTS = frozenset(f.name for f in fields(AlertFacts) if f.default is MISSING)
 
 
 class Failure(enum.StrEnum):

@@ -151,12 +151,15 @@ class Lease:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        key: str | None = None,
+        ttl: timedelta | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
-        self.source = settings.source.display_name
+        # What is leased: the alert lifecycle of the source, or `key` (a backfill's table).
+        self.source = key or settings.source.display_name
         self.holder = holder
-        self.ttl = settings.alerts.lease_ttl
+        self.ttl = ttl or settings.alerts.lease_ttl
         self.exclusive = store.url.embedded
         self._clock = clock
         self._sleep = sleep

@@ -22,12 +22,13 @@ from alerts.base import (
     Message,
     Notifier,
     Timer,
+    UnreadablePayload,
 )
 from alerts.delivery import Halt, LaneWork, deliver_lanes
 from alerts.facts import alert_facts
 from alerts.lease import Guard, LeaseLost
 from alerts.lifecycle import Kind, Notification, muted
-from alerts.render import Templates, ordered, stored_context, templates
+from alerts.render import Templates, ordered, read_stored_context, stored_context, templates
 from alerts.routing import Router
 from alerts.rows import OutboxRow, OutboxStatus
 from alerts.silences import silenced_until, silences_in_force
@@ -232,7 +233,11 @@ def deliver_pending(
             tally.errors.append(f"alerts: {lost}; its holder delivers what is left")
             raise Halt from None
         with _opened(store) as held:
-            sent = _unsilenced(held, settings, row, now)
+            try:
+                sent = _unsilenced(held, settings, row, message, now)
+            except UnreadablePayload as exc:  # its context, read only to leave alerts out
+                _reject(held, settings, notifiers[row.notifier], row, f"cannot read {exc}", tally)
+                return None
             if sent is None:
                 tally.silenced += 1
                 return None
@@ -301,8 +306,8 @@ def _plan(
             continue
         try:
             message = row.message()
-        except ValueError as exc:  # not a payload this version can read: set it aside
-            _reject(store, settings, notifiers[row.notifier], row, f"unreadable: {exc}", tally)
+        except UnreadablePayload as exc:  # not a payload this version writes: set it aside
+            _reject(store, settings, notifiers[row.notifier], row, f"cannot read {exc}", tally)
             continue
         work.setdefault(row.notifier, []).append((row, message))
 
@@ -310,19 +315,23 @@ def _plan(
 
 
 def _unsilenced(
-    store: Store, settings: Settings, row: OutboxRow, now: datetime
+    store: Store, settings: Settings, row: OutboxRow, message: Message, now: datetime
 ) -> OutboxRow | None:
-    """`row` as it may be sent now, as Alertmanager mutes at notification time: without the
-    alerts a silence in force now covers, rendered again; None (the row settled as silenced)
-    when it covers them all. Each such alert is recorded as held by the silence, so that it
-    is announced when the silence ends (alerts.lifecycle.muted)."""
+    """`row` (holding `message`) as it may be sent now, as Alertmanager mutes at notification
+    time: without the alerts a silence in force now covers, rendered again; None (the row
+    settled as silenced) when it covers them all. Each such alert is recorded as held by the
+    silence, so that it is announced when the silence ends (alerts.lifecycle.muted).
+
+    `UnreadablePayload` when the context it is rendered again from cannot be read (nothing
+    is recorded then)."""
     silences = silences_in_force(store, settings, now)
     quiet = {c: until for c in row.checks if (until := silenced_until(silences, c)) is not None}
     if not quiet:
         return row
-    payload = json.loads(row.payload)
-    facts = Message.from_payload(row.id, payload, row.severity).alerts
-    kinds = {a.check_id: Kind(a.kind) for a in facts}
+    kept = tuple(c for c in row.checks if c not in quiet)
+    written = row.document().get("context")
+    stored = None if not kept or written is None else read_stored_context(written)
+    kinds = {a.check_id: Kind(a.kind) for a in message.alerts}
     alerts = load_alerts(store, settings, row.source)
     save_alerts(
         store,
@@ -334,7 +343,6 @@ def _unsilenced(
         ],
         now,
     )
-    kept = tuple(c for c in row.checks if c not in quiet)
     if not kept:
         _update(
             store,
@@ -344,11 +352,10 @@ def _unsilenced(
             last_error=f"not sent: silenced ({', '.join(quiet)}) when it was to be sent",
         )
         return None
-    stored = payload.get("context")
     if stored is None:  # written by a version that kept no context: sent as it was written
         return row
     stored = {**stored, "alerts": [a for a in stored["alerts"] if a["check_id"] not in quiet]}
-    left = tuple(a for a in facts if a.check_id not in quiet)
+    left = tuple(a for a in message.alerts if a.check_id not in quiet)
     return replace(
         row,
         checks=kept,
@@ -458,9 +465,12 @@ def _reject(
     problem: str,
     tally: _Tally,
 ) -> None:
+    """Set `row` aside for good: it will not be sent (`problem` names no value of its payload)."""
     _update(store, settings, row, status=OutboxStatus.REJECTED, sending_at=None, last_error=problem)
     tally.rejected += 1
-    tally.errors.append(f"{notifier.describe()}: notification {row.id} set aside: {problem}")
+    tally.given_up.append(
+        f"{notifier.describe()}: notification {row.id} set aside, it will not be sent: {problem}"
+    )
 
 
 def _record(

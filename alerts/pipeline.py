@@ -98,6 +98,8 @@ class ProcessOutcome:
             sent = f"no receiver configured ({self.receiver_tables})"
         waiting = self.delivery.pending + self.delivery.held
         tail = f", {waiting} waiting in the outbox" if waiting else ""
+        if self.delivery.rejected:
+            tail += f", {self.delivery.rejected} set aside (rejected)"
         return f"alerts: {'; '.join(parts)}; {firing}; {sent}{tail}"
 
 

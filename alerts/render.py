@@ -23,6 +23,7 @@ from jinja2 import (
     TemplateSyntaxError,
 )
 
+from alerts.base import UnreadablePayload, read_object
 from alerts.lifecycle import RUN_CHECK, STORE_CHECK, Cause, Kind, Notification
 from checks.base import CheckResult, Comparison, Severity, Status, Window
 from checks.evidence import Evidence, FailureRun
@@ -239,6 +240,33 @@ def stored_context(notifications: Sequence[Notification], link: str = "") -> dic
         "evaluated_at": rfc3339(first.at),
         "link": link,
         "alerts": [alert_context(n) for n in ordered(notifications)],
+    }
+
+
+# The keys of a stored context besides its alerts, as JSON types (alerts.base.read_object).
+_STORED_TYPES: Mapping[str, type] = {"source": str, "window": str, "evaluated_at": str, "link": str}
+
+
+@functools.cache
+def _alert_context_types() -> Mapping[str, type]:
+    """Each key of `alert_context` and the JSON type of its value (str, bool, int, list)."""
+    return {key: type(value) for key, value in alert_context(sample_notifications()[0]).items()}
+
+
+def read_stored_context(stored: object) -> dict[str, Any]:
+    """A stored context (`stored_context`) read back from an outbox payload: the keys this
+    version writes, each of its type; `UnreadablePayload` naming the first that is not."""
+    shape = _alert_context_types()
+    values = read_object(stored, _STORED_TYPES, "payload.context", required=_STORED_TYPES)
+    alerts = stored.get("alerts") if isinstance(stored, Mapping) else None
+    if not isinstance(alerts, list) or not alerts:
+        raise UnreadablePayload("payload.context.alerts: not a list of alerts")
+    return {
+        **values,
+        "alerts": [
+            read_object(a, shape, f"payload.context.alerts[{i}]", required=shape)
+            for i, a in enumerate(alerts)
+        ],
     }
 
 

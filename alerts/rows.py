@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from alerts.base import MAX_RETRY_AFTER, Message
+from alerts.base import MAX_RETRY_AFTER, Message, UnreadablePayload
 
 ALL = "all"  # a silence of every check
 
@@ -62,8 +62,17 @@ class OutboxRow:
     sending_at: datetime | None = None  # a send began and its outcome is not recorded yet
     unconfirmed: int = 0  # sends a crash cut short
 
+    def document(self) -> Any:
+        """The payload read as JSON; `UnreadablePayload` when it is no JSON."""
+        try:
+            return json.loads(self.payload)
+        except (ValueError, RecursionError) as exc:  # the error says where, not what
+            raise UnreadablePayload(f"payload: not JSON ({type(exc).__name__})") from None
+
     def message(self) -> Message:
-        return Message.from_payload(self.id, json.loads(self.payload), self.severity)
+        """The message it holds; `UnreadablePayload` when its payload is not one this
+        version writes (alerts.base.Message.from_payload)."""
+        return Message.from_payload(self.id, self.document(), self.severity)
 
     def waits_until(self) -> datetime | None:
         """Until when a Retry-After holds this row back, bounded by MAX_RETRY_AFTER.

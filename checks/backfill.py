@@ -81,8 +81,12 @@ class Backfill:
         now: datetime,
         every: timedelta = CHUNK,
         say: Callable[[str], None] = print,
+        guard: Callable[[], None] = lambda: None,
     ) -> int:
-        """Copy every chunk not done yet; a line per chunk; the rows copied."""
+        """Copy every chunk not done yet; a line per chunk; the rows copied.
+
+        `guard` runs before each statement that writes (the backfill's lock in the store:
+        it renews it, or raises to stop when another run holds it)."""
         for sql in self.sql.setup_sql():
             store.command(sql)
         target = self.target(store)
@@ -94,7 +98,8 @@ class Backfill:
             if any(_covers(d, chunk) for d in done):
                 say(f"-- backfill {chunk.label()}: done earlier {place}")
                 continue
-            copied = self._copy(store, chunk)
+            copied = self._copy(store, chunk, guard)
+            guard()
             store.insert(
                 self.sql.progress,
                 [[target, chunk.start_ms, chunk.end_ms or 0, copied, datetime.now(UTC)]],
@@ -104,18 +109,21 @@ class Backfill:
             say(f"-- backfill {chunk.label()}: {copied} rows copied {place}")
         return copied_all
 
-    def _copy(self, store: Store, chunk: Chunk) -> int:
+    def _copy(self, store: Store, chunk: Chunk, guard: Callable[[], None]) -> int:
         """Stage the chunk, wait for the inserts in flight, copy what the narrow table lacks."""
+        guard()
         store.command(f"TRUNCATE TABLE {self.sql.staging}")  # what a run cut short left
         staged_at = time.monotonic()
+        guard()
         store.command(self.sql.stage_sql(chunk), chunk.params())
-        self._wait_for_inserts(store, staged_at)
+        self._wait_for_inserts(store, staged_at, guard)
         missing = int(store.query(self.sql.missing_sql(chunk), chunk.params()).rows[0][0] or 0)
         if missing:
+            guard()
             store.command(self.sql.copy_staged_sql(chunk), chunk.params())
         return missing
 
-    def _wait_for_inserts(self, store: Store, since: float) -> None:
+    def _wait_for_inserts(self, store: Store, since: float, guard: Callable[[], None]) -> None:
         """Until every insert running when the chunk was staged has ended: its rows in the
         source reach the narrow table through the views once it ends (bounded)."""
         processes = (
@@ -132,6 +140,7 @@ class Backfill:
             ).rows[0][0]
             if not running:
                 return
+            guard()
             time.sleep(0.1)
 
 

@@ -441,7 +441,8 @@ class BackfillSql:
 
     def setup_sql(self) -> list[str]:
         """The staging table and the record of the chunks done (on the node the command talks
-        to: run one backfill of a narrow table at a time)."""
+        to), which one backfill of a narrow table at a time uses: `schema apply` holds the
+        backfill's lock in the store while it runs (watchdog.cli.schema)."""
         columns = ", ".join(f"{n} {column_type(n)}" for n in NAMES)
         return [
             f"CREATE TABLE IF NOT EXISTS {self.staging} (k FixedString(16), {columns}, copies UInt64)"

@@ -90,3 +90,23 @@ def test_json_keeps_ids_exactly_as_they_are(hostile_store: str) -> None:
     result = _run("check", "--store", hostile_store, "--at", AT, "--format", "json")
     sessions = json.loads(result.stdout)["checks"]["recall_coverage"]["evidence"]["sessions"]
     assert HOSTILE in sessions and HUGE in sessions
+
+
+def test_the_printed_explain_command_of_a_hostile_id_runs_as_printed(hostile_store: str) -> None:
+    """The text report's `why one counted: memory-watchdog explain $'…'` of an id holding ESC,
+    CR and a bidi override, pasted into bash, explains that very session (issue 45 point 7)."""
+    result = _run("check", "--store", hostile_store, "--at", AT)
+    line = next(
+        text.split("why one counted: ", 1)[1]
+        for text in result.stdout.splitlines()
+        if "why one counted: " in text
+    )
+    assert line.startswith("memory-watchdog explain $'"), line
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    env["PATH"] = f"{BIN.parent}{os.pathsep}{env['PATH']}"
+    env["XDG_DATA_HOME"] = "/nonexistent-xdg"
+    done = subprocess.run(
+        ["bash", "-c", line], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"session {printable(HOSTILE, 100)}" in done.stdout

@@ -23,12 +23,11 @@ from alerts.base import (
     ReceiverContext,
 )
 from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, not_the_service
-from alerts.receivers.secrets import mask_secrets
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings import ScheduleSettings
 from watchdog.core.settings.receivers import ReceiverModel, as_tuple, check_http_url, positive
-from watchdog.core.settings.values import Secret, secret_value
+from watchdog.core.settings.values import Secret, mask_secrets, secret_value
 from watchdog.core.times import parse_time, rfc3339
 
 API_PATH = "/api/v2/alerts"

@@ -20,11 +20,10 @@ from alerts.base import (
     ReceiverContext,
 )
 from alerts.receivers.http import Answer, JsonPost, classify_status, not_the_service
-from alerts.receivers.secrets import mask_secrets
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.receivers import ReceiverModel, check_http_url, positive
-from watchdog.core.settings.values import Secret, secret_value
+from watchdog.core.settings.values import Secret, mask_secrets, secret_value
 
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 SEVERITIES = ("critical", "error", "warning", "info")

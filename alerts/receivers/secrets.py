@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
-from watchdog.core.settings.values import WrittenPart
+from watchdog.core.settings.values import MIN_PART, WrittenPart, mask_secrets
 
 
 def mask_webhook(url: str) -> str:
@@ -40,11 +40,6 @@ def mask_token(token: str) -> str:
     """`xoxb-123-abc` -> `xoxb-***`."""
     prefix = token.split("-", 1)[0] if "-" in token else ""
     return f"{prefix}-***" if prefix and len(prefix) <= 5 else "***"
-
-
-# A part of a secret URL shorter than this is masked only as part of a longer one: it holds
-# no secret worth the name, and masking every `v2` or `api` in a line would garble it.
-MIN_PART = 4
 
 
 def url_secrets(url: str) -> list[tuple[str, str]]:
@@ -203,14 +198,6 @@ def _shown_as_written(written: Sequence[WrittenPart]) -> str:
         head = f"{user}:***@{head}" if colon else f"***@{head}"
     shown = f"{scheme}{sep}{head}{query}{'#***' if hashed else ''}"
     return _PLACE.sub(lambda match: references[int(match.group(1))], shown)
-
-
-def mask_secrets(text: str, secrets: Iterable[tuple[str, str]]) -> str:
-    """`text` with every (secret, masked) pair replaced, longest secret first."""
-    for secret, masked in sorted(secrets, key=lambda pair: -len(pair[0])):
-        if secret:
-            text = text.replace(secret, masked)
-    return text
 
 
 class SecretFilter(logging.Filter):

@@ -32,7 +32,6 @@ from slack_sdk.http_retry.jitter import Jitter
 from alerts.base import Deadline, DeliveryError, Failure, Message, Receiver, ReceiverContext
 from alerts.receivers.http import backoff_limit, describe_exception, retry_after
 from alerts.receivers.secrets import (
-    mask_secrets,
     mask_token,
     mask_webhook,
     secret_filter,
@@ -41,7 +40,7 @@ from alerts.receivers.secrets import (
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.receivers import ReceiverModel, check_http_url
-from watchdog.core.settings.values import MissingSecret, Secret, secret_value
+from watchdog.core.settings.values import MissingSecret, Secret, mask_secrets, secret_value
 
 log = logging.getLogger(__name__)
 

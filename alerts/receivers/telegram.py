@@ -31,13 +31,12 @@ from alerts.receivers.http import (
     not_the_service,
     retry_after,
 )
-from alerts.receivers.secrets import mask_secrets
 from alerts.render import format_window
 from checks.base import Window
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.receivers import ReceiverModel, check_http_url, positive
-from watchdog.core.settings.values import Secret, secret_value
+from watchdog.core.settings.values import Secret, mask_secrets, secret_value
 from watchdog.core.text import printable
 from watchdog.core.times import parse_time
 

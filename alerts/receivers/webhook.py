@@ -21,11 +21,17 @@ from alerts.base import (
     ReceiverContext,
 )
 from alerts.receivers.http import Answer, JsonPost, basic_auth, classify_status
-from alerts.receivers.secrets import mask_secrets, secret_url
+from alerts.receivers.secrets import secret_url
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
 from watchdog.core.settings.receivers import ReceiverModel, check_http_url, positive
-from watchdog.core.settings.values import Secret, WrittenPart, secret_value, written_parts
+from watchdog.core.settings.values import (
+    Secret,
+    WrittenPart,
+    mask_secrets,
+    secret_value,
+    written_parts,
+)
 
 VERSION = "4"
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert still firing

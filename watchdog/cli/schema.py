@@ -4,7 +4,8 @@ Without `--materialize`: the watchdog's state tables (alert states, outbox, run 
 in `store.database` (docs/alerts.md#where-the-state-lives). With it, also the narrow
 normalized-event table, its materialized view and the backfill (`checks.materialize` builds
 those statements, `checks.backfill` runs the backfill under --yes, chunk by chunk and
-resumable; docs/performance.md#a-narrow-table-for-large-deployments).
+resumable, one run at a time under the backfill's lock in the store;
+docs/performance.md#a-narrow-table-for-large-deployments).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC
 from typing import Any
 
+from alerts.lease import Lease, LeaseInfo, LeaseLost, holder_name
 from alerts.state import TABLES, create_table_sql
 from checks.backfill import CHUNK, Backfill
 from checks.builtin import configured_checks
@@ -30,10 +32,10 @@ from checks.materialize import (
 from checks.sources import SourceSchemaError
 from watchdog.cli.args import Subparsers, common_arguments, duration_flag, judged, load
 from watchdog.cli.epilog import PLAIN_EXITS, helped
-from watchdog.core.errors import StoreError, UsageError
+from watchdog.core.errors import StoreError, StoreLockedError, UsageError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
-from watchdog.core.times import system_clock
+from watchdog.core.times import rfc3339, system_clock
 
 
 def state_statements(settings: Settings) -> list[Statement]:
@@ -144,20 +146,65 @@ def cmd_schema_apply(args: argparse.Namespace) -> int:
                 backfill = Backfill(BackfillSql.of(settings, plan, present, specs))
             except SourceSchemaError as exc:
                 raise StoreError(store.url.masked, str(exc)) from None
+        lock = None
+        if plan is not None and backfill is not None and args.yes:
+            lock = _backfill_lock(store, settings, plan)
         _print(out, statements, plan, settings, executing=args.yes)
         if not args.yes:
             return 0
-        ddl = statements[:-1] if backfill is not None else statements
-        for statement in ddl:
-            store.command(statement.sql, statement.params)
-        out.write(f"-- Applied {len(ddl)} statements to {store.url.masked}.\n")
-        if backfill is not None:
-            out.flush()
-            copied = backfill.run(
-                store, since=now - since_length, now=now, every=chunk, say=_say(out)
-            )
-            out.write(f"-- Backfilled {copied} rows.\n")
+        try:
+            ddl = statements[:-1] if backfill is not None else statements
+            for statement in ddl:
+                store.command(statement.sql, statement.params)
+            out.write(f"-- Applied {len(ddl)} statements to {store.url.masked}.\n")
+            if backfill is not None and lock is not None:
+                out.flush()
+                copied = backfill.run(
+                    store,
+                    since=now - since_length,
+                    now=now,
+                    every=chunk,
+                    say=_say(out),
+                    guard=lock.ensure,
+                )
+                out.write(f"-- Backfilled {copied} rows.\n")
+        except LeaseLost as lost:
+            assert plan is not None  # only the backfill's lock is lost
+            raise _busy(store, plan, lost.holder, "took over: this run stopped") from None
+        finally:
+            if lock is not None:
+                lock.release()
     return 0
+
+
+def _backfill_lock(store: Store, settings: Settings, plan: NarrowPlan) -> Lease:
+    """The backfill's lock, held: one `schema apply --materialize --yes` of a narrow table at a
+    time, as two sharing its staging table would double rows and lose others. It is a lease in
+    the store's `leases` table, renewed before each statement of the backfill and let go at
+    its end; one a killed run left expires after its TTL (`alerts.lease_ttl`, at least twice
+    `store.query_timeout`). StoreLockedError (exit 3) naming the holder while another run holds
+    it. The embedded store needs none: its lock lets one process in at a time."""
+    ttl = max(settings.alerts.lease_ttl, 2 * settings.store.query_timeout)
+    key = f"backfill {plan.storage}"
+    lease = Lease(store, settings, holder_name("schema"), key=key, ttl=ttl)
+    holder = lease.acquire()
+    if holder is not None:
+        raise _busy(store, plan, holder, "is running")
+    return lease
+
+
+def _busy(store: Store, plan: NarrowPlan, holder: LeaseInfo | None, what: str) -> StoreLockedError:
+    """The one line of a backfill another run holds."""
+    who = (
+        f"{holder.holder} holds it until {rfc3339(holder.expires_at)} (renewed while it runs;"
+        " a run that died lets it go then)"
+        if holder is not None
+        else "it is held by no run"
+    )
+    return StoreLockedError(
+        store.url.masked,
+        f"another backfill of {plan.storage} {what}: {who}; run again once it has ended",
+    )
 
 
 def _say(out: Any) -> Callable[[str], None]:

@@ -6,8 +6,9 @@ The CLI turns a `WatchdogError` into one line on stderr and its `exit_code`
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
+
+from watchdog.core.text import shell_word
 
 
 class WatchdogError(Exception):
@@ -60,7 +61,7 @@ class ConfigErrors(ConfigError):
         plural = "s" if more > 1 else ""
         command = "memory-watchdog config check"
         if self.origin:
-            command += f" --config {shlex.quote(self.origin)}"
+            command += f" --config {shell_word(self.origin)}"
         return f"{super().__str__()} (and {more} more problem{plural}: `{command}` lists every one)"
 
     @staticmethod
@@ -98,7 +99,7 @@ class MissingStoreError(StoreError):
 
     def __init__(self, url_masked: str, demo_store: str | None = None) -> None:
         self.demo_store = demo_store
-        quoted = shlex.quote(demo_store) if demo_store else ""
+        quoted = shell_word(demo_store) if demo_store else ""
         elsewhere = (
             "point --store or WATCHDOG_STORE_URL at your ClickHouse"
             " (http(s)://user:password@host:8123/db) or an existing store"

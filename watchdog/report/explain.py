@@ -11,7 +11,6 @@ a hostile one cannot rewrite the terminal.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,10 +20,11 @@ from checks.explain import Explained, Had
 from watchdog.core import jsontext
 from watchdog.core.durations import human_duration
 from watchdog.core.settings import EventSettings
-from watchdog.core.text import plural, printable
+from watchdog.core.text import plural, printable, shell_word
 from watchdog.core.times import rfc3339
 
 ID_CHARS = 100  # an id longer than this is cut in the text (JSON keeps it whole)
+COMMAND_ID_CHARS = 1000  # a printed command's id, quoted, at most this long (else not printed)
 # The window of the schedule that judges a deadline, for a check of the given own window
 # length (None: the run's): (start, end).
 WindowOf = Callable[[datetime, int | None], tuple[datetime, datetime]]
@@ -51,13 +51,16 @@ def explain_command(session_id: str, at: datetime, flags: str = "") -> str:
     """The `memory-watchdog explain` of a listed session, as the window ending `at` saw it, with
     the `flags` that read what the run read (`command_flags`: its --config, its --store).
 
-    Quoted for a shell and printable: a hostile id is shown escaped (then
-    copy it from `--format json`).
+    The id is one shell word that bash reads back byte for byte and a terminal shows as it is
+    (`shell_word`: `$'...'` for controls and bidi characters). An id whose word would be
+    longer than COMMAND_ID_CHARS is not printed: a line that long would fill the terminal,
+    and a cut one would explain another session; the line says to take it from the JSON.
     """
-    command = (
-        f"memory-watchdog explain {printable(shlex.quote(session_id), ID_CHARS)} --at {rfc3339(at)}"
-    )
-    return f"{command} {printable(flags, None)}" if flags else command
+    word = shell_word(session_id)
+    if len(word) > COMMAND_ID_CHARS:
+        word = f"<an id of {len(session_id)} characters: take it from --format json>"
+    command = f"memory-watchdog explain {word} --at {rfc3339(at)}"
+    return f"{command} {flags}" if flags else command
 
 
 def outcomes(events: EventSettings) -> dict[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import stat
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -22,8 +21,14 @@ from pydantic import BaseModel, ValidationError
 from watchdog.core.errors import ConfigError, ConfigErrors
 from watchdog.core.settings.model import CheckOverride, Settings, settings_model
 from watchdog.core.settings.plugins import Plugins
-from watchdog.core.settings.values import MissingSecret, WrittenPart, WrittenSecret
-from watchdog.core.text import printable
+from watchdog.core.settings.values import (
+    MIN_PART,
+    MissingSecret,
+    WrittenPart,
+    WrittenSecret,
+    mask_secrets,
+)
+from watchdog.core.text import printable, shell_word
 from watchdog.core.urls import StoreURLError, mask_url, parse_store_url
 
 APP_DIR = "memory-watchdog"
@@ -251,10 +256,55 @@ def settings_from_mapping(
         ) from None
 
 
+def _secrets_in(value: Any, path: str = "") -> set[str]:
+    """Every configured secret's value: each secret key's, what each of its `${NAME}` gave,
+    and the password of `store.url` (`WATCHDOG_STORE_URL`'s is added by the caller)."""
+    if isinstance(value, WrittenSecret):
+        given = (text for text, reference in value.parts if reference is not None)
+        return {value.get_secret_value(), *given}
+    if isinstance(value, dict):
+        return {s for k, v in value.items() for s in _secrets_in(v, f"{path}.{k}" if path else k)}
+    if isinstance(value, list):
+        return {s for v in value for s in _secrets_in(v, path)}
+    if path == STORE_URL_KEY and isinstance(value, str):
+        return _store_password(value)
+    return set()
+
+
+def _store_password(url: str) -> set[str]:
+    try:
+        return {parse_store_url(url).password or ""}
+    except StoreURLError:
+        return set()
+
+
+def _masked(value: Any, secrets: Sequence[tuple[str, str]], path: str = "") -> Any:
+    """Every plain string of the expanded config with each secret's value in it as `***`.
+
+    A secret written into a plain key (`source.name = "agents-${TOKEN}"` beside `bearer_token =
+    "${TOKEN}"`) would show wherever that key shows: the report, `config check`, chat, logs,
+    errors. Masked here, once, it exists nowhere else. Secret keys keep their values, and so
+    does `store.url`, whose password connects (it is shown masked: watchdog.core.urls).
+    """
+    if isinstance(value, str) and path != STORE_URL_KEY:
+        return mask_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {k: _masked(v, secrets, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, secrets, path) for v in value]
+    return value
+
+
+STORE_URL_KEY = "store.url"
+
+
 def _validated(
     data: Mapping[str, Any], plugins: Plugins, env: Mapping[str, str], origin: str | None
 ) -> Settings:
     expanded = _expand_env(dict(data), env, "", secret_keys(plugins))
+    values = _secrets_in(expanded) | _store_password(env.get("WATCHDOG_STORE_URL", ""))
+    secrets = [(s, "***") for s in values if len(s) >= MIN_PART]
+    expanded = _masked(expanded, secrets)
     checks = expanded.get("checks")
     if isinstance(checks, dict) and "custom" in checks:
         checks = dict(checks)
@@ -340,9 +390,9 @@ def command_flags(settings: Settings) -> str:
     still reads this one; a password masked: put it back, or set WATCHDOG_STORE_URL)."""
     flags = []
     if settings.config_file:
-        flags += ["--config", shlex.quote(settings.config_file)]
+        flags += ["--config", shell_word(settings.config_file)]
     url = settings.store.url or default_store_url(settings)
-    return " ".join([*flags, "--store", shlex.quote(mask_url(url))])
+    return " ".join([*flags, "--store", shell_word(mask_url(url))])
 
 
 def default_store_url(settings: Settings) -> str:

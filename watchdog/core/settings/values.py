@@ -6,6 +6,7 @@ Also `ConfigModel`, the base of every settings model: an unknown key is an error
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -91,6 +92,19 @@ def secret_value(secret: Secret | None) -> str:
     if isinstance(secret, SecretStr):
         return secret.get_secret_value()
     return ""
+
+
+# A secret, or a part of one, shorter than this is masked only as part of a longer one: it holds
+# no secret worth the name, and masking every `v2` or `api` in a line would garble it.
+MIN_PART = 4
+
+
+def mask_secrets(text: str, secrets: Iterable[tuple[str, str]]) -> str:
+    """`text` with every (secret, masked) pair replaced, longest secret first."""
+    for secret, masked in sorted(secrets, key=lambda pair: -len(pair[0])):
+        if secret:
+            text = text.replace(secret, masked)
+    return text
 
 
 def written_parts(secret: Secret | None) -> tuple[WrittenPart, ...] | None:
