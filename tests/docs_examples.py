@@ -10,7 +10,8 @@ HTML comment (invisible on GitHub) right before its fenced block:
 
 The commands run in one scratch directory, shown in the docs as `/tmp/demo`,
 against a demo store made first by `DEMO_COMMAND`, with
-`WATCHDOG_STORE_URL=chdb:///tmp/demo/store` and `XDG_DATA_HOME=/tmp/demo/data`
+`WATCHDOG_STORE_URL=chdb:///tmp/demo/store` and `XDG_DATA_HOME=/tmp/demo/data` (HOME and the
+other XDG directories under `/tmp/demo/home`, so the user's files stay untouched)
 set and the repository as the working directory. They run in the order of
 `DOCS`, each file top to bottom, so an example sees what the ones before it
 did (`check --notify` before `alerts`). The markers:
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import docs_kinds
+from tests.home_fence import Home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -262,6 +264,7 @@ class Scratch:
         }
         self.env.update(
             {
+                **Home.under(directory / "home").env(),  # the user's files stay untouched
                 "WATCHDOG_STORE_URL": f"chdb://{directory}/store",
                 "XDG_DATA_HOME": f"{directory}/data",
                 "COLUMNS": "80",  # argparse wraps --help to the terminal's width

@@ -9,13 +9,18 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.home_fence import Home
+
 
 def clean_env(data_home: Path) -> dict[str, str]:
     """This process's environment without `WATCHDOG_*`, `OTEL_*` and `SLACK_*`, its data
-    directory (`XDG_DATA_HOME`) `data_home`."""
+    directory (`XDG_DATA_HOME`) `data_home`, its HOME and other XDG directories beside it
+    (`<data_home>-home/`): a process started from a module-wide fixture, outside any test's
+    own HOME, writes nothing of the user's either (tests/home_fence.py)."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
     }
+    env.update(Home.under(Path(f"{data_home}-home")).env())
     env["XDG_DATA_HOME"] = str(data_home)
     return env
 
