@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmarks import recall_cost
 from benchmarks.generate import MIXES, MIXES_OF
+from benchmarks.guard import exit_code
 from benchmarks.report import render_table, to_json
 from benchmarks.run import Bench
 from benchmarks.state import render_state_table, run_state
@@ -196,4 +197,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

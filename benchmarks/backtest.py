@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
+from benchmarks.guard import exit_code, refuse_errors
 from benchmarks.run import Bench, Samples, _cli_command, _config, _ratio, settings_for
 from watchdog.core.times import rfc3339
 
@@ -132,6 +133,8 @@ def run_case(bench: Bench, case: Case) -> dict[str, Any]:
                     samples[path].seconds.append(measured["seconds"])
                     exits[path].add(int(measured["exit"]))
         document = json.loads((workdir / "b.json").read_text())
+    for window in document["windows"]:
+        refuse_errors(f"{table}: backtest window to {window['window']['end']}", window["checks"])
     floor = samples["floor"].median
     found = {
         "case": case.name,
@@ -212,4 +215,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.generate import DEFAULT_AT, MIXES, generate, row_count, table_name
+from benchmarks.guard import exit_code, refuse_errors
 from checks.builtin import configured_checks
 from checks.kinds import kind_of, session_scopes
 from checks.kinds.deviation_contract import DeviationContract, classified
@@ -182,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         results["session state, sharded by session"] = _scans(store, state)
         # The verdicts on the cluster are the single table's (tests/test_cluster.py holds it).
         single = run_once(store, raw, window_at(raw, DEFAULT_AT)).to_json()["checks"]
+        refuse_errors(f"{table}: the single table's run", single)
         for label, settings in (("raw", on_cluster), ("state", state)):
             checks = run_once(store, settings, window_at(settings, DEFAULT_AT)).to_json()["checks"]
+            refuse_errors(f"{table}: the {label} run on the cluster", checks)
             results[f"{label} verdicts as the single table's"] = checks == single
         store.command(f"DROP DATABASE IF EXISTS {database}")
     text = json.dumps(results, indent=2)
@@ -194,4 +197,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

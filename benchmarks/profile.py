@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, MIXES
+from benchmarks.guard import exit_code, refuse_errors
 from benchmarks.run import Bench, settings_for
 from checks.evaluate import QueryTimer
 from watchdog.runner.once import run_once, window_at
@@ -50,11 +51,13 @@ def profile(bench: Bench, preset: str, events: int, mix: str = "today") -> dict[
         store.query(sql, params)
         seconds["floor"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        run_once(store, settings, window, timed=timer(""))
+        plain = run_once(store, settings, window, timed=timer(""))
         seconds["the whole evaluation (text)"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        run_once(store, settings, window, timed=timer("carrying triage: "), triage=True)
+        carried = run_once(store, settings, window, timed=timer("carrying triage: "), triage=True)
         seconds["evaluation + triage (json)"].append(time.perf_counter() - started)
+        for label, report in (("text", plain), ("json", carried)):
+            refuse_errors(f"{table}: the evaluation ({label})", report.to_json()["checks"])
     return seconds
 
 
@@ -81,4 +84,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

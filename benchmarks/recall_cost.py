@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.guard import refuse_errors
 from benchmarks.run import Bench, _verdicts, settings_for
 from benchmarks.samples import Samples, _ratio, _timed
 from checks.builtin import configured_checks
@@ -90,6 +91,7 @@ def measure(bench: Bench, preset: str, events: int) -> dict[str, Any]:
                 lambda: render_json(run_once(store, settings, window)),  # noqa: B023
                 samples[f"suite_{label}"],
             )
+            refuse_errors(f"{table}: the suite {label} {CHECK}", _json(text)["checks"])
             reports[label] = text
     verdicts = {label: _verdicts(_json(text)) for label, text in reports.items()}
     verdicts["with"].pop(CHECK)

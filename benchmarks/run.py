@@ -26,6 +26,7 @@ from typing import Any
 from benchmarks import naive
 from benchmarks.floor import floor_sql
 from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
+from benchmarks.guard import refuse_errors
 from benchmarks.samples import (
     Samples,
     _over_floor,
@@ -100,6 +101,11 @@ def _config(workdir: Path, settings: Settings, database: str | None = None) -> P
     path = workdir / f"{stem}.toml"
     path.write_text("\n".join(lines))
     return path
+
+
+def _report(workdir: Path, rep: int) -> Path:
+    """Where repetition `rep` of `check --format json` writes its report."""
+    return workdir / f"r{rep}.json"
 
 
 def _tick_database(settings: Settings, rep: int) -> str:
@@ -184,6 +190,9 @@ class Bench:
             _, text = _timed(lambda: render_json(run_once(probe, settings, window)), suite)  # noqa: B023
             transfers.append(probe.transfer)
             document = json.loads(text)
+            refuse_errors(
+                f"{settings.source.display_name}: run_once in process", document["checks"]
+            )
         transfer = transfers[0]
         return {
             "in_process": {
@@ -257,7 +266,13 @@ class Bench:
         return {
             "floor": lambda _: floor_command,
             "text": lambda _: [*check, "--format", "text", "--output", str(workdir / "r.txt")],
-            "json": lambda _: [*check, "--format", "json", "--output", str(workdir / "r.json")],
+            "json": lambda rep: [
+                *check,
+                "--format",
+                "json",
+                "--output",
+                str(_report(workdir, rep)),
+            ],
             "tick": tick,
         }
 
@@ -288,12 +303,13 @@ class Bench:
         if "tick" in paths:
             for rep in range(self.reps):
                 self.open().command(f"DROP DATABASE IF EXISTS {_tick_database(settings, rep)}")
-        report = workdir / "r.json"
-        statuses = (
-            {k: v[0] for k, v in _verdicts(json.loads(report.read_text())).items()}
-            if report.exists()
-            else {}
-        )
+        statuses = {}
+        where = f"{settings.source.display_name}: check --format json"
+        where += " on the session state" if settings.source.state else ""
+        for rep in range(self.reps) if "json" in paths else ():
+            document = json.loads(_report(workdir, rep).read_text())
+            refuse_errors(f"{where} (repetition {rep + 1})", document["checks"])
+            statuses = {k: v[0] for k, v in _verdicts(document).items()}
         user_exits = {e for path in paths if path != "floor" for e in exits[path]}
         return {
             **samples,

@@ -20,6 +20,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from benchmarks.guard import refuse_errors
 from benchmarks.run import Bench
 from checks.state.layout import STATE_TABLE
 from watchdog.core.times import rfc3339
@@ -46,7 +47,7 @@ queries = []
 with open_store(url, query_timeout_s=3600) as store:
     before = dict(store.query(COUNTERS).rows)
     started = time.perf_counter()
-    verdicts = None
+    verdicts = checks = None
     if mode == "floor":
         src = open_source(store, settings.source)
         sql = f"SELECT uniqExact(session_id) AS sessions FROM {src.events()}"
@@ -56,13 +57,15 @@ with open_store(url, query_timeout_s=3600) as store:
         report = json.loads(render_json(run_once(store, settings, window, timed=timed)))
         verdicts = {k: [c["status"], c["value"], c["sample_size"], c["evidence"]]
                     for k, c in report["checks"].items()}
+        checks = {k: {"status": c["status"], "summary": c["summary"]}
+                  for k, c in report["checks"].items()}
     seconds = time.perf_counter() - started
     after = dict(store.query(COUNTERS).rows)
 sessions = next((s for ids, s in queries if "recall_coverage" in ids), None)
 print(json.dumps({"seconds": seconds, "session_query_s": sessions, "queries": queries,
                   "selected_bytes": after.get("SelectedBytes", 0) - before.get("SelectedBytes", 0),
                   "selected_rows": after.get("SelectedRows", 0) - before.get("SelectedRows", 0),
-                  "verdicts": verdicts}))
+                  "verdicts": verdicts, "checks": checks}))
 """
 
 
@@ -77,6 +80,8 @@ def _child(mode: str, url: str, source: dict[str, Any], at: datetime) -> dict[st
     if done.returncode != 0:
         raise RuntimeError(f"{mode} run failed: {done.stderr.strip().splitlines()[-3:]}")
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if found["checks"] is not None:
+        refuse_errors(f"{mode} run of {source.get('state') or source['table']}", found["checks"])
     found["process_s"] = time.perf_counter() - started
     return found
 

@@ -361,8 +361,14 @@ def compile_narrow(
         where=f"{at}.ts >= {LB} AND {at}.ts < {AT}",
         params={"ignore_sessions": list(settings.ignore_sessions)},
         columns={},
-        dims={d: f"{at}.dims[{quoted(d)}]" for d in dims},
+        dims=narrow_dims(dims),
     )
+
+
+def narrow_dims(dims: Sequence[str]) -> dict[str, str]:
+    """The triage dimensions `dims` as the narrow table stores them (its `dims` map, filled with
+    what the raw preset's config computed, whichever preset reads the table now)."""
+    return {d: f"{SOURCE_ALIAS}.dims[{quoted(d)}]" for d in dims}
 
 
 def _check_columns(table: str, preset: Preset, types: Mapping[str, str], reads: set[str]) -> None:

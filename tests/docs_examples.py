@@ -10,7 +10,8 @@ HTML comment (invisible on GitHub) right before its fenced block:
 
 The commands run in one scratch directory, shown in the docs as `/tmp/demo`,
 against a demo store made first by `DEMO_COMMAND`, with
-`WATCHDOG_STORE_URL=chdb:///tmp/demo/store` and `XDG_DATA_HOME=/tmp/demo/data`
+`WATCHDOG_STORE_URL=chdb:///tmp/demo/store` and `XDG_DATA_HOME=/tmp/demo/data` (HOME and the
+other XDG directories under `/tmp/demo/home`, so the user's files stay untouched)
 set and the repository as the working directory. They run in the order of
 `DOCS`, each file top to bottom, so an example sees what the ones before it
 did (`check --notify` before `alerts`). The markers:
@@ -41,6 +42,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import fcntl
+import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -55,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import docs_kinds
+from tests.home_fence import Home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -262,6 +267,7 @@ class Scratch:
         }
         self.env.update(
             {
+                **Home.under(directory / "home").env(),  # the user's files stay untouched
                 "WATCHDOG_STORE_URL": f"chdb://{directory}/store",
                 "XDG_DATA_HOME": f"{directory}/data",
                 "COLUMNS": "80",  # argparse wraps --help to the terminal's width
@@ -350,6 +356,90 @@ def regenerate(root: Path = REPO) -> dict[Block, str]:
     """Every example and include block of `DOCS` as the program produces it now."""
     with Session() as scratch:
         return produce(collect(root), scratch, root)
+
+
+# --- produced once per change, for every pytest worker ----------------------------------
+
+# What the examples print depends on: the program and its templates, the repository files
+# commands read or blocks include, this harness, the docs themselves, the project's metadata
+# and the interpreter and packages it runs with. All of them go into the cache key.
+INPUT_DIRS = ("watchdog", "checks", "alerts", "config")
+INPUT_FILES = ("tests/docs_*.py", "tests/home_fence.py", "pyproject.toml", "*.md", "docs/*.md")
+CACHE_DIR = REPO / ".cache" / "docs-examples"  # ignored by git (/.cache/)
+KEPT = 3  # cached runs kept, newest first
+
+
+def _inputs(root: Path, blocks: Sequence[Block]) -> list[Path]:
+    """Every file whose change may change what the examples print, sorted."""
+    found = {path for pattern in INPUT_FILES for path in root.glob(pattern)}
+    for directory in INPUT_DIRS:
+        found.update(
+            p for p in (root / directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        )
+    for block in blocks:  # included files, and repository files a command names
+        words = [block.argument] if block.kind == "include" else shlex.split(block.argument)
+        found.update(root / w for w in words if "/" in w and (root / w).is_file())
+    return sorted(p for p in found if p.is_file())
+
+
+def cache_key(root: Path = REPO) -> str:
+    """A hash of every input of the examples (`_inputs`), the interpreter and the packages."""
+    digest = hashlib.sha256(sys.version.encode())
+    packages = sorted(
+        f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+    )
+    digest.update("\n".join(packages).encode())
+    for path in _inputs(root, collect(root)):
+        digest.update(f"\0{path.relative_to(root)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def _dump(produced: dict[Block, str]) -> str:
+    return json.dumps([[b.doc, b.line, b.kind, b.argument, text] for b, text in produced.items()])
+
+
+def _load(text: str, blocks: Sequence[Block]) -> dict[Block, str] | None:
+    """The cached outputs, matched to `blocks` (None: they do not match, regenerate)."""
+    wanted = [b for b in blocks if b.kind in ("example", "include")]
+    rows = json.loads(text)
+    if [(b.doc, b.line, b.kind, b.argument) for b in wanted] != [tuple(r[:4]) for r in rows]:
+        return None
+    return {b: row[4] for b, row in zip(wanted, rows, strict=True)}
+
+
+def produced_once(root: Path = REPO, cache: Path = CACHE_DIR) -> dict[Block, str]:
+    """`regenerate`, once per change of its inputs, whichever process asks first.
+
+    The outputs are kept under `cache`, named by `cache_key`: a process that
+    finds them reuses them; one that does not takes a file lock and
+    regenerates them while every other one waits on the lock, then reads
+    what it wrote. Only a whole run is kept (a crash keeps nothing), and the
+    docs are part of the key, so a cached run compares as a fresh one would.
+    """
+    key, blocks = cache_key(root), collect(root)
+    cache.mkdir(parents=True, exist_ok=True)
+    stored = cache / f"{key}.json"
+    with (cache / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if stored.exists():
+            found = _load(stored.read_text(encoding="utf-8"), blocks)
+            if found is not None:
+                return found
+        produced = regenerate(root)
+        partial = stored.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(_dump(produced), encoding="utf-8")
+        partial.replace(stored)
+    _prune(cache)
+    return produced
+
+
+def _prune(cache: Path) -> None:
+    """Keep the `KEPT` newest runs (and their locks)."""
+    runs = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in runs[KEPT:]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def difference(block: Block, produced: str) -> str:

@@ -9,6 +9,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.home_fence import Home
+
 # Run as `python -c DEMO_STORE <store URL>`: the demo's telemetry (100 sessions, now) in an
 # embedded store of the test's own, for a daemon process to judge.
 DEMO_STORE = """
@@ -23,10 +25,13 @@ with open_store(sys.argv[1], create=True) as store:
 
 def clean_env(data_home: Path) -> dict[str, str]:
     """This process's environment without `WATCHDOG_*`, `OTEL_*` and `SLACK_*`, its data
-    directory (`XDG_DATA_HOME`) `data_home`."""
+    directory (`XDG_DATA_HOME`) `data_home`, its HOME and other XDG directories beside it
+    (`<data_home>-home/`): a process started from a module-wide fixture, outside any test's
+    own HOME, writes nothing of the user's either (tests/home_fence.py)."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("WATCHDOG_", "OTEL_", "SLACK_"))
     }
+    env.update(Home.under(Path(f"{data_home}-home")).env())
     env["XDG_DATA_HOME"] = str(data_home)
     return env
 

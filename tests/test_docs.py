@@ -1,7 +1,8 @@
 """The docs: every example output is what the program prints, every link stays in the repo.
 
-The examples are regenerated once per session (`tests.docs_examples`: one demo
-store, every marked command in order); `make docs` rewrites those that changed.
+The examples are produced once per change of the code and docs, for every worker
+(`tests.docs_examples.produced_once`: one demo store, every marked command in order, kept
+under .cache/docs-examples/); `make docs` rewrites those that changed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tests.docs_examples import (
     Block,
     collect,
     difference,
-    regenerate,
+    produced_once,
     same,
 )
 
@@ -76,9 +77,11 @@ def _broken_links(doc: str) -> list[str]:
 
 # Session-scoped: with --dist loadgroup a worker may run other modules' tests between this
 # module's, and a module fixture would then regenerate every example again (4 x 130 s seen).
+# Produced once per change of the code and docs, whichever worker asks first: the others wait
+# for it and read what it wrote (`produced_once`), as does the next run with nothing changed.
 @pytest.fixture(scope="session")
 def produced() -> dict[Block, str]:
-    return regenerate()
+    return produced_once()
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=str)

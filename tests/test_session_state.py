@@ -310,6 +310,49 @@ def test_a_state_keeping_more_than_a_run_needs_is_read(store: Store) -> None:
     assert "error" not in _statuses(state).values()
 
 
+def _narrow_reader(built: Materialized, config: dict[str, Any] | None = None) -> Settings:
+    """The normalized preset on the narrow table beside `built`'s state, reading that state."""
+    source = {
+        "preset": "normalized",
+        "state": f"{built.database}.session_state",
+        **(config or {}),
+    }
+    return settings_for(f"{built.database}.memory_events", {"source": source})
+
+
+def test_a_state_built_from_a_raw_source_is_read_with_the_normalized_narrow_table(
+    store: Store,
+) -> None:
+    """A state built with the joelclaw config, read with the normalized preset on its narrow
+    table (`source.name` the raw table's): the hours the lookback cuts aggregate the
+    dimensions the state keeps from the narrow table's stored ones, and the report is the
+    raw table's."""
+    built = Materialized(store).apply()
+    built.write(every_check().events)
+    narrow = _narrow_reader(built, {"name": built.table})
+    report = run_once(store, narrow, window_at(narrow, AT)).to_json()
+    raw = run_once(store, built.raw, window_at(built.raw, AT)).to_json()
+    assert "error" not in _statuses(report).values()
+    assert report["checks"] == raw["checks"]
+
+
+def test_a_state_read_under_another_source_name_is_an_error_naming_the_key(
+    store: Store,
+) -> None:
+    """A state holds the sessions of the source it was built for: read under another name
+    (the normalized preset on the narrow table, `source.name` unset), the session checks are
+    `error` naming `source.name` and the name to set, never `no_data` from an empty read."""
+    built = Materialized(store).apply()
+    built.write(every_check().events)
+    narrow = _narrow_reader(built)
+    report = run_once(store, narrow, window_at(narrow, AT)).to_json()
+    errors = {k: c for k, c in report["checks"].items() if c["status"] == "error"}
+    assert "recall_coverage" in errors
+    assert set(errors) <= _judged_by_session_scans(narrow)
+    summary = errors["recall_coverage"]["summary"]
+    assert "source.name" in summary and built.table in summary
+
+
 def test_state_names_a_table() -> None:
     """source.state is a table name, or the config does not load."""
     with pytest.raises(ConfigError) as err:

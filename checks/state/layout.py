@@ -15,7 +15,7 @@ from typing import Any
 from checks.scans.binder import Literals
 from checks.scans.row import COLUMNS as ROW
 from checks.scans.row import Filter, Needs, Terms, aggregates
-from checks.sources import CompiledSource, narrow_items
+from checks.sources import CompiledSource, narrow_dims, narrow_items
 from watchdog.core.settings import Settings
 from watchdog.core.sql import literal
 
@@ -35,10 +35,12 @@ COLUMNS: dict[str, str] = {**KEY, **{c.name: c.stored for c in ROW}}
 LAYOUT = hashlib.sha256(json.dumps(COLUMNS).encode()).hexdigest()[:12]
 
 
-def built_for(needs: Needs, session_filter: str) -> dict[str, Any]:
-    """What a state keeps, as recorded on its table and compared on every read."""
+def built_for(needs: Needs, session_filter: str, source: str) -> dict[str, Any]:
+    """What a state keeps, as recorded on its table and compared on every read: `source` is
+    the name its rows are kept under (`source.name`, else the table it was built from)."""
     return {
         "layout": LAYOUT,
+        "source": source,
         "names": list(needs.names),
         "filters": [[f.field, list(f.names), list(f.values)] for f in needs.filters],
         "scopes": dict(needs.scopes),
@@ -74,7 +76,7 @@ def narrow_rows(table: str, needs: Needs) -> CompiledSource:
         where="",
         params={},
         columns={},
-        dims={d: f"_source.dims[{literal(d)}]" for d in needs.dims},
+        dims=narrow_dims(needs.dims),
     )
 
 
@@ -119,7 +121,7 @@ def state_statements(
     on = f" ON CLUSTER {plan.cluster}" if plan.cluster else ""
     ttl = f"\nTTL toDateTime(intDiv(bucket, 1000)) + {plan.ttl}" if plan.ttl else ""
     columns = ",\n".join(f"    {name} {typ}" for name, typ in COLUMNS.items())
-    kept = built_for(needs, settings.source.session_filter or "")
+    kept = built_for(needs, settings.source.session_filter or "", settings.source.display_name)
     comment = f"\nCOMMENT {literal(BUILT_FOR + json.dumps(kept, sort_keys=True))}"
     layout = f"PARTITION BY intDiv(bucket, 86400000)\nORDER BY (source, bucket, session_id){ttl}{comment}"
     out: list[tuple[str, str, dict[str, Any]]] = []

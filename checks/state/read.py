@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from checks.base import Window
 from checks.scans.row import COLUMNS, NAMES, ROLE, Needs, Terms, aggregates, merged_rows
 from checks.scans.session import SessionScan
-from checks.sources import CompiledSource
+from checks.sources import CompiledSource, narrow_dims
 from checks.state.layout import BUCKET_MS, BUILT_FOR, LAYOUT, built_for, recorded
 from watchdog.core.errors import StoreError
 from watchdog.core.store import Store
@@ -43,7 +44,8 @@ def verify(store: Store, source: CompiledSource, scan: SessionScan) -> Needs:
         problems = ["its table records no checks (made by hand or by an earlier version)"]
     else:
         built = json.loads(comment.removeprefix(BUILT_FOR))
-        problems = _differences(built, built_for(scan.needs(), source.session_filter))
+        _same_source(store, source, built)
+        problems = _differences(built, built_for(scan.needs(), source.session_filter, source.name))
     if problems:
         raise StoreError(
             store.url.masked,
@@ -52,6 +54,24 @@ def verify(store: Store, source: CompiledSource, scan: SessionScan) -> Needs:
             " --materialize` again (docs/sources.md)",
         )
     return recorded(built)
+
+
+def _same_source(store: Store, source: CompiledSource, built: Mapping[str, Any]) -> None:
+    """Raise StoreError unless the state keeps its rows under this source's name.
+
+    Its rows carry the name of the source it was built from: read under another (the
+    normalized preset on its narrow table names the source by that table), it holds no
+    session of this one, and the session checks would judge nothing. A state recording no
+    name was made before it was recorded, and is read.
+    """
+    kept = built.get("source", source.name)
+    if kept != source.name:
+        raise StoreError(
+            store.url.masked,
+            f"source.state: {source.state} holds the sessions of source {kept!r}, and this"
+            f" source is named {source.name!r}: set source.name = {json.dumps(kept)}"
+            " (docs/sources.md)",
+        )
 
 
 def _differences(built: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
@@ -137,14 +157,15 @@ def render(
     cluster where both tables are sharded by session, each shard merges and
     judges its own sessions.
     """
-    narrow = source.narrow
-    assert narrow is not None, "the state is read with the narrow table beside it"
+    assert source.narrow is not None, "the state is read with the narrow table beside it"
+    # The cut hours aggregate the dimensions the state keeps (those of the config it was built
+    # with, a raw preset's), not only the reading source's: the narrow table stores them all.
+    narrow = replace(source.narrow, dims=narrow_dims(kept.dims))
     sharded = source.state_sharding
     on = None
-    if sharded is not None and sharded.by_session and narrow.on_shards() is not None:
-        on = sharded
-        narrow = narrow.on_shards()
-        assert narrow is not None
+    shards = narrow.on_shards()
+    if sharded is not None and sharded.by_session and shards is not None:
+        on, narrow = sharded, shards
     state = sharded.local if on is not None and sharded is not None else source.state
     near = "{near_from:Int64}"
     terms = Terms(kept, scan.bind, near=near)
