@@ -3,6 +3,7 @@ Alertmanager's inhibit rules do, and releases them with nothing lost (issue 46, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -18,6 +19,7 @@ from tests.builder import M, Scenario, evaluate_table, unique_table
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.report.page import render_page
 from watchdog.report.text import render_text
 
 FRESH = "telemetry_freshness"
@@ -199,3 +201,14 @@ def test_telemetry_that_stops_reads_as_freshness_not_as_silent_sessions(store: S
     assert (COVERAGE, FRESH) in outcome.inhibited
     first = next(line for line in render_text(stopped).splitlines() if line.startswith("✗"))
     assert FRESH in first
+
+
+def test_the_page_lists_a_breached_freshness_first(store: Store) -> None:
+    """On the page of the window where telemetry stopped, freshness is the first tile and the
+    first breach detailed, before observe_coverage."""
+    table = _stopped_telemetry(store)
+    stopped = evaluate_table(store, table, T0 + 4 * H, {"source": {"table": table}})
+    page = render_page(stopped)
+    tiles = re.findall(r'id="tile-([a-z_0-9]+)"', page)
+    details = re.findall(r'<article class="detail[^"]*" id="check-([a-z_0-9]+)"', page)
+    assert tiles[0] == FRESH and details[:2] == [FRESH, COVERAGE]
