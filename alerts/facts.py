@@ -61,8 +61,13 @@ def alert_facts(n: Notification, link: str = "", check_kind: str = "") -> AlertF
         evidence_kind=str(context["evidence_kind"]),
         evidence=tuple(str(i) for i in context["evidence"]),
         evidence_more=int(context["evidence_more"]),
-        check_kind=check_kind or (WATCHDOG_KIND if n.check_id in (STORE_CHECK, RUN_CHECK) else ""),
+        check_kind=kind_label(n.check_id, check_kind),
     )
+
+
+def kind_label(check_id: str, check_kind: str = "") -> str:
+    """The `kind` label of an alert: its check's kind, `watchdog` for `store` and `run`."""
+    return check_kind or (WATCHDOG_KIND if check_id in (STORE_CHECK, RUN_CHECK) else "")
 
 
 # The kind of the watchdog's own alerts (`store`, `run`): about itself, not about a check.

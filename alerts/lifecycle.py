@@ -80,6 +80,9 @@ class Alert:
     silenced_until: datetime | None = None  # a silence in force at the latest evaluation
     no_data_since: datetime | None = None  # start of the first of the latest no_data windows
     version: int = 0
+    # The firing alert (its check id) whose inhibit rule held this one at the latest evaluation
+    # (`[[alerts.inhibit]]`), '' when none did.
+    inhibited_by: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cause", Cause(self.cause))  # a string from older callers
@@ -107,6 +110,7 @@ class Notification:
     firing_since: datetime | None
     fired_for: timedelta | None = None  # resolve only
     after_silence: bool = False  # a silence held it until now
+    after_inhibition: str = ""  # the alert whose inhibit rule held it until now, if one did
     no_data_since: datetime | None = None  # the windows since then had nothing to judge
 
     def __post_init__(self) -> None:
@@ -136,7 +140,7 @@ class Step:
 
     alert: Alert
     notification: Notification | None = None
-    held: bool = False  # an announcement was due but a silence held it
+    held: bool = False  # an announcement was due but a silence (or an inhibit rule) held it
     stale: bool = False  # `at` was not after the last evaluation applied: nothing changed
 
 
@@ -146,13 +150,13 @@ _OPENS = (Status.BREACHED, Status.ERROR)
 def refreshed(step: Step, result: CheckResult, window: Window) -> Notification | None:
     """A firing alert that this evaluation judged and announced nothing about, as a refresh.
 
-    None when it announced something, was stale, is not firing, or a silence holds it
-    (a silenced alert sends nothing).
+    None when it announced something, was stale, is not firing, or a silence or an inhibit
+    rule holds it (a held alert sends nothing).
     """
     alert = step.alert
     if step.notification is not None or step.stale or step.held or not alert.firing:
         return None
-    if alert.silenced_until is not None:
+    if alert.silenced_until is not None or alert.inhibited_by:
         return None
     return Notification(
         kind=Kind.REFRESH,
@@ -173,11 +177,14 @@ def advance(
     rules: Rules,
     *,
     silenced_until: datetime | None = None,
+    inhibited_by: str = "",
 ) -> Step:
     """Apply one evaluation's result to an alert, at `window.at`.
 
     `silenced_until` is the end of a silence in force at `window.at` (None
-    when there is none): the state still changes, the announcement waits.
+    when there is none), `inhibited_by` the firing alert whose inhibit rule
+    holds this one ('' when none does): either way the state still changes,
+    the announcement waits until neither holds it.
     """
     at = window.at
     if previous.last_at is not None and at <= previous.last_at:
@@ -191,12 +198,13 @@ def advance(
         severity=result.severity.value,
         summary=result.summary,
         silenced_until=silenced_until,
+        inhibited_by=inhibited_by,
         version=previous.version + 1,
     )
     kind = _announcement(previous, alert, result.status, at, rules)
     if kind is None:
         return Step(alert)
-    if silenced_until is not None:
+    if silenced_until is not None or inhibited_by:
         return Step(alert, held=True)
     resolved = kind is Kind.RESOLVE
     notification = Notification(
@@ -211,6 +219,7 @@ def advance(
             alert.since - alert.fired_at if resolved and alert.since and alert.fired_at else None
         ),
         after_silence=previous.silenced_until is not None,
+        after_inhibition=previous.inhibited_by,
         no_data_since=alert.no_data_since,
     )
     alert = replace(

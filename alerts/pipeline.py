@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
 from alerts.base import Notifier, Timer
+from alerts.inhibit import inhibitions
 from alerts.lease import Guard
 from alerts.lifecycle import (
     RUN_CHECK,
@@ -22,6 +23,7 @@ from alerts.lifecycle import (
     Kind,
     Notification,
     Rules,
+    Step,
     advance,
     refreshed,
 )
@@ -66,6 +68,8 @@ class ProcessOutcome:
     stale: bool  # `at` was not after the last evaluation applied: nothing new
     notifiers: tuple[str, ...]  # the notifiers configured
     receiver_tables: str = ""  # the tables that would configure one (settings.plugins)
+    # (check id, the firing alert whose inhibit rule holds its announcement), not silenced
+    inhibited: tuple[tuple[str, str], ...] = ()
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -85,6 +89,9 @@ class ProcessOutcome:
                 parts.append(f"{word} {', '.join(counts[kind])}")
         if self.held:
             parts.append(f"held by a silence: {', '.join(self.held)}")
+        for by in sorted({by for _, by in self.inhibited}):
+            held = [check_id for check_id, source in self.inhibited if source == by]
+            parts.append(f"held while {by} fires: {', '.join(held)}")
         if not parts:
             stale = "this evaluation time was already processed"
             if again:
@@ -350,19 +357,26 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
     record = e.record and not (e.keep_judged and judged(store, settings, e.source, e.window.at))
 
     checks = configured_checks(settings)
+    kinds = {c.id: kind_of(c).name for c in checks}
     rules = Rules.of(settings.alerts, checks)
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
     silences = silences_in_force(store, settings, now)
-    steps = [
-        advance(
+
+    def advanced(check_id: str, result: CheckResult, inhibited_by: str = "") -> Step:
+        return advance(
             alerts.get(check_id) or Alert(source=e.source, check_id=check_id),
             result,
             e.window,
             rules,
             silenced_until=silenced_until(silences, check_id),
+            inhibited_by=inhibited_by,
         )
-        for check_id, result in e.results.items()
-    ]
+
+    # Inhibition follows the states this evaluation leaves (a freshness breach judged now
+    # holds the other checks of the same run), then each alert is advanced with its hold.
+    judged_now = {c: advanced(c, result).alert for c, result in e.results.items()}
+    held_by = inhibitions({**alerts, **judged_now}, settings.alerts.inhibit, kinds)
+    steps = [advanced(c, result, held_by.get(c, "")) for c, result in e.results.items()]
     notifications = [s.notification for s in steps if s.notification is not None]
     # Firing alerts re-sent to the receivers that keep them open only so (Alertmanager).
     refreshes = [
@@ -379,7 +393,7 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         router=Router.of(settings.alerts),
         link=e.link,
         key=e.key,
-        kinds={c.id: kind_of(c).name for c in checks},
+        kinds=kinds,
         refreshing=frozenset(
             name for name, r in settings.alerts.receivers().items() if r.refreshes
         ),
@@ -417,7 +431,12 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         source=e.source,
         at=e.window.at,
         notifications=tuple(notifications),
-        held=tuple(s.alert.check_id for s in steps if s.held),
+        held=tuple(s.alert.check_id for s in steps if s.held and s.alert.silenced_until),
+        inhibited=tuple(
+            (s.alert.check_id, s.alert.inhibited_by)
+            for s in steps
+            if s.held and s.alert.inhibited_by and s.alert.silenced_until is None
+        ),
         firing=tuple(sorted(c for c, a in current.items() if a.firing)),
         pending=tuple(sorted(c for c, a in current.items() if a.pending)),
         enqueued=tuple(r.id for r in rows),

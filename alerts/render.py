@@ -32,6 +32,7 @@ from watchdog.core.durations import human_duration
 from watchdog.core.errors import ConfigError
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339
+from watchdog.core.vocabulary import FRESHNESS_CHECK_ID
 
 BUILTIN_DIR = Path(__file__).parent / "templates"
 MESSAGE_BLOCKS = "message.json.j2"
@@ -180,6 +181,8 @@ def alert_context(n: Notification) -> dict[str, Any]:
     resolve = n.kind is Kind.RESOLVE
     kind, ids, more, facts = _evidence(result) if not resolve else ("", [], 0, [])
     note = "a silence held this until now" if n.after_silence else ""
+    if n.after_inhibition and not note:
+        note = f"held while {n.after_inhibition} fired, until now"
     # The pseudo checks `store` and `run` compare nothing: no value, no "breach when".
     store = n.check_id in (STORE_CHECK, RUN_CHECK)
     summary = _clip(result.summary, MAX_SUMMARY).rstrip(".")
@@ -215,8 +218,14 @@ _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def ordered(notifications: Sequence[Notification]) -> list[Notification]:
-    """New alerts first, then reminders, then resolutions; critical first within each."""
-    return sorted(notifications, key=lambda n: (_KIND_RANK[n.kind], _SEVERITY_RANK[n.severity]))
+    """A firing telemetry_freshness first (the telemetry stopped: the rest judge its gap), then
+    new alerts, reminders, resolutions; critical first within each."""
+
+    def key(n: Notification) -> tuple[bool, int, int]:
+        stale = n.check_id == FRESHNESS_CHECK_ID and n.kind is not Kind.RESOLVE
+        return not stale, _KIND_RANK[n.kind], _SEVERITY_RANK[n.severity]
+
+    return sorted(notifications, key=key)
 
 
 def message_context(notifications: Sequence[Notification], link: str = "") -> dict[str, Any]:

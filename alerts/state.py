@@ -44,9 +44,10 @@ ALERT_STATE = Codec(
         "updated_at": TS,  # wall clock of the write
         "version": "UInt64",
         "no_data_since": f"Nullable({TS})",  # start of the latest no_data windows (added later)
+        "inhibited_by": "String",  # the firing alert whose inhibit rule holds it (added later)
     },
     "ORDER BY (source, check_id)",
-    added=("no_data_since",),
+    added=("no_data_since", "inhibited_by"),
     model=Alert,
     extras=("updated_at",),
 )

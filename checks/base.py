@@ -17,6 +17,7 @@ from checks.breakdown import Triage
 from checks.evidence import Evidence
 from watchdog.core.times import rfc3339, to_ms
 from watchdog.core.units import Unit as Unit  # where checks and reports import it from
+from watchdog.core.vocabulary import FRESHNESS_CHECK_ID
 from watchdog.core.vocabulary import Comparison as Comparison  # (the same: one definition each)
 from watchdog.core.vocabulary import NoDataPolicy as NoDataPolicy
 from watchdog.core.vocabulary import Severity as Severity
@@ -173,9 +174,16 @@ class Report:
         return overall_status(self.checks)
 
     def ordered(self) -> list[CheckResult]:
-        """Checks with the worst first: error, breached, then the rest in spec order."""
+        """Checks with the worst first: error, breached, then the rest in spec order; a breached
+        telemetry_freshness before all (the telemetry stopped: the other checks judge its gap)."""
         rank = {Status.ERROR: 0, Status.BREACHED: 1}
-        return sorted(self.checks.values(), key=lambda r: rank.get(r.status, 2))
+
+        def key(r: CheckResult) -> int:
+            if r.id == FRESHNESS_CHECK_ID and r.status is Status.BREACHED:
+                return -1
+            return rank.get(r.status, 2)
+
+        return sorted(self.checks.values(), key=key)
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {

@@ -26,6 +26,7 @@ from watchdog.core.durations import duration_ms
 from watchdog.core.errors import RegistryError
 from watchdog.core.settings import Settings
 from watchdog.core.units import Unit
+from watchdog.core.vocabulary import FRESHNESS_CHECK_ID
 
 
 @dataclass(frozen=True)
@@ -303,7 +304,7 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("recall_failure_rate", Unit.RATIO, _recall_failure_rate),
     Builtin("recall_latency_p95", Unit.MS, _recall_latency_p95),
     Builtin("circuit_breaker", Unit.COUNT, _circuit_breaker),
-    Builtin("telemetry_freshness", Unit.S, _telemetry_freshness),
+    Builtin(FRESHNESS_CHECK_ID, Unit.S, _telemetry_freshness),
     Builtin("recall_injection", Unit.COUNT, _recall_injection),
     Builtin("write_gate_drift", Unit.RATIO, _write_gate_drift),
     Builtin("agent_deviation_contract", Unit.COUNT, _agent_deviation_contract),

@@ -253,16 +253,17 @@ def report(i: int, r: CheckResult) -> Report:
 
 
 def test_the_weekly_target_breaches_in_at_most_one_window_a_week() -> None:
-    """Over a week, the tightest target breaching one window at most, by the check's rule."""
-    values = [1000.0, 1200, 2900, 3100, 4500, 1100]
+    """Over a week of windows, the tightest target breaching one window at most, by the check's
+    rule."""
+    values = [1000.0, 1200, 2900, 3100, 4500, 1100] + [1000.0] * 36
     results = [result(v, Status.BREACHED if v >= 3000 else Status.OK) for v in values]
-    assert allowed_breaches(T, T + timedelta(days=7)) == 1
+    assert allowed_breaches(timedelta(days=7)) == 1
     target = weekly_target(results, 1)
     assert target == 3101  # >= 3101 ms: only 4500 breaches
     bt = summarize(T, T + timedelta(days=7), [report(i, r) for i, r in enumerate(results)])
     s = bt.summary["p95"]
-    assert (s.windows, s.breached, s.low, s.high) == (6, 2, 1000, 4500)
-    assert s.median == 2050 and s.p95 == nearest_rank(sorted(values), 0.95) == 4500
+    assert (s.windows, s.breached, s.low, s.high, s.weekly_allowed) == (42, 2, 1000, 4500, 1)
+    assert s.median == 1000 and s.p95 == nearest_rank(sorted(values), 0.95) == 2900
     weekly = next(c for c in s.candidates if c.why == WEEKLY)
     assert (weekly.target, weekly.breached) == (3101, 1)
 
@@ -322,3 +323,37 @@ def test_windows_breached_with_no_value_are_counted_apart_from_the_statistics() 
     assert (s.breached_without_value, s.to_json()["breached_without_value"]) == (2, 2)
     text = render_backtest_text(bt)
     assert "Breached with no value (no event at all), left out of min to max: p95 2" in text
+
+
+def test_windows_without_data_give_the_weekly_target_no_allowance() -> None:
+    """ "At most one window a week" allows one breach per whole week of windows the check
+    judged (ok or breached): two weeks of which a day had data allow none (issue 46, point 4)."""
+    values = [1000.0, 1200, 2900, 3100, 4500, 1100]
+    judged = [result(v, Status.BREACHED if v >= 3000 else Status.OK) for v in values]
+    empty = [result(None, Status.NO_DATA)] * 70 + [result(5000, Status.INSUFFICIENT_DATA)] * 8
+    results = empty + judged
+    bt = summarize(T, T + timedelta(days=14), [report(i, r) for i, r in enumerate(results)])
+    weekly = next(c for c in bt.summary["p95"].candidates if c.why == WEEKLY)
+    assert (weekly.target, weekly.breached) == (4501, 0)
+    assert bt.summary["p95"].weekly_allowed == 0
+
+
+def test_the_weekly_target_counts_the_windows_breached_with_no_value() -> None:
+    """A window breached with no value breaches at every target, so it uses the week's one
+    breach: the weekly target then breaches no window with a value (issue 46, point 4)."""
+    values = [1000.0 + i for i in range(41)]
+    results = [result(v) for v in values] + [result(None, Status.BREACHED)]
+    bt = summarize(T, T + timedelta(days=7), [report(i, r) for i, r in enumerate(results)])
+    weekly = next(c for c in bt.summary["p95"].candidates if c.why == WEEKLY)
+    assert weekly.breached == 1
+    assert weekly.target == 1041
+
+
+def test_no_weekly_target_when_windows_without_value_breach_more_than_it_allows() -> None:
+    """More windows breached with no value than the weeks allow: no target can breach in at
+    most one window a week, and the text says why instead of offering one."""
+    results = [result(100.0)] * 40 + [result(None, Status.BREACHED)] * 2
+    bt = summarize(T, T + timedelta(days=7), [report(i, r) for i, r in enumerate(results)])
+    assert not [c for c in bt.summary["p95"].candidates if c.why == WEEKLY]
+    text = render_backtest_text(bt)
+    assert "no target breaches in at most one window a week: 2 windows breached with no" in text

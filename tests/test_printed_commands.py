@@ -126,3 +126,38 @@ def test_a_default_run_prints_its_store() -> None:
         {}, plugins=PLUGINS, env={"WATCHDOG_STORE_URL": "chdb:///tmp/o th'er"}
     )
     assert command_flags(elsewhere) == "--store 'chdb:///tmp/o th'\"'\"'er'"
+
+
+def _explained_by_the_check(run_dir: Path, elsewhere: Path, *check: str) -> str:
+    """The explain command `check` prints for its first breach, run as printed."""
+    report = memory_watchdog(run_dir, "check", *check)
+    assert report.returncode == 1, report.stderr
+    line = next(
+        line.split("why one counted: ", 1)[1]
+        for line in report.stdout.splitlines()
+        if "why one counted: " in line
+    )
+    explained = pasted(line, elsewhere)
+    assert explained.returncode == 0, explained.stderr
+    return explained.stdout
+
+
+def test_explain_from_a_check_at_an_unaligned_time_judges_the_checks_window(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A check at 02:30 judged [22:30, 02:30): the explain it prints counts the cold start in
+    that window, and says so, not in the schedule's [00:00, 04:00) (issue 46, point 5)."""
+    text = _explained_by_the_check(run_dir, tmp_path, "--at", "2026-11-28T02:30:00Z")
+    window = "window 2026-11-27T22:30:00Z .. 2026-11-28T02:30:00Z"
+    assert f"start recall: missed - recall_coverage, {window}" in text, text
+    assert f"judges the {window}" in text, text
+
+
+def test_explain_from_a_check_with_its_own_window_length_judges_that_window(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """`check --window 3h30m` judged [00:30, 04:00): the explain it prints passes the length
+    and counts the cold start there (issue 46, point 5)."""
+    text = _explained_by_the_check(run_dir, tmp_path, "--at", AT, "--window", "3h30m")
+    window = "window 2026-11-28T00:30:00Z .. 2026-11-28T04:00:00Z"
+    assert f"start recall: missed - recall_coverage, {window}" in text, text

@@ -97,7 +97,10 @@ def test_tables_live_in_their_own_database(store: Store, settings: Settings) -> 
     assert after - before == {(settings.store.database, name) for name in TABLES}
 
 
-OLD_ALERT_STATE = {k: v for k, v in TABLES["alert_state"].columns.items() if k != "no_data_since"}
+# alert_state as first released: without the columns added since (no_data_since, inhibited_by).
+OLD_ALERT_STATE = {
+    k: v for k, v in TABLES["alert_state"].columns.items() if k not in TABLES["alert_state"].added
+}
 
 
 def test_a_store_from_before_no_data_since_is_read_then_migrated(store: Store) -> None:
@@ -136,6 +139,7 @@ def test_a_store_from_before_no_data_since_is_read_then_migrated(store: Store) -
     store.insert(f"`{database}`.alert_state", [list(firing.values())], list(firing))
     (record,) = alert_states(store, settings)  # read-only: no column added, none needed
     assert record.alert.firing and record.alert.no_data_since is None
+    assert record.alert.inhibited_by == ""
     chat = RecordingNotifier()
     run(store, settings, T0 + 4 * H, {"recall_coverage": Status.NO_DATA}, chat)
     alert = load_alerts(store, settings, SOURCE)["recall_coverage"]

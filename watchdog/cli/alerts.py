@@ -167,6 +167,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                     "last_evaluated": _when(r.alert.last_at),
                     "last_notified": _when(r.last_delivered) if r.last_delivered else None,
                     "silenced_until": _when(r.silenced_until) if r.silenced_until else None,
+                    "inhibited_by": r.alert.inhibited_by or None,
                     "pending_outbox": r.pending_outbox,
                 }
                 for r in records
@@ -187,6 +188,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
             state = _state_label(r, settings.alerts.pending_runs)
             if a.firing and a.cause in ("error", "no_data"):
                 state += f" ({a.cause.replace('_', ' ')})"
+            if a.inhibited_by:
+                state += f", held by {printable(a.inhibited_by)}"
             rows.append(
                 (
                     printable(a.source),

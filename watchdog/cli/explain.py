@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timedelta
 
+from checks.base import Window
 from watchdog.cli.args import (
     Subparsers,
     common_arguments,
+    duration_flag,
     emit,
     judged,
     load,
@@ -72,6 +74,10 @@ def add_explain(sub: Subparsers) -> None:
     )
     common_arguments(p)
     p.add_argument("--at", help="as a check at this time sees it, RFC 3339 (default: now)")
+    p.add_argument(
+        "--window",
+        help="the length of the window that check judged, e.g. 4h (default: the schedule's period)",
+    )
     p.add_argument("--format", default="text", help="text | json")
     p.add_argument("--output", help="write the explanation to this file instead of stdout")
     p.set_defaults(run=cmd_explain)
@@ -94,11 +100,17 @@ def session_id_of(text: str, settings: Settings) -> str:
     return text
 
 
-def window_of(settings: Settings) -> WindowOf:
-    """The schedule's window that judges a deadline: the first to end after it."""
+def window_of(settings: Settings, judged: Window | None = None) -> WindowOf:
+    """The window that judges a deadline: `judged` (the window `check --at` judges, sized to a
+    check's own length) when the deadline falls in it, else the schedule's first to end
+    after it."""
     schedule = Schedule.from_settings(settings.schedule)
 
     def found(deadline: datetime, window_ms: int | None) -> tuple[datetime, datetime]:
+        if judged is not None:
+            own = judged.sized(window_ms)
+            if own.start <= deadline < own.end:
+                return own.start, own.end
         end = schedule.next_end(deadline)
         if window_ms is None:
             return schedule.previous_end(end), end
@@ -111,10 +123,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"--format: {args.format!r} is not accepted (accepted: text, json)")
     at = time_flag("--at", args.at) if args.at else system_clock()
+    length = duration_flag("--window", args.window) if args.window else None
     settings = judged(load(args))
     session_id = session_id_of(args.session_id, settings)
     with open_configured(settings.store) as store:
-        explained = explain(store, settings, session_id, at)
+        explained = explain(store, settings, session_id, at, length)
     if not explained.events and explained.marked:
         raise NoSuchSession(
             f"explain: event '{printable(session_id, 80)}' belongs to no session (its session"
@@ -129,5 +142,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
     source = settings.source.display_name
     render = render_explain_json if args.format == "json" else render_explain_text
-    emit(render(explained, source, settings.events, window_of(settings)), args.output)
+    window = window_of(settings, explained.window)
+    emit(render(explained, source, settings.events, window), args.output)
     return 0

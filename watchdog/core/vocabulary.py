@@ -39,3 +39,9 @@ class Comparison(enum.StrEnum):
         if self is Comparison.LT:
             return value < target
         return value <= target
+
+
+# The check a telemetry outage breaches: while it breaches, every other check judges telemetry
+# that stopped, so reports and chat list it first and its alert holds the others by default
+# (`[[alerts.inhibit]]`, docs/alerts.md#inhibition).
+FRESHNESS_CHECK_ID = "telemetry_freshness"

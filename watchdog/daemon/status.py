@@ -197,6 +197,7 @@ def _alert_json(record: AlertRecord) -> dict[str, Any]:
         "no_data_since": _time(a.no_data_since),
         "pending_outbox": record.pending_outbox,
         "silenced_until": _time(record.silenced_until),
+        "inhibited_by": a.inhibited_by or None,
     }
 
 
@@ -302,7 +303,10 @@ def render_text(status: DaemonStatus) -> str:
     for record in firing:
         a = record.alert
         since = f" since {rfc3339(a.fired_at)}" if a.fired_at else ""
-        lines.append(f"  {a.check_id} ({a.severity}) on {printable(a.source)}{since}: {_why(a)}")
+        held = f" (held by {printable(a.inhibited_by)})" if a.inhibited_by else ""
+        lines.append(
+            f"  {a.check_id} ({a.severity}) on {printable(a.source)}{since}{held}: {_why(a)}"
+        )
     lines.append("")
     if not status.backlog:
         lines.append("Outbox: empty")

@@ -72,6 +72,8 @@ class CheckSummary:
     # Windows breached with no value (freshness: no event at all before the window's end),
     # which min, median, p95 and max leave out.
     breached_without_value: int = 0
+    # The breaches "at most one window a week" allows: one per whole week of judged windows.
+    weekly_allowed: int = 0
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -87,6 +89,7 @@ class CheckSummary:
             "statuses": dict(self.statuses),
             "candidates": [c.to_json(self.unit) for c in self.candidates],
             "breached_without_value": self.breached_without_value,
+            "weekly_allowed": self.weekly_allowed,
         }
         if self.at_or_above is not None:
             document["at_or_above_target"] = list(self.at_or_above)
@@ -211,14 +214,17 @@ def _step(magnitude: float, unit: Unit) -> float:
 
 
 def weekly_target(results: Sequence[CheckResult], allowed: int) -> float | None:
-    """The tightest target that breaches in at most `allowed` of these windows (None: no value).
+    """The tightest target that breaches in at most `allowed` of these windows (None: none can).
 
     Tightest: for a check breached by high values the lowest such target;
-    by low values (`<`, `<=`) the highest.
+    by low values (`<`, `<=`) the highest. A window breached with no value
+    breaches at every target, so each takes one of the `allowed`; when they
+    alone breach more, no target can.
     """
     first = results[0]
+    allowed -= sum(r.status is Status.BREACHED and r.value is None for r in results)
     values = [r.value for r in results if r.status in JUDGED and r.value is not None]
-    if not values:
+    if not values or allowed < 0:
         return None
     high_breaches = first.comparison in (Comparison.GT, Comparison.GE)
     ordered = sorted(values, reverse=high_breaches)
@@ -230,6 +236,7 @@ def weekly_target(results: Sequence[CheckResult], allowed: int) -> float | None:
 
 
 def _summary(check_id: str, results: Sequence[CheckResult], allowed: int) -> CheckSummary:
+    """One check over the windows; `allowed`: the breaches "at most one window a week" allows."""
     first = results[0]
     judged = [r for r in results if r.status is not Status.DISABLED]
     statuses: dict[str, int] = {}
@@ -280,12 +287,21 @@ def _summary(check_id: str, results: Sequence[CheckResult], allowed: int) -> Che
         unit=first.unit,
         at_or_above=shares,
         breached_without_value=sum(r.status is Status.BREACHED and r.value is None for r in judged),
+        weekly_allowed=allowed,
     )
 
 
-def allowed_breaches(start: datetime, end: datetime) -> int:
-    """Breached windows "at most one a week" allows over (start, end]: one per whole week."""
-    return int((end - start) / WEEK)
+def allowed_breaches(judged: timedelta) -> int:
+    """Breached windows "at most one a week" allows over windows judged for `judged` in all
+    (ok or breached, not the windows without data): one per whole week."""
+    return int(judged / WEEK)
+
+
+def judged_time(reports: Sequence[Report], check_id: str) -> timedelta:
+    """How long the windows in which the check gave a verdict (ok or breached) last in all."""
+    return sum(
+        (r.window.length for r in reports if r.checks[check_id].status in JUDGED), timedelta()
+    )
 
 
 def summarize(
@@ -298,10 +314,13 @@ def summarize(
 ) -> Backtest:
     """The backtest of the windows ending in (start, end], from their reports (oldest first);
     the window running at `end` and its partial report are carried, never summarized."""
-    allowed = allowed_breaches(start, end)
     check_ids = list(reports[0].checks) if reports else []
     summary = {
-        check_id: _summary(check_id, [r.checks[check_id] for r in reports], allowed)
+        check_id: _summary(
+            check_id,
+            [r.checks[check_id] for r in reports],
+            allowed_breaches(judged_time(reports, check_id)),
+        )
         for check_id in check_ids
     }
     return Backtest(start, end, tuple(reports), summary, running, partial)
@@ -371,6 +390,12 @@ def render_backtest_text(backtest: Backtest, *, how_to_check: str = "") -> str:
             for c in s.candidates
         )
         out.append(f"  {s.check_id}: {offered}")
+        if s.breached_without_value > s.weekly_allowed:
+            out.append(
+                f"    no target breaches in at most one window a week:"
+                f" {plural(s.breached_without_value, 'window')} breached with no value"
+                f" (no event at all), {s.weekly_allowed} allowed"
+            )
         if s.at_or_above is not None:
             shares = sorted(x for x in s.at_or_above if x is not None)
             if shares:

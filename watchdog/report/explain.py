@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from checks.explain import Explained, Had
 from watchdog.core import jsontext
-from watchdog.core.durations import human_duration
+from watchdog.core.durations import format_duration, human_duration
 from watchdog.core.settings import EventSettings
 from watchdog.core.text import plural, printable, shell_word
 from watchdog.core.times import rfc3339
@@ -47,9 +47,12 @@ ROLE_WORDS = (
 )
 
 
-def explain_command(session_id: str, at: datetime, flags: str = "") -> str:
-    """The `memory-watchdog explain` of a listed session, as the window ending `at` saw it, with
-    the `flags` that read what the run read (`command_flags`: its --config, its --store).
+def explain_command(
+    session_id: str, at: datetime, flags: str = "", length: timedelta | None = None
+) -> str:
+    """The `memory-watchdog explain` of a listed session, as the window ending `at` (`length`
+    long: the window the check judged) saw it, with the `flags` that read what the run read
+    (`command_flags`: its --config, its --store).
 
     The id is one shell word that bash reads back byte for byte and a terminal shows as it is
     (`shell_word`: `$'...'` for controls and bidi characters). An id whose word would be
@@ -60,6 +63,8 @@ def explain_command(session_id: str, at: datetime, flags: str = "") -> str:
     if len(word) > COMMAND_ID_CHARS:
         word = f"<an id of {len(session_id)} characters: take it from --format json>"
     command = f"memory-watchdog explain {word} --at {rfc3339(at)}"
+    if length is not None:
+        command += f" --window {format_duration(length)}"
     return f"{command} {flags}" if flags else command
 
 
@@ -151,6 +156,7 @@ def to_json(
         "source": source,
         "at": rfc3339(at),
         "read": {"from": rfc3339(explained.window.read_from), "to": rfc3339(at)},
+        "window": {"start": rfc3339(explained.window.start), "end": rfc3339(at)},
         "events_total": explained.total_events,
         "events": [
             {
@@ -175,6 +181,16 @@ def render_explain_json(
     return jsontext.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+def _judged_line(explained: Explained) -> str:
+    """Which window the obligations are counted in: the one `check --at` judges, or earlier."""
+    window = explained.window
+    return (
+        f"check --at {rfc3339(window.at)} --window {format_duration(window.length)} judges the"
+        f" window {rfc3339(window.start)} .. {rfc3339(window.end)}: an obligation due in it is"
+        " counted there, one due earlier in the schedule's window that judged it"
+    )
+
+
 def render_explain_text(
     explained: Explained, source: str, events: EventSettings, window_of: WindowOf
 ) -> str:
@@ -197,6 +213,7 @@ def render_explain_text(
         + f"  source {printable(source)}",
         f"read from {rfc3339(explained.window.read_from)} to {rfc3339(at)}"
         f" (the lookback of check --at {rfc3339(at)}): {listed}, oldest first",
+        _judged_line(explained),
         "",
         f"{'time':<25} {'name':<34} {'event id':<28} {'outcome':<18} latency",
     ]

@@ -177,7 +177,9 @@ def _details(report: Report, settings: Settings) -> list[dict[str, Any]]:
             "evidence": r.evidence.shown(),
             "triage": _triage(report.triage.get(r.id)),
             "explain": (
-                explain_command(listed[0], report.window.at, command_flags(settings))
+                explain_command(
+                    listed[0], report.window.at, command_flags(settings), report.window.length
+                )
                 if (
                     listed := r.evidence.sessions
                     or (r.evidence.events if r.evidence.details else None)

@@ -7,9 +7,7 @@ docs/spec.md#6-the-report-json---format-json-schema_version-1.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from checks.base import CheckResult, Report, Status
+from checks.base import CheckResult, Report, Status, Window
 from checks.verdict import format_target, format_value
 from watchdog.core import jsontext
 from watchdog.core.text import printable
@@ -46,9 +44,9 @@ def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
 
 
-def _evidence_lines(result: CheckResult, at: datetime, flags: str) -> list[str]:
+def _evidence_lines(result: CheckResult, window: Window, flags: str) -> list[str]:
     """The result's evidence facts, ids capped at TEXT_EVIDENCE per list; for sessions, how to
-    explain one (with `flags`: the run's --config and --store)."""
+    explain one as this window judged it (with `flags`: the run's --config and --store)."""
     shown = result.evidence.shown()
     lines = []
     for found in shown.ids:
@@ -62,7 +60,8 @@ def _evidence_lines(result: CheckResult, at: datetime, flags: str) -> list[str]:
                 words = printable(detail.words(), SUMMARY_CHARS)
                 lines.append(f"      {printable(event_id, ID_CHARS)}: {words}")
         if found.ids and (found.noun == "sessions" or found.details):
-            lines.append(f"    why one counted: {explain_command(found.ids[0], at, flags)}")
+            command = explain_command(found.ids[0], window.at, flags, window.length)
+            lines.append(f"    why one counted: {command}")
     lines += [f"    {fact.label}: {printable(fact.text)}" for fact in shown.facts]
     return lines
 
@@ -89,7 +88,7 @@ def render_text(report: Report, *, color: bool = False, flags: str = "") -> str:
         summary = printable(result.summary, SUMMARY_CHARS)
         out.append(f"{mark} {result.id:<{width}}  {value:>9}  breach {target:<10} {summary}")
     breached = [r for r in report.ordered() if r.status in (Status.BREACHED, Status.ERROR)]
-    evidence = [(r, _evidence_lines(r, report.window.at, flags)) for r in breached]
+    evidence = [(r, _evidence_lines(r, report.window, flags)) for r in breached]
     evidence = [(r, lines) for r, lines in evidence if lines]
     if evidence:
         out += ["", "Evidence (oldest first):"]

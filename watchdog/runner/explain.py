@@ -7,7 +7,7 @@ reads at `at` (docs/spec.md#9-looking-back-backtest-and-explain).
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from checks.builtin import configured_checks
 from checks.explain import Explained, explain_session, session_of_event
@@ -18,16 +18,23 @@ from watchdog.core.store import Store
 from watchdog.runner.once import window_at
 
 
-def explain(store: Store, settings: Settings, session_id: str, at: datetime) -> Explained:
+def explain(
+    store: Store,
+    settings: Settings,
+    session_id: str,
+    at: datetime,
+    length: timedelta | None = None,
+) -> Explained:
     """The session's events in the lookback before `at`, and every obligation it had.
 
-    The lookback is the one `check --at` reads at `at`. An id no session has that is an
+    The window and lookback are the ones `check --at` (with `--window`: `length`) judges
+    and reads at `at`. An id no session has that is an
     event's explains that event's session, the event marked (`Explained.marked`; with no
     session: no events, the session id '').
     """
     specs = configured_checks(settings)
     source = open_source(store, settings.source, session_scopes(specs))
-    window = window_at(settings, at)
+    window = window_at(settings, at, length)
     explained = explain_session(store, source, window, specs, session_id)
     if explained.events:
         return explained

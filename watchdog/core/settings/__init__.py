@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from watchdog.core.settings.alerts import AlertSettings, RouteSettings
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.inhibit import InhibitRule
 from watchdog.core.settings.load import (
     DEMO_POINTER,
     DEMO_STORE_DIR,
@@ -50,6 +51,7 @@ __all__ = [
     "CustomCheck",
     "DeviationSettings",
     "EventSettings",
+    "InhibitRule",
     "Plugins",
     "ReceiverModel",
     "ReportSettings",

@@ -12,6 +12,7 @@ from pydantic import Field, create_model, field_validator, model_validator
 
 from watchdog.core.durations import Duration
 from watchdog.core.errors import ConfigError, RegistryError
+from watchdog.core.settings.inhibit import DEFAULT_INHIBIT, InhibitRule
 from watchdog.core.settings.plugins import Plugins
 from watchdog.core.settings.receivers import ReceiverModel, as_tuple
 from watchdog.core.settings.values import ConfigModel, MissingSecret
@@ -70,6 +71,8 @@ class AlertSettings(ConfigModel):
     lease_ttl: Duration = timedelta(minutes=5)
     templates_dir: str | None = None  # overrides alerts/templates/*.j2 file by file
     routes: tuple[RouteSettings, ...] = ()
+    # Alertmanager's inhibit rules; by default a breached telemetry_freshness holds the rest.
+    inhibit: tuple[InhibitRule, ...] = DEFAULT_INHIBIT
     default_receivers: tuple[str, ...] | None = None  # None: every receiver
 
     @field_validator("default_receivers", mode="before")
