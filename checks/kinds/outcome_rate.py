@@ -31,6 +31,7 @@ from checks.verdict import judge as verdict
 from checks.verdict import percent
 from watchdog.core.durations import Duration, duration_ms
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.slo import RATIO
 from watchdog.core.sql import quoted
 
 # The error class of a lost operation: it has no error text of its own.
@@ -114,6 +115,7 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
     name = "outcome_rate"
     params = OutcomeRate
     config = OutcomeRateConfig
+    sli = RATIO
 
     def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
         p = self.of(spec)

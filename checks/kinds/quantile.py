@@ -25,6 +25,7 @@ from checks.scans.session import EVIDENCE
 from checks.scans.window import LISTED, numeric_field
 from checks.verdict import judge
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.slo import LATENCY
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
     name = "quantile"
     params = Quantile
     config = QuantileConfig
+    sli = LATENCY
 
     def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
         p = self.of(spec)
@@ -139,6 +141,10 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
 
     def describe(self, params: Quantile) -> Described:
         return [("quantile", f"{params.q_num}/{params.q_den} of {params.field}, nearest rank")]
+
+    def slo_objective(self, params: Quantile) -> Fraction:
+        """The quantile: an SLO over a p95 check asks 95% of the sample below the target."""
+        return Fraction(params.q_num, params.q_den)
 
     def payload_names(self, params: Quantile) -> tuple[str, ...]:
         return params.events if params.field.startswith("payload.") else ()

@@ -26,6 +26,7 @@ from watchdog.core.settings.alerts import AlertSettings, alerts_model
 from watchdog.core.settings.custom import CustomCheck, CustomKinds
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.plugins import Plugins, PresetEntry
+from watchdog.core.settings.slo import SloSettings, slo_problems
 from watchdog.core.settings.timing import ScheduleSettings, WindowSettings, window_problems
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.sql import is_identifier, is_table_name
@@ -262,6 +263,7 @@ class Settings(_Settings):
     alerts: AlertSettings = AlertSettings()
     report: ReportSettings = ReportSettings()
     ingest: IngestSettings = IngestSettings()
+    slo: SloSettings = SloSettings()
     # `[[checks.custom]]` in the file; moved here before validation (see the loader).
     custom_checks: tuple[SerializeAsAny[CustomCheck], ...] = ()
     # The file these settings were read from, absolute (None: the built-in defaults): not a key
@@ -367,9 +369,24 @@ class Settings(_Settings):
                             f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
                         )
                     )
+        problems += slo_problems(self.slo, self.sli_of, self.slo_checks)
         if problems:
             raise ConfigErrors.of(problems)
         return self
+
+    @property
+    def sli_of(self) -> dict[str, str | None]:
+        """Every check id, and the SLI an SLO over it measures (None: no SLO can follow it)."""
+        plugins = self.plugins
+        found = {check_id: plugins.sli_of(check_id) for check_id in plugins.check_ids}
+        for check in self.custom_checks:
+            found.setdefault(check.id, plugins.sli_of_kind(check.kind))
+        return found
+
+    @property
+    def slo_checks(self) -> tuple[str, ...]:
+        """The check ids an SLO may follow (`[slo.<name>] check`), in report order."""
+        return tuple(check_id for check_id, sli in self.sli_of.items() if sli is not None)
 
     def target_of(self, check_id: str, written: float | str) -> float:
         """A target written for `check_id` (`[checks.<id>] target`), in the check's unit.
