@@ -22,6 +22,7 @@ from alerts.lifecycle import (
     Kind,
     Notification,
     Rules,
+    Step,
     advance,
     refreshed,
 )
@@ -199,6 +200,10 @@ class Evaluation:
     record: bool = True  # write a run-log row...
     keep_judged: bool = False  # ...unless a run already judged that window (it keeps its verdict)
     key: str = ""  # sets apart the outbox ids of another path at the same time (`run/`)
+    # Alerts whose announcements another one holds while it fires (an SLO's ticket alert, by
+    # its page alert): held check id -> holding check id, the holder judged in this evaluation.
+    holds: Mapping[str, str] = field(default_factory=dict)
+    kinds: Mapping[str, str] = field(default_factory=dict)  # check id -> kind, beyond the checks
 
 
 def process(
@@ -350,16 +355,21 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
     rules = Rules.of(settings.alerts, checks)
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
     silences = silences_in_force(store, settings, now)
-    steps = [
-        advance(
+    by_id: dict[str, Step] = {}
+    # Holders first: whether a held alert is held depends on its holder after this evaluation.
+    for check_id in sorted(e.results, key=lambda c: c in e.holds):
+        until = silenced_until(silences, check_id)
+        holder = by_id.get(e.holds.get(check_id, ""))
+        if holder is not None and holder.alert.firing:
+            until = max(until, e.window.at) if until is not None else e.window.at
+        by_id[check_id] = advance(
             alerts.get(check_id) or Alert(source=e.source, check_id=check_id),
-            result,
+            e.results[check_id],
             e.window,
             rules,
-            silenced_until=silenced_until(silences, check_id),
+            silenced_until=until,
         )
-        for check_id, result in e.results.items()
-    ]
+    steps = [by_id[check_id] for check_id in e.results]
     notifications = [s.notification for s in steps if s.notification is not None]
     # Firing alerts re-sent to the receivers that keep them open only so (Alertmanager).
     refreshes = [
@@ -376,7 +386,7 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         router=Router.of(settings.alerts),
         link=e.link,
         key=e.key,
-        kinds={c.id: kind_of(c).name for c in checks},
+        kinds={**{c.id: kind_of(c).name for c in checks}, **e.kinds},
         refreshing=frozenset(
             name for name, r in settings.alerts.receivers().items() if r.refreshes
         ),

@@ -38,6 +38,14 @@ STORE_CHECK_ID = "store"
 # The pseudo check of "the daemon's run process died before it finished" (alerts.pipeline).
 RUN_CHECK_ID = "run"
 PSEUDO_CHECK_IDS = (STORE_CHECK_ID, RUN_CHECK_ID)
+# The two alerts of an SLO (docs/slo.md#alerts): `<name>:page` and `<name>:ticket`.
+SLO_ALERTS = ("page", "ticket")
+
+
+def slo_alert_id(slo: str, alert: str) -> str:
+    """The check id an SLO's alert goes by in the alert tables and routes: `<slo>:<alert>`."""
+    return f"{slo}:{alert}"
+
 
 DEFAULT_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 NORMALIZED_COLUMNS = (
@@ -359,14 +367,15 @@ class Settings(_Settings):
                     self.target_of(check_id, override.target)
                 except ConfigError as exc:
                     problems.append(exc)
+        slo_alerts = [slo_alert_id(name, a) for name in self.slo.enabled for a in SLO_ALERTS]
         for index, route in enumerate(self.alerts.routes):
             for check_id in route.checks:
-                if check_id not in taken and check_id not in PSEUDO_CHECK_IDS:
+                if check_id not in (*taken, *PSEUDO_CHECK_IDS, *slo_alerts):
                     problems.append(
                         ConfigError(
                             f"alerts.routes[{index}].checks",
-                            f"unknown check id {check_id!r}"
-                            f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
+                            f"unknown check id {check_id!r} (accepted: {accepted},"
+                            f" {', '.join([*PSEUDO_CHECK_IDS, *slo_alerts])})",
                         )
                     )
         problems += slo_problems(self.slo, self.sli_of, self.slo_checks)
