@@ -37,6 +37,7 @@ from watchdog.report.charts import (
 )
 from watchdog.report.explain import explain_command
 from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
+from watchdog.report.slo_page import SloView, slo_tiles
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.plugins import default_settings
 
@@ -244,8 +245,10 @@ def render_page(
     *,
     settings: Settings | None = None,
     generated_at: datetime | None = None,
+    slos: Sequence[SloView] = (),
 ) -> str:
-    """The report as one self-contained HTML document."""
+    """The report as one self-contained HTML document (with an error budget section when
+    `slos` holds the SLOs' figures and buckets at the report's time)."""
     settings = settings or default_settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
     replays = replay_alerts(history, report, Rules.of(settings.alerts, configured_checks(settings)))
@@ -281,6 +284,7 @@ def render_page(
         "error_classes": settings.report.error_classes,
         "notes": list(report.notes),
         "data_quality": dict(report.data_quality),
+        "slos": slo_tiles(slos),
     }
     return environment().get_template("report.html.j2").render(context)
 
