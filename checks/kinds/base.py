@@ -143,6 +143,11 @@ class Kind(ABC, Generic[P]):
         95% of latencies under the target); None: an SLO over it must name one."""
         return None
 
+    def slo_counts(self, result: CheckResult) -> tuple[int, int] | None:
+        """The good and bad events of an SLO over a check of this kind, in `result` (its
+        counts over a window, docs/slo.md#buckets); None: no SLO can follow this kind."""
+        return None
+
     def session_filter(self, params: P) -> str | None:
         """The check's own session filter, if it has one (a `scope_<id>` of the source)."""
         return None

@@ -195,6 +195,11 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         condition = f"cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))"
         return _breakdown(p, condition, lost_params, ctx, dims)
 
+    def slo_counts(self, result: CheckResult) -> tuple[int, int]:
+        """Good: the completed outcomes; bad: the failed and the lost ones (none under no_data)."""
+        evidence = result.evidence
+        return evidence.completed or 0, (evidence.failed or 0) + (evidence.lost or 0)
+
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:
         return (params.loss,)
 

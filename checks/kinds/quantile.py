@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from checks.base import CheckSpec, Comparison, KindParams, Status, Unit
+from checks.base import CheckResult, CheckSpec, Comparison, KindParams, Status, Unit
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag
 from checks.scans.binder import Binder
@@ -141,6 +141,11 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
 
     def describe(self, params: Quantile) -> Described:
         return [("quantile", f"{params.q_num}/{params.q_den} of {params.field}, nearest rank")]
+
+    def slo_counts(self, result: CheckResult) -> tuple[int, int]:
+        """Of the quantile's sample, good: below the target; bad: at or above it."""
+        above = result.evidence.at_or_above_target or 0
+        return result.sample_size - above, above
 
     def slo_objective(self, params: Quantile) -> Fraction:
         """The quantile: an SLO over a p95 check asks 95% of the sample below the target."""
