@@ -125,7 +125,12 @@ class SloParams:
 
     def floor(self, moment: datetime) -> datetime:
         """The start of the bucket holding `moment`."""
-        return moment - (moment - _EPOCH) % self.bucket
+        return bucket_floor(moment, self.bucket)
+
+
+def bucket_floor(moment: datetime, bucket: timedelta) -> datetime:
+    """The start of the bucket of length `bucket` holding `moment` (aligned to the Unix epoch)."""
+    return moment - (moment - _EPOCH) % bucket
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,14 @@ from datetime import datetime, timedelta
 from checks.base import Status, Window
 from checks.evaluate import evaluate_windows
 from checks.kinds import kind_of
+from checks.scans.plans import Context
 from checks.scans.windows import Windows
 from checks.slo.budget import Bucket
 from checks.slo.specs import SloSpec
 from checks.sources import CompiledSource
 from watchdog.core.errors import RegistryError
 from watchdog.core.store import Store
+from watchdog.core.times import EARLIEST, from_ms
 
 
 def bucket_windows(starts: Sequence[datetime], bucket: timedelta, lookback: timedelta) -> Windows:
@@ -31,6 +33,18 @@ def bucket_windows(starts: Sequence[datetime], bucket: timedelta, lookback: time
     return Windows(
         tuple(Window(at=s + bucket, length=bucket, lookback=lookback) for s in sorted(starts))
     )
+
+
+def oldest_event(store: Store, source: CompiledSource, before: datetime) -> datetime | None:
+    """The time of the source's oldest event before `before` (None: there is none).
+
+    A bucket ending at or before it reads no event at all, so its check counts nothing in it:
+    it is judged (0 good, 0 bad) without a scan.
+    """
+    window = Window(at=before, length=timedelta(0), lookback=before - EARLIEST)
+    ctx = Context(store, source.events_source, window)
+    row = ctx.aggregate(ctx.source.select("count() AS n, min(t) AS oldest"), {})
+    return from_ms(int(row["oldest"])) if row.get("n") else None
 
 
 def judge_buckets(

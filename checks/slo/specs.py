@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from checks.base import CheckSpec
 from checks.kinds import kind_of
-from checks.slo.budget import SloParams
+from checks.slo.budget import TIERS, SloParams
 from watchdog.core.errors import RegistryError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.slo import LATENCY, RATIO
@@ -60,3 +60,20 @@ def slo_specs(settings: Settings, checks: Sequence[CheckSpec]) -> tuple[SloSpec,
         )
         found.append(SloSpec(name=name, check=check, sli=kind.sli, params=params))
     return tuple(found)
+
+
+def never_firing(slos: Sequence[SloSpec]) -> list[str]:
+    """A warning for each tier of an SLO that can never fire: its factor is at or above the
+    highest burn the objective allows, 1 / (1 - objective), every event bad (`config check`)."""
+    warnings = []
+    for slo in slos:
+        params = slo.params
+        highest = float(1 / params.error_share)
+        for tier in TIERS:
+            if not params.can_fire(tier):
+                warnings.append(
+                    f"slo.{slo.name}.objective: at {float(slo.objective) * 100:g}% the highest"
+                    f" burn is {highest:g}, so tier {tier.name} (factor"
+                    f" {float(params.factor(tier)):g}) can never fire"
+                )
+    return warnings

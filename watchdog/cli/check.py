@@ -72,9 +72,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     page = ""
     try:
         if args.format == "html":  # triage and history are read while the store is open
-            report, page = evaluate_page(settings, at, length)
+            report, page = evaluate_page(
+                settings, at, length, recording=now if args.notify else None
+            )
         else:
-            report = evaluate_once(settings, at, length, triage=args.format == "json")
+            report = evaluate_once(
+                settings,
+                at,
+                length,
+                triage=args.format == "json",
+                recording=now if args.notify else None,
+            )
     except StoreError as exc:
         if args.notify:  # fire the `store` alert, then exit 3 as usual
             notify_store_error(settings, at, length, exc, kind=run_kind)

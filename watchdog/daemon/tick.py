@@ -60,6 +60,7 @@ from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
 from watchdog.runner.backtest import catch_up_reports
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.slo import judge_before_run
 
 log = logging.getLogger(__name__)
 
@@ -419,6 +420,7 @@ def judge(
     store, settings, clock, pages = tick.store, tick.settings, tick.clock, tick.request.pages
     start_ns, started = time.time_ns(), time.monotonic()
     stopwatch = Stopwatch()
+    judge_before_run(store, settings, window.at, clock())  # the SLO buckets, first
     try:
         if report is None:
             report = run_once(store, settings, window, timed=stopwatch, triage=pages)

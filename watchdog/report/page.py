@@ -40,6 +40,7 @@ from watchdog.report.history import AlertReplay, History, episodes, load_history
 from watchdog.report.slo_page import SloView, slo_tiles
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.plugins import default_settings
+from watchdog.runner.slo import judge_before_run
 
 ICON = {
     Status.OK: "✓",
@@ -289,10 +290,18 @@ def render_page(
     return environment().get_template("report.html.j2").render(context)
 
 
-def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:
-    """`check --format html`: evaluate one window, add triage and history, render the page."""
+def evaluate_page(
+    settings: Settings,
+    at: datetime,
+    length: timedelta | None,
+    recording: datetime | None = None,
+) -> tuple[Report, str]:
+    """`check --format html`: evaluate one window, add triage and history, render the page
+    (`recording`: first judge the SLO buckets, as `evaluate_once` does)."""
 
     with open_configured(settings.store) as store:
+        if recording is not None:
+            judge_before_run(store, settings, at, recording)
         report = run_once(store, settings, window_at(settings, at, length), triage=True)
         history = load_history(store, settings, report)
     return report, render_page(report, history, settings=settings)
