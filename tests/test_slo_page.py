@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
+from alerts.rows import SloBucketRow
+from alerts.state import ensure_schema, save_buckets
 from checks.builtin import configured_checks
 from checks.slo.budget import Bucket, figures
+from checks.slo.report import SloReport
 from checks.slo.specs import SloSpec, slo_specs
+from tests.alerts.conftest import make_settings
 from tests.pages import AT, known_report, parse
+from watchdog.core.store import Store
 from watchdog.report.page import render_page
-from watchdog.report.slo_page import SloView, burndown
+from watchdog.report.slo_page import SloView, burndown, slo_views
 from watchdog.runner.plugins import default_settings
 
 BUCKET = timedelta(minutes=5)
@@ -58,6 +64,31 @@ def test_each_slo_has_a_budget_tile() -> None:
     recall = " ".join(tiles[1].all_text().split())
     assert tiles[1].attrs["data-status"] == "no_data"
     assert "No data" in recall and "— of the budget left" in recall
+
+
+def test_the_reports_own_slos_are_drawn_without_a_burndown() -> None:
+    """Rendered without views, the page shows the report's SLOs: tiles, burns, no burndown."""
+    shown = view("observe_success", burst())
+    report = replace(known_report(), slos={"observe_success": SloReport(shown.spec, shown.figures)})
+    doc = parse(render_page(report, settings=default_settings()))
+    assert [t.attrs["data-slo"] for t in doc.find("li", cls="slo")] == ["observe_success"]
+    assert doc.find("figure", id="burn-observe_success")
+    assert doc.find("figure", id="burndown-observe_success") == []
+
+
+def test_slo_views_read_the_ledger_of_the_period(store: Store) -> None:
+    """`slo_views` gives each of the report's SLOs the judged buckets of its period."""
+    settings = make_settings()
+    shown = view("observe_success", burst())
+    source = settings.source.display_name
+    rows = [SloBucketRow(source, "observe_success", b.start, b.good, b.bad, AT) for b in burst()]
+    rows.append(SloBucketRow(source, "observe_success", AT - timedelta(days=31), 5, 5, AT))
+    ensure_schema(store, settings)
+    save_buckets(store, settings, rows)
+    report = replace(known_report(), slos={"observe_success": SloReport(shown.spec, shown.figures)})
+    (found,) = slo_views(store, settings, report)
+    assert found.buckets is not None
+    assert sorted(found.buckets, key=lambda b: b.start) == sorted(burst(), key=lambda b: b.start)
 
 
 def test_no_slo_section_without_slos() -> None:

@@ -59,6 +59,7 @@ from watchdog.daemon.status import StoreRead, last_completed_at, read_store
 from watchdog.daemon.telemetry import Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
+from watchdog.report.slo_page import slo_views
 from watchdog.runner.backtest import catch_up_reports
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.slo import judge_before_run
@@ -512,7 +513,8 @@ def judge(
 def write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
     try:
-        write_reports(report, load_history(store, settings, report), settings, now)
+        history = load_history(store, settings, report)
+        write_reports(report, history, settings, now, slo_views(store, settings, report))
     except Exception as exc:  # the page is a view: the run is judged and recorded already
         log.warning("[%s, %s): no HTML page: %s", *bounds(report.window), exc)
 

@@ -37,7 +37,7 @@ from watchdog.report.charts import (
 )
 from watchdog.report.explain import explain_command
 from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
-from watchdog.report.slo_page import SloView, slo_tiles
+from watchdog.report.slo_page import SloView, report_views, slo_tiles, slo_views
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.plugins import default_settings
 from watchdog.runner.slo import judge_before_run
@@ -246,10 +246,11 @@ def render_page(
     *,
     settings: Settings | None = None,
     generated_at: datetime | None = None,
-    slos: Sequence[SloView] = (),
+    slos: Sequence[SloView] | None = None,
 ) -> str:
-    """The report as one self-contained HTML document (with an error budget section when
-    `slos` holds the SLOs' figures and buckets at the report's time)."""
+    """The report as one self-contained HTML document, with an error budget section for its
+    SLOs (`slos`: with the buckets of their periods, read by `slo_views`; None: the report's
+    own, drawn without a burndown)."""
     settings = settings or default_settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
     replays = replay_alerts(history, report, Rules.of(settings.alerts, configured_checks(settings)))
@@ -285,7 +286,7 @@ def render_page(
         "error_classes": settings.report.error_classes,
         "notes": list(report.notes),
         "data_quality": dict(report.data_quality),
-        "slos": slo_tiles(slos),
+        "slos": slo_tiles(report_views(report) if slos is None else slos),
     }
     return environment().get_template("report.html.j2").render(context)
 
@@ -304,4 +305,5 @@ def evaluate_page(
             judge_before_run(store, settings, at, recording)
         report = run_once(store, settings, window_at(settings, at, length), triage=True)
         history = load_history(store, settings, report)
-    return report, render_page(report, history, settings=settings)
+        slos = slo_views(store, settings, report)
+    return report, render_page(report, history, settings=settings, slos=slos)

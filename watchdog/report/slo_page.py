@@ -16,11 +16,14 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from checks.base import Status
+from alerts.state import load_buckets
+from checks.base import Report, Status
 from checks.slo.budget import Bucket, SloFigures, SloStatus, TierFigures, TierState
 from checks.slo.specs import SloSpec
 from checks.verdict import percent
 from watchdog.core.durations import format_duration, human_duration
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
 from watchdog.report.charts import Point, axis_top, value_chart
 
 STEP = timedelta(hours=1)  # the burndown's points: the remaining budget at every hour
@@ -47,7 +50,7 @@ class SloView:
 
     spec: SloSpec
     figures: SloFigures
-    buckets: Sequence[Bucket] = ()
+    buckets: Sequence[Bucket] | None = ()  # None: not read (the page draws no burndown)
 
 
 def burndown(view: SloView, step: timedelta = STEP) -> list[Point]:
@@ -56,7 +59,8 @@ def burndown(view: SloView, step: timedelta = STEP) -> list[Point]:
     `1 - bad / ((1 - objective) x total)`, by running sums rather than the figures at each point
     (720 points over 30 days). The last point is the tile's remaining."""
     params, at = view.spec.params, view.figures.at
-    buckets = sorted((b for b in view.buckets if b.start < at), key=lambda b: b.start)
+    given = view.buckets or ()
+    buckets = sorted((b for b in given if b.start < at), key=lambda b: b.start)
     starts = [b.start for b in buckets]
     good = [0, *accumulate(b.good for b in buckets)]
     bad = [0, *accumulate(b.bad for b in buckets)]
@@ -144,6 +148,23 @@ def _exhaustion(figures: SloFigures) -> str:
     return f"in {human_duration(figures.exhaustion_s)} at the 6h burn"
 
 
+def slo_views(store: Store, settings: Settings, report: Report) -> list[SloView]:
+    """The report's SLOs with the judged buckets of their periods, for the burndown."""
+    source = settings.source.display_name
+    found = []
+    for slo in report.slos.values():
+        at, period = slo.figures.at, slo.spec.params.period
+        rows = load_buckets(store, settings, source, slo.name, at - period, at)
+        buckets = [Bucket(r.start, r.good, r.bad) for r in rows]
+        found.append(SloView(slo.spec, slo.figures, buckets))
+    return found
+
+
+def report_views(report: Report) -> list[SloView]:
+    """The report's SLOs without their buckets (a page rendered with no store at hand)."""
+    return [SloView(slo.spec, slo.figures, None) for slo in report.slos.values()]
+
+
 def slo_tiles(views: Sequence[SloView]) -> list[dict[str, Any]]:
     """The context of the page's SLO section: one entry per SLO, its tile and its two charts."""
     found = []
@@ -166,7 +187,9 @@ def slo_tiles(views: Sequence[SloView]) -> list[dict[str, Any]]:
                 "coverage": percent(figures.coverage),
                 "exhaustion": _exhaustion(figures),
                 "firing": firing,
-                "burndown": value_chart(
+                "burndown": None
+                if view.buckets is None
+                else value_chart(
                     burndown(view),
                     target=0.0,
                     unit="ratio",
