@@ -21,7 +21,7 @@ from alerts.facts import SLO_KIND
 from alerts.pipeline import AlertContext, DeliveryArgs, Evaluation, ProcessOutcome, run
 from alerts.rows import RunKind
 from alerts.state import LIVE
-from checks.base import CheckResult, Severity, Status, Window
+from checks.base import CheckResult, Report, Severity, Status, Window
 from checks.evidence import Evidence
 from checks.slo.budget import Alert, SloFigures, TierFigures, TierState
 from checks.slo.specs import SloSpec
@@ -118,6 +118,12 @@ def slo_result(judgement: SloJudgement, alert: Alert) -> CheckResult:
         summary=f"SLO {spec.name} ({percent(float(spec.objective))}): {summary}",
         evidence=Evidence(events=bad or None),
     )
+
+
+def report_judgements(report: Report) -> list[SloJudgement]:
+    """The SLOs a report carries (`Report.slos`, at its bucket boundary), to judge their alerts
+    after the report's own (`check --notify`)."""
+    return [SloJudgement(slo.spec, slo.figures) for slo in report.slos.values()]
 
 
 def slo_evaluation(

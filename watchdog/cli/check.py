@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from alerts.lease import Guard, Lease, LeaseLost, holder_name
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import ProcessOutcome, process, process_store_error
+from alerts.slo import process_slos, report_judgements
 from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
 from watchdog.cli.args import (
@@ -129,7 +130,7 @@ def notify_after_check(
 
     def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
-        return process(
+        outcome = process(
             store,
             settings,
             report,
@@ -139,6 +140,21 @@ def notify_after_check(
             kind=kind,
             guard=guard,
         )
+        # The SLO alerts at the report's bucket boundary (docs/slo.md#alerts): said only
+        # when they announced or held something.
+        slos = process_slos(
+            store,
+            settings,
+            report_judgements(report),
+            now=system_clock(),
+            notifiers=notifiers,
+            guard=guard,
+        )
+        if slos is not None and (slos.notifications or slos.held or slos.errors):
+            _err(f"SLO {slos.summary()}")
+            for line in slos.errors:
+                _err(line)
+        return outcome
 
     _alert(settings, run, failure="could not keep alert state")
 
