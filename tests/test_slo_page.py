@@ -54,7 +54,7 @@ def page(*views: SloView) -> str:
 def test_each_slo_has_a_budget_tile() -> None:
     """Every SLO given has one tile saying its status, budget left, objective and exhaustion."""
     doc = parse(page(view("observe_success", burst()), view("recall_success", [])))
-    tiles = doc.find("li", cls="slo")
+    tiles = doc.find("li", cls="budget")
     assert [t.attrs["data-slo"] for t in tiles] == ["observe_success", "recall_success"]
     observe = " ".join(tiles[0].all_text().split())
     assert tiles[0].attrs["data-status"] == "ok"
@@ -71,7 +71,7 @@ def test_the_reports_own_slos_are_drawn_without_a_burndown() -> None:
     shown = view("observe_success", burst())
     report = replace(known_report(), slos={"observe_success": SloReport(shown.spec, shown.figures)})
     doc = parse(render_page(report, settings=default_settings()))
-    assert [t.attrs["data-slo"] for t in doc.find("li", cls="slo")] == ["observe_success"]
+    assert [t.attrs["data-slo"] for t in doc.find("li", cls="budget")] == ["observe_success"]
     assert doc.find("figure", id="burn-observe_success")
     assert doc.find("figure", id="burndown-observe_success") == []
 
