@@ -3,6 +3,8 @@ closed buckets are judged, the SLO alerts advance and `/metrics` shows the SLOs.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -13,11 +15,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alerts.records import alert_states
 from tests.alerts.slack_standin import SlackStandIn
+from tests.alerts.test_cli import ROOT
 from tests.builder import T0, M, S, Scenario
 from tests.daemon_rig import DELAY, Rig, new_rig
+from watchdog.core.settings import settings_from_mapping
 from watchdog.core.store import Store
 from watchdog.daemon.burn import BucketTrigger
+from watchdog.daemon.child import ChildTicks
 from watchdog.daemon.service import Daemon
+from watchdog.daemon.tick import TickRequest
+from watchdog.runner.plugins import PLUGINS
 
 BURST = T0 + 10 * M  # observes in [0:10, 0:14]: half of them fail
 CLOSED = T0 + 15 * M  # the boundary after the burst's bucket
@@ -135,3 +142,41 @@ def test_events_are_counted_once_across_burn_ticks(rig: Rig) -> None:
     found = samples(daemon)
     slo = ("slo", "observe_success")
     assert found[("memory_watchdog_slo_events_total", (("outcome", "bad"), slo))] == 10
+
+
+SETUP = """
+import sys
+from tests.test_slo_daemon import BURST
+from tests.builder import M, S, Scenario
+from watchdog.core.store import open_store
+sc = Scenario()
+for i in range(20):
+    sc.session(f"f{i}").starts(BURST).observes(BURST + i * S, fails=i % 2 == 0)
+with open_store(sys.argv[1], create=True) as store:
+    sc.write(store, "joelclaw.otel_events")
+"""
+
+
+@pytest.mark.slow
+def test_a_burn_tick_in_its_own_process_hands_back_the_slos(tmp_path: Path) -> None:
+    """The burn tick run in a child process (as the daemon runs it) returns each SLO's figures."""
+    url = f"chdb://{tmp_path / 'store'}"
+    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=ROOT, timeout=300)
+    settings = settings_from_mapping(
+        {"store": {"url": url}, "schedule": {"every": "1h", "delay": "2m"}},
+        plugins=PLUGINS,
+        env={"XDG_DATA_HOME": str(tmp_path / "xdg")},
+    )
+    request = TickRequest(
+        settings=settings,
+        now=CLOSED + DELAY,
+        last_judged=None,
+        log_read=False,
+        burn_only=True,
+        started=CLOSED,
+    )
+    result = ChildTicks().run(request)
+    slos = {slo.name: slo for slo in result.slos}
+    assert slos["observe_success"].figures.burn["5m"] == pytest.approx(50)
+    assert sum(b.bad for b in slos["observe_success"].judged) == 10
+    assert result.runs == () and result.store_down is None
