@@ -72,8 +72,8 @@ class ProcessOutcome:
     def errors(self) -> tuple[str, ...]:
         return self.delivery.errors
 
-    def summary(self) -> str:
-        """One line for people: what fired, resolved, was sent."""
+    def announced(self) -> list[str]:
+        """What this run announced, reminded, resolved or held, one part each ([] for nothing)."""
         counts = {kind: [n.check_id for n in self.notifications if n.kind is kind] for kind in Kind}
         parts = []
         for kind, word in (
@@ -85,6 +85,11 @@ class ProcessOutcome:
                 parts.append(f"{word} {', '.join(counts[kind])}")
         if self.held:
             parts.append(f"held by a silence: {', '.join(self.held)}")
+        return parts
+
+    def summary(self) -> str:
+        """One line for people: what fired, resolved, was sent."""
+        parts = self.announced()
         if not parts:
             parts.append(
                 "nothing new"

@@ -44,7 +44,8 @@ with open_store(sys.argv[1], create=True) as store:
 
 
 def smoke_config(tmp_path: Path, slack: SlackStandIn) -> Path:
-    """Every 2s, no delay, freshness breached so the first window alerts; Slack waits long."""
+    """Every 2s, no delay, freshness breached so the first window alerts; Slack waits long; no
+    SLO."""
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
@@ -61,6 +62,16 @@ target = 1
 [alerts.slack]
 webhook_url = "{slack.webhook_url}"
 timeout = "60s"
+
+# One message per run (the freshness alert): the SLO alerts' messages are tested apart.
+[slo.observe_success]
+enabled = false
+
+[slo.recall_success]
+enabled = false
+
+[slo.recall_latency]
+enabled = false
 """,
         encoding="utf-8",
     )

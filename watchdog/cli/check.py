@@ -130,7 +130,21 @@ def notify_after_check(
 
     def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
-        outcome = process(
+        # The SLO alerts at the report's bucket boundary first, enqueued only: the checks' run
+        # below delivers every message at once (docs/slo.md#alerts). Said only when they
+        # announce or hold something.
+        slos = process_slos(
+            store,
+            settings,
+            report_judgements(report),
+            now=system_clock(),
+            notifiers=notifiers,
+            guard=guard,
+            deliver=False,
+        )
+        if slos is not None and slos.announced():
+            _err(f"SLO alerts: {'; '.join(slos.announced())}")
+        return process(
             store,
             settings,
             report,
@@ -140,21 +154,6 @@ def notify_after_check(
             kind=kind,
             guard=guard,
         )
-        # The SLO alerts at the report's bucket boundary (docs/slo.md#alerts): said only
-        # when they announced or held something.
-        slos = process_slos(
-            store,
-            settings,
-            report_judgements(report),
-            now=system_clock(),
-            notifiers=notifiers,
-            guard=guard,
-        )
-        if slos is not None and (slos.notifications or slos.held or slos.errors):
-            _err(f"SLO {slos.summary()}")
-            for line in slos.errors:
-                _err(line)
-        return outcome
 
     _alert(settings, run, failure="could not keep alert state")
 
