@@ -145,3 +145,39 @@ def test_the_buckets_of_an_outcome_follow_its_deadline(store: Store) -> None:
     found = judge_buckets(store, source, [slo], windows)["observe_success"]
     bad = {b.start: b.bad for b in found if b is not None and b.bad}
     assert bad == {T0 + 2 * H + 15 * M: 1}
+
+
+def test_a_custom_checks_own_window_does_not_stretch_its_buckets(store: Store) -> None:
+    """A custom outcome-rate check with `window = "1h"`: its buckets over the last hour sum to
+    what it reports for that hour (each bucket stays one bucket long)."""
+    custom = {
+        "id": "observe_hourly",
+        "kind": "outcome_rate",
+        "started": ["memory.observe.requested"],
+        "completed": ["observe.store.completed"],
+        "failed": ["observe.store.failed"],
+        "grace": "15m",
+        "target": "5%",
+        "window": "1h",
+    }
+    config = {
+        **CONFIG,
+        "checks": {"custom": [custom]},
+        "slo": {"hourly": {"check": "observe_hourly", "objective": "99%"}},
+    }
+    table = unique_table()
+    hostile(4).write(store, table)
+    settings = settings_for(table, config)
+    specs = configured_checks(settings)
+    (slo,) = [s for s in slo_specs(settings, specs) if s.name == "hourly"]
+    ev = (
+        run_once(store, settings, window_at(settings, AT, LENGTH)).checks["observe_hourly"].evidence
+    )
+    bucket = settings.slo.bucket
+    starts = [AT - H + i * bucket for i in range(H // bucket)]
+    source = open_source(store, settings.source, session_scopes(specs))
+    windows = bucket_windows(starts, bucket, settings.window.reach(bucket))
+    found = judge_buckets(store, source, [slo], windows)["hourly"]
+    sums = (sum(b.good for b in found if b), sum(b.bad for b in found if b))
+    assert sums == (ev.completed, (ev.failed or 0) + (ev.lost or 0))
+    assert sum(sums) > 0

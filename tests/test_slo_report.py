@@ -80,16 +80,21 @@ def test_the_text_report_has_one_line_per_slo(store: Store) -> None:
     assert "exhausted" in recall and "99% over 30d" in recall and "burn 5m " in recall
 
 
-def test_config_check_warns_of_a_tier_that_can_never_fire(tmp_path: Path) -> None:
-    """At 90% the highest burn is 10: page-fast (14.4) never fires; a warning, exit 0."""
+def config_check(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """`config check --no-store` of a config holding `text`."""
     config = tmp_path / "watchdog.toml"
-    config.write_text('[slo.observe_success]\nobjective = "90%"\n')
-    done = subprocess.run(
+    config.write_text(text)
+    return subprocess.run(
         [str(BIN), "config", "check", "--config", str(config), "--no-store"],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_config_check_warns_of_a_tier_that_can_never_fire(tmp_path: Path) -> None:
+    """At 90% the highest burn is 10: page-fast (14.4) never fires; a warning, exit 0."""
+    done = config_check(tmp_path, '[slo.observe_success]\nobjective = "90%"\n')
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
         "memory-watchdog: warning: slo.observe_success.objective: at 90% the highest burn is 10,"
@@ -99,13 +104,6 @@ def test_config_check_warns_of_a_tier_that_can_never_fire(tmp_path: Path) -> Non
 
 def test_config_check_refuses_an_objective_of_100_percent(tmp_path: Path) -> None:
     """`objective = "100%"` fails `config check` with exit 2, naming the key."""
-    config = tmp_path / "watchdog.toml"
-    config.write_text('[slo.recall_success]\nobjective = "100%"\n')
-    done = subprocess.run(
-        [str(BIN), "config", "check", "--config", str(config), "--no-store"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = config_check(tmp_path, '[slo.recall_success]\nobjective = "100%"\n')
     assert done.returncode == 2
     assert "slo.recall_success.objective: '100%': an objective is below 100%" in done.stderr

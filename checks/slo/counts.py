@@ -54,9 +54,11 @@ def judge_buckets(
     not run (an error: the bucket stays unjudged, to be judged by a later run).
 
     One pass for every SLO's check (each check once, however many SLOs follow it), disabled
-    checks included: an SLO follows its check's counting, not its verdict.
+    checks included and each over the bucket whatever its own window: an SLO follows its
+    check's counting, not its verdict.
     """
-    checks = {slo.check.id: replace(slo.check, enabled=True) for slo in slos}
+    # Over each bucket as its window: a custom check's own window length does not apply.
+    checks = {slo.check.id: replace(slo.check, enabled=True, window_ms=None) for slo in slos}
     reports = evaluate_windows(store, source, windows, list(checks.values()))
     found: dict[str, list[Bucket | None]] = {}
     for slo in slos:

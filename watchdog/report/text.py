@@ -140,7 +140,7 @@ def slo_line(slo: SloReport, color: bool = False) -> str:
     if firing:
         parts.append(f"firing: {', '.join(firing)}")
     if f.exhaustion_s is not None:
-        parts.append(f"exhausted in {human_duration(f.exhaustion_s)}" if f.exhaustion_s else "")
+        parts.append(f"spent in {human_duration(f.exhaustion_s)}" if f.exhaustion_s else "")
     if f.coverage < 1:
         parts.append(f"coverage {f.coverage * 100:.0f}%")
     return "  ".join(p for p in parts if p)
