@@ -131,8 +131,8 @@ def notify_after_check(
     def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
         # The SLO alerts at the report's bucket boundary first, enqueued only: the checks' run
-        # below delivers every message at once (docs/slo.md#alerts). Said only when they
-        # announce or hold something.
+        # below delivers every message at once (docs/slo.md#alerts). Said after the messages,
+        # only when they announce or hold something.
         slos = process_slos(
             store,
             settings,
@@ -142,9 +142,7 @@ def notify_after_check(
             guard=guard,
             deliver=False,
         )
-        if slos is not None and slos.announced():
-            _err(f"SLO alerts: {'; '.join(slos.announced())}")
-        return process(
+        outcome = process(
             store,
             settings,
             report,
@@ -154,6 +152,9 @@ def notify_after_check(
             kind=kind,
             guard=guard,
         )
+        if slos is not None and slos.announced():
+            _err(f"SLO alerts: {'; '.join(slos.announced())}")
+        return outcome
 
     _alert(settings, run, failure="could not keep alert state")
 
