@@ -72,6 +72,19 @@ def kind_label(check_id: str, check_kind: str = "") -> str:
 
 # The kind of the watchdog's own alerts (`store`, `run`): about itself, not about a check.
 WATCHDOG_KIND = "watchdog"
+# The kind of an SLO's alerts, `<slo>:page` and `<slo>:ticket` (alerts.slo).
+SLO_KIND = "slo_burn"
+
+
+def identity_labels(alert: AlertFacts) -> dict[str, str]:
+    """The alert's identity as Alertmanager labels: `alertname` (the check id), `severity`,
+    `source`; an SLO alert's `alertname` is the SLO, with `slo_tier` (page or ticket) and
+    `kind` (slo_burn) (docs/slo.md#alerts)."""
+    labels = {"alertname": alert.check_id, "severity": alert.severity, "source": alert.source}
+    if alert.check_kind == SLO_KIND:
+        slo, _, tier = alert.check_id.rpartition(":")
+        labels |= {"alertname": slo, "slo_tier": tier, "kind": SLO_KIND}
+    return labels
 
 
 def notify_test_facts(source: str, receiver: str, now: datetime) -> tuple[AlertFacts, AlertFacts]:

@@ -75,9 +75,8 @@ class ProcessOutcome:
     def errors(self) -> tuple[str, ...]:
         return self.delivery.errors
 
-    def summary(self, again: str = "") -> str:
-        """One line for people: what fired, resolved, was sent; `again`, when given, is the
-        command that lets an evaluation time already processed be judged again."""
+    def announced(self) -> list[str]:
+        """What this run announced, reminded, resolved or held, one part each ([] for nothing)."""
         counts = {kind: [n.check_id for n in self.notifications if n.kind is kind] for kind in Kind}
         parts = []
         for kind, word in (
@@ -92,6 +91,12 @@ class ProcessOutcome:
         for by in sorted({by for _, by in self.inhibited}):
             held = [check_id for check_id, source in self.inhibited if source == by]
             parts.append(f"held while {by} fires: {', '.join(held)}")
+        return parts
+
+    def summary(self, again: str = "") -> str:
+        """One line for people: what fired, resolved, was sent; `again`, when given, is the
+        command that lets an evaluation time already processed be judged again."""
+        parts = self.announced()
         if not parts:
             stale = "this evaluation time was already processed"
             if again:
@@ -209,6 +214,10 @@ class Evaluation:
     record: bool = True  # write a run-log row...
     keep_judged: bool = False  # ...unless a run already judged that window (it keeps its verdict)
     key: str = ""  # sets apart the outbox ids of another path at the same time (`run/`)
+    # Alerts whose announcements another one holds while it fires (an SLO's ticket alert, by
+    # its page alert): held check id -> holding check id, the holder judged in this evaluation.
+    holds: Mapping[str, str] = field(default_factory=dict)
+    kinds: Mapping[str, str] = field(default_factory=dict)  # check id -> kind, beyond the checks
 
 
 def process(
@@ -362,21 +371,33 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
     alerts = {k: _heal(a, now) for k, a in load_alerts(store, settings, e.source).items()}
     silences = silences_in_force(store, settings, now)
 
-    def advanced(check_id: str, result: CheckResult, inhibited_by: str = "") -> Step:
+    def advanced(check_id: str, holders: Mapping[str, Step], inhibited_by: str) -> Step:
+        until = silenced_until(silences, check_id)
+        holder = holders.get(e.holds.get(check_id, ""))
+        if holder is not None and holder.alert.firing:
+            until = max(until, e.window.at) if until is not None else e.window.at
         return advance(
             alerts.get(check_id) or Alert(source=e.source, check_id=check_id),
-            result,
+            e.results[check_id],
             e.window,
             rules,
-            silenced_until=silenced_until(silences, check_id),
+            silenced_until=until,
             inhibited_by=inhibited_by,
         )
 
+    def judged_all(held_by: Mapping[str, str]) -> dict[str, Step]:
+        by_id: dict[str, Step] = {}
+        # Holders first: whether a held alert is held depends on its holder after this evaluation.
+        for check_id in sorted(e.results, key=lambda c: c in e.holds):
+            by_id[check_id] = advanced(check_id, by_id, held_by.get(check_id, ""))
+        return by_id
+
     # Inhibition follows the states this evaluation leaves (a freshness breach judged now
     # holds the other checks of the same run), then each alert is advanced with its hold.
-    judged_now = {c: advanced(c, result).alert for c, result in e.results.items()}
+    judged_now = {c: step.alert for c, step in judged_all({}).items()}
     held_by = inhibitions({**alerts, **judged_now}, settings.alerts.inhibit, kinds)
-    steps = [advanced(c, result, held_by.get(c, "")) for c, result in e.results.items()]
+    by_id = judged_all(held_by)
+    steps = [by_id[check_id] for check_id in e.results]
     notifications = [s.notification for s in steps if s.notification is not None]
     # Firing alerts re-sent to the receivers that keep them open only so (Alertmanager).
     refreshes = [
@@ -393,7 +414,7 @@ def run(context: AlertContext, evaluation: Evaluation) -> ProcessOutcome:
         router=Router.of(settings.alerts),
         link=e.link,
         key=e.key,
-        kinds=kinds,
+        kinds={**kinds, **e.kinds},
         refreshing=frozenset(
             name for name, r in settings.alerts.receivers().items() if r.refreshes
         ),

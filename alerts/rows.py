@@ -130,3 +130,17 @@ class Silence:
         """In force at `now`, or added since: a silence starts when it is added, so one that
         starts after `now` was added while the run that began at `now` went on."""
         return self.removed_at is None and now < self.ends_at
+
+
+@dataclass(frozen=True)
+class SloBucketRow:
+    """One judged bucket of one SLO of one source (`slo_buckets`, docs/slo.md#the-ledger):
+    judged once, when its end + schedule.delay has passed; a bucket judged again (a backfill
+    over a range judged before) replaces it."""
+
+    source: str
+    slo: str
+    start: datetime
+    good: int
+    bad: int
+    judged_at: datetime  # wall clock

@@ -10,7 +10,7 @@ from typing import Any
 
 from alerts.codec import TS, Codec, Table, select_list, utc
 from alerts.lifecycle import Alert
-from alerts.rows import OutboxRow, RunKind, RunRecord, Silence
+from alerts.rows import OutboxRow, RunKind, RunRecord, Silence, SloBucketRow
 from checks.base import Report, Window
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
@@ -139,11 +139,32 @@ LEASES = Table(
     "ORDER BY (source, term, holder)\nTTL toDateTime(expires_at) + INTERVAL 7 DAY",
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (ALERT_STATE, OUTBOX, RUNS, SILENCES, LEASES)}
+# The SLO ledger (docs/slo.md#the-ledger): one row per source, SLO and bucket, ordered by time
+# within an SLO so that a window's buckets are one range read. Kept past the longest period
+# (90d) and the longest burn window (3d).
+SLO_BUCKETS = Codec(
+    "slo_buckets",
+    {
+        "source": "String",
+        "slo": "LowCardinality(String)",
+        "start": TS,
+        "good": "UInt64",
+        "bad": "UInt64",
+        "judged_at": TS,
+        "version": "UInt64",
+    },
+    "ORDER BY (source, slo, start)\nTTL toDateTime(start) + INTERVAL 100 DAY",
+    model=SloBucketRow,
+    extras=("version",),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t for t in (ALERT_STATE, OUTBOX, RUNS, SILENCES, LEASES, SLO_BUCKETS)
+}
 
 # Tables added after the first release: a store without them still counts as set up
 # (`schema_exists`); the next write creates them (`ensure_schema`).
-ADDED_TABLES = ("leases",)
+ADDED_TABLES = ("leases", "slo_buckets")
 
 
 def table(settings: Settings, name: str) -> str:
@@ -336,3 +357,31 @@ def clear_source(store: Store, settings: Settings, source: str | None) -> dict[s
         if count:  # a lightweight DELETE: the rows are gone for every read that follows
             store.command(f"DELETE FROM {table(settings, name)} WHERE {where}", parameters)
     return counts
+
+
+# --- the SLO ledger -------------------------------------------------------------------------
+
+
+def save_buckets(store: Store, settings: Settings, rows: Iterable[SloBucketRow]) -> None:
+    """Record judged buckets (a bucket recorded again replaces the earlier row)."""
+    encoded = [SLO_BUCKETS.row(r, version=int(r.judged_at.timestamp() * 1_000_000)) for r in rows]
+    if encoded:
+        store.insert(table(settings, "slo_buckets"), encoded, list(SLO_BUCKETS.columns))
+
+
+def load_buckets(
+    store: Store, settings: Settings, source: str, slo: str, start: datetime, end: datetime
+) -> list[SloBucketRow]:
+    """The judged buckets of `slo` of `source` starting in `[start, end)`, oldest first (none
+    when the ledger does not exist yet)."""
+    if not table_exists(store, settings, "slo_buckets"):
+        return []
+    # Filtered inside: outside, `start` names the select list's epoch milliseconds.
+    rows = store.query(
+        f"SELECT {SLO_BUCKETS.select()} FROM (SELECT * FROM {table(settings, 'slo_buckets')}"
+        " FINAL WHERE source = {source:String} AND slo = {slo:String}"
+        " AND start >= {start:DateTime64(3, 'UTC')} AND start < {end:DateTime64(3, 'UTC')})"
+        " ORDER BY start",
+        {"source": source, "slo": slo, "start": utc(start), "end": utc(end)},
+    ).dicts()
+    return [SLO_BUCKETS.decode(row) for row in rows]

@@ -11,11 +11,14 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checks.breakdown import Triage
 from checks.evidence import Evidence
 from watchdog.core.times import rfc3339, to_ms
+
+if TYPE_CHECKING:  # checks.slo builds on this module's CheckSpec
+    from checks.slo.report import SloReport
 from watchdog.core.units import Unit as Unit  # where checks and reports import it from
 from watchdog.core.vocabulary import FRESHNESS_CHECK_ID
 from watchdog.core.vocabulary import Comparison as Comparison  # (the same: one definition each)
@@ -168,6 +171,8 @@ class Report:
     notes: tuple[str, ...] = ()
     # Per breached check: its failing items grouped by the source's dimensions (checks.triage).
     triage: Mapping[str, Triage] = field(default_factory=dict)
+    # Each enabled SLO at the report's time, by name (checks.slo.report; docs/slo.md).
+    slos: Mapping[str, SloReport] = field(default_factory=dict)
 
     @property
     def status(self) -> Status:
@@ -199,6 +204,7 @@ class Report:
                 ]
             },
             "data_quality": dict(self.data_quality),
+            "slos": {name: slo.to_json() for name, slo in self.slos.items()},
         }
         if self.notes:
             document["notes"] = list(self.notes)

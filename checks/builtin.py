@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from checks.base import CheckSpec, Comparison, NoDataPolicy, Severity
-from checks.kinds import kind_of_params, spec_of
+from checks.kinds import kind_named, spec_of
 from checks.kinds.coverage import Counted, Coverage
 from checks.kinds.deviation_contract import DeviationContract
 from checks.kinds.deviation_evidence import DeviationEvidence
@@ -31,11 +31,13 @@ from watchdog.core.vocabulary import FRESHNESS_CHECK_ID
 
 @dataclass(frozen=True)
 class Builtin:
-    """One built-in check: its id, the unit of its value and target, and how the settings
-    build it (`build(settings, this)`: a CheckSpec of this id and unit)."""
+    """One built-in check: its id, the unit of its value and target, its kind's name, and how
+    the settings build it (`build(settings, this)`: a CheckSpec of this id and unit, whose
+    parameters are that kind's)."""
 
     id: str
     unit: Unit
+    kind: str
     build: Callable[[Settings, Builtin], CheckSpec]
 
 
@@ -298,18 +300,22 @@ def _agent_deviation_evidence(s: Settings, check: Builtin) -> CheckSpec:
 
 # The built-in checks, in report order: each declared once, its id and unit with its builder.
 BUILTINS: tuple[Builtin, ...] = (
-    Builtin("recall_coverage", Unit.COUNT, _recall_coverage),
-    Builtin("observe_coverage", Unit.COUNT, _observe_coverage),
-    Builtin("observe_failure_rate", Unit.RATIO, _observe_failure_rate),
-    Builtin("recall_failure_rate", Unit.RATIO, _recall_failure_rate),
-    Builtin("recall_latency_p95", Unit.MS, _recall_latency_p95),
-    Builtin("circuit_breaker", Unit.COUNT, _circuit_breaker),
-    Builtin(FRESHNESS_CHECK_ID, Unit.S, _telemetry_freshness),
-    Builtin("recall_injection", Unit.COUNT, _recall_injection),
-    Builtin("write_gate_drift", Unit.RATIO, _write_gate_drift),
-    Builtin("agent_deviation_contract", Unit.COUNT, _agent_deviation_contract),
-    Builtin("recall_before_response", Unit.COUNT, _recall_before_response),
-    Builtin("agent_deviation_evidence", Unit.COUNT, _agent_deviation_evidence),
+    Builtin("recall_coverage", Unit.COUNT, "coverage", _recall_coverage),
+    Builtin("observe_coverage", Unit.COUNT, "coverage", _observe_coverage),
+    Builtin("observe_failure_rate", Unit.RATIO, "outcome_rate", _observe_failure_rate),
+    Builtin("recall_failure_rate", Unit.RATIO, "outcome_rate", _recall_failure_rate),
+    Builtin("recall_latency_p95", Unit.MS, "quantile", _recall_latency_p95),
+    Builtin("circuit_breaker", Unit.COUNT, "streak", _circuit_breaker),
+    Builtin(FRESHNESS_CHECK_ID, Unit.S, "freshness", _telemetry_freshness),
+    Builtin("recall_injection", Unit.COUNT, "coverage", _recall_injection),
+    Builtin("write_gate_drift", Unit.RATIO, "share", _write_gate_drift),
+    Builtin(
+        "agent_deviation_contract", Unit.COUNT, "deviation_contract", _agent_deviation_contract
+    ),
+    Builtin("recall_before_response", Unit.COUNT, "coverage", _recall_before_response),
+    Builtin(
+        "agent_deviation_evidence", Unit.COUNT, "deviation_evidence", _agent_deviation_evidence
+    ),
 )
 
 
@@ -327,7 +333,7 @@ def configured_checks(settings: Settings) -> list[CheckSpec]:
         if not isinstance(check, Builtin):
             raise RegistryError(f"built-in check {check.id!r} is registered without its builder")
         spec = check.build(settings, check)
-        builtin.append(replace(spec, kind=kind_of_params(plugins, spec)))
+        builtin.append(replace(spec, kind=kind_named(plugins, spec, check.kind)))
     custom = [spec_of(plugins, check) for check in settings.custom_checks]
     return [_override(spec, settings) for spec in builtin + custom]
 

@@ -72,6 +72,7 @@ DOCS = (
     "docs/sources.md",
     "docs/start-without-clickhouse.md",
     "docs/alerts.md",
+    "docs/slo.md",
     "docs/operations.md",
     "docs/performance.md",
     "docs/guarantees.md",

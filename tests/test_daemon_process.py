@@ -36,7 +36,8 @@ REPO = Path(__file__).parents[1]
 
 
 def smoke_config(tmp_path: Path, slack: SlackStandIn) -> Path:
-    """Every 2s, no delay, freshness breached so the first window alerts; Slack waits long."""
+    """Every 2s, no delay, freshness breached so the first window alerts; Slack waits long; no
+    SLO."""
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
@@ -53,6 +54,16 @@ target = 1
 [alerts.slack]
 webhook_url = "{slack.webhook_url}"
 timeout = "60s"
+
+# One message per run (the freshness alert): the SLO alerts' messages are tested apart.
+[slo.observe_success]
+enabled = false
+
+[slo.recall_success]
+enabled = false
+
+[slo.recall_latency]
+enabled = false
 """,
         encoding="utf-8",
     )

@@ -45,6 +45,7 @@ CASES = {
         "class Ghost:\n"
         "    id: str = 'ghost'\n"
         "    unit: Unit = Unit.COUNT\n"
+        "    kind: str = 'coverage'\n"
         "configured_checks(default_settings(PLUGINS.with_(checks=[Ghost()])))",
         "built-in check 'ghost' is registered without its builder",
     ),

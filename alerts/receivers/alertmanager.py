@@ -22,6 +22,7 @@ from alerts.base import (
     Receiver,
     ReceiverContext,
 )
+from alerts.facts import identity_labels
 from alerts.receivers.http import Answer, JsonPost, classify_status, html_page, not_the_service
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
@@ -40,7 +41,7 @@ def _clip(text: str) -> str:
 
 def alert_labels(alert: AlertFacts) -> dict[str, str]:
     """The alert's identity: a bounded set of labels."""
-    labels = {"alertname": alert.check_id, "severity": alert.severity, "source": alert.source}
+    labels = identity_labels(alert)
     if alert.check_kind:
         labels["kind"] = alert.check_kind
     return labels

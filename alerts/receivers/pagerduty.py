@@ -19,6 +19,7 @@ from alerts.base import (
     Receiver,
     ReceiverContext,
 )
+from alerts.facts import SLO_KIND, identity_labels
 from alerts.receivers.http import Answer, JsonPost, classify_status, not_the_service
 from watchdog.core.durations import Duration
 from watchdog.core.quiet import QuietHours
@@ -51,6 +52,8 @@ def pagerduty_event(alert: AlertFacts, routing_key: str) -> dict[str, Any]:
         "window": f"{alert.window_start}/{alert.window_end}",
         "firing since": alert.starts_at,
     }
+    if alert.check_kind == SLO_KIND:
+        details["labels"] = identity_labels(alert)  # the SLO and its tier (page or ticket)
     if alert.evidence:
         details[alert.evidence_kind or "evidence"] = list(alert.evidence)
         if alert.evidence_more:

@@ -20,6 +20,7 @@ from alerts.base import (
     Receiver,
     ReceiverContext,
 )
+from alerts.facts import identity_labels
 from alerts.receivers.http import Answer, JsonPost, basic_auth, classify_status
 from alerts.receivers.secrets import secret_url
 from watchdog.core.durations import Duration
@@ -39,7 +40,7 @@ ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert still fi
 
 def labels_of(alert: AlertFacts) -> dict[str, str]:
     """The alert's identity, as Alertmanager labels."""
-    return {"alertname": alert.check_id, "severity": alert.severity, "source": alert.source}
+    return identity_labels(alert)
 
 
 def annotations_of(alert: AlertFacts) -> dict[str, str]:

@@ -28,12 +28,17 @@ def kind_of(spec: CheckSpec) -> AnyKind:
     return spec.kind
 
 
-def kind_of_params(plugins: Plugins, spec: CheckSpec) -> AnyKind:
-    """The kind of `plugins` whose parameters `spec` has (a built-in check's)."""
-    for kind in plugins.kinds:
-        if isinstance(kind, Kind) and isinstance(spec.params, kind.params):
-            return kind
-    raise RegistryError(f"check {spec.id}: no registered kind takes {type(spec.params).__name__}")
+def kind_named(plugins: Plugins, spec: CheckSpec, name: str) -> AnyKind:
+    """The kind `name` of `plugins`, which a built-in check declares; RegistryError when it is
+    not registered or does not take `spec`'s parameters."""
+    kind = plugins.kind(name)
+    if not isinstance(kind, Kind):
+        raise RegistryError(f"check {spec.id}: its kind {name!r} is not registered")
+    if not isinstance(spec.params, kind.params):
+        raise RegistryError(
+            f"check {spec.id}: kind {name!r} does not take {type(spec.params).__name__}"
+        )
+    return kind
 
 
 def spec_of(plugins: Plugins, config: CustomCheck) -> CheckSpec:

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 from checks.base import CheckResult, CheckSpec, KindParams, Unit
@@ -75,6 +76,9 @@ class Kind(ABC, Generic[P]):
     params: type[P]
     # The model of its `[[checks.custom]]` table (`Declared`); None: only built-in checks use it.
     config: type[CustomCheck] | None = None
+    # The SLI an SLO over a check of this kind measures (watchdog.core.settings.slo: "ratio",
+    # "latency"); None: no SLO can follow it.
+    sli: str | None = None
     triaged = True  # whether a breach has failing items to break down (freshness has none)
     # Why `explain` shows nothing of one session for this kind (no `flag`, no `obligations`);
     # "" for a kind that shows what it counts, as every kind should (the contract suite).
@@ -133,6 +137,16 @@ class Kind(ABC, Generic[P]):
     def payload_names(self, params: P) -> Sequence[str]:
         """The event names whose payload a check of this kind reads (the narrow table keeps it)."""
         return ()
+
+    def slo_objective(self, params: P) -> Fraction | None:
+        """The objective of an SLO over a check of this kind that names none (a quantile's q:
+        95% of latencies under the target); None: an SLO over it must name one."""
+        return None
+
+    def slo_counts(self, result: CheckResult) -> tuple[int, int] | None:
+        """The good and bad events of an SLO over a check of this kind, in `result` (its
+        counts over a window, docs/slo.md#buckets); None: no SLO can follow this kind."""
+        return None
 
     def session_filter(self, params: P) -> str | None:
         """The check's own session filter, if it has one (a `scope_<id>` of the source)."""

@@ -31,6 +31,7 @@ from checks.verdict import judge as verdict
 from checks.verdict import percent
 from watchdog.core.durations import Duration, duration_ms
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.slo import RATIO
 from watchdog.core.sql import quoted
 
 # The error class of a lost operation: it has no error text of its own.
@@ -114,6 +115,7 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
     name = "outcome_rate"
     params = OutcomeRate
     config = OutcomeRateConfig
+    sli = RATIO
 
     def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
         p = self.of(spec)
@@ -192,6 +194,11 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         lost_sql, lost_params = session_sql(ctx, scan)
         condition = f"cityHash64(event_id) IN (SELECT arrayJoin(lost) FROM ({lost_sql}))"
         return _breakdown(p, condition, lost_params, ctx, dims)
+
+    def slo_counts(self, result: CheckResult) -> tuple[int, int]:
+        """Good: the completed outcomes; bad: the failed and the lost ones (none under no_data)."""
+        evidence = result.evidence
+        return evidence.completed or 0, (evidence.failed or 0) + (evidence.lost or 0)
 
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:
         return (params.loss,)

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from checks.base import CheckSpec, Comparison, KindParams, Status, Unit
+from checks.base import CheckResult, CheckSpec, Comparison, KindParams, Status, Unit
 from checks.evidence import Evidence
 from checks.kinds.base import Declared, Described, Flag
 from checks.scans.binder import Binder
@@ -25,6 +25,7 @@ from checks.scans.session import EVIDENCE
 from checks.scans.window import LISTED, numeric_field
 from checks.verdict import judge
 from watchdog.core.settings.custom import CustomCheck
+from watchdog.core.settings.slo import LATENCY
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
     name = "quantile"
     params = Quantile
     config = QuantileConfig
+    sli = LATENCY
 
     def plan(self, plans: Plans, spec: CheckSpec) -> Reader:
         p = self.of(spec)
@@ -139,6 +141,15 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
 
     def describe(self, params: Quantile) -> Described:
         return [("quantile", f"{params.q_num}/{params.q_den} of {params.field}, nearest rank")]
+
+    def slo_counts(self, result: CheckResult) -> tuple[int, int]:
+        """Of the quantile's sample, good: below the target; bad: at or above it."""
+        above = result.evidence.at_or_above_target or 0
+        return result.sample_size - above, above
+
+    def slo_objective(self, params: Quantile) -> Fraction:
+        """The quantile: an SLO over a p95 check asks 95% of the sample below the target."""
+        return Fraction(params.q_num, params.q_den)
 
     def payload_names(self, params: Quantile) -> tuple[str, ...]:
         return params.events if params.field.startswith("payload.") else ()

@@ -225,7 +225,14 @@ delivery_timeout = "2s"
 [alerts.slack]
 webhook_url = "{webhook}"
 timeout = "5s"
+{extra}
 """
+
+# The built-in SLOs off: for a rig whose test counts the messages of the checks' alerts.
+NO_SLOS = "".join(
+    f"\n[slo.{name}]\nenabled = false\n"
+    for name in ("observe_success", "recall_success", "recall_latency")
+)
 
 
 def demo_source(store: Store, prefix: str) -> str:
@@ -245,9 +252,10 @@ def open_rig(
     alerts: str = "",
     every: str = "2s",
     lease_ttl: str = "4s",
+    extra: str = "",
 ) -> Iterator[Rig]:
     """A rig on `ch_server` (behind a fault proxy unless `proxy` is false); `alerts` adds keys
-    to `[alerts]`, `every` is the schedule. Every process it started is killed with its group
+    to `[alerts]`, `every` is the schedule, `extra` more tables (`NO_SLOS`). Every process it started is killed with its group
     at the end."""
     slack = SlackStandIn()
     front = FaultProxy(ch_server.port).start() if proxy else None
@@ -260,6 +268,7 @@ def open_rig(
             webhook=slack.webhook_url,
             every=every,
             lease_ttl=lease_ttl,
+            extra=extra,
         ),
         encoding="utf-8",
     )

@@ -19,6 +19,7 @@ import pytest
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.processes import (
     AT,
+    NO_SLOS,
     Rig,
     clean_env,
     demo_source,
@@ -39,9 +40,14 @@ def source(store: Store) -> str:
 @pytest.fixture
 def rig(ch_server: ClickHouseHTTPServer, source: str, tmp_path: Path) -> Iterator[Rig]:
     """A reminder every evaluation (repeat_interval 1h), so each round has a message to send;
-    a 10s lease, outliving the start of a second daemon."""
+    a 10s lease, outliving the start of a second daemon; no SLO (one message a round)."""
     with open_rig(
-        ch_server, source, tmp_path, alerts='repeat_interval = "1h"', lease_ttl="10s"
+        ch_server,
+        source,
+        tmp_path,
+        alerts='repeat_interval = "1h"',
+        lease_ttl="10s",
+        extra=NO_SLOS,
     ) as opened:
         yield opened
 

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from alerts.lease import Guard, Lease, LeaseLost, holder_name
 from alerts.notifiers import build_notifiers
 from alerts.pipeline import ProcessOutcome, process, process_store_error
+from alerts.slo import process_slos, report_judgements
 from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
 from watchdog.cli.args import (
@@ -90,9 +91,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     page = ""
     try:
         if args.format == "html":  # triage and history are read while the store is open
-            report, page = evaluate_page(settings, at, length)
+            report, page = evaluate_page(
+                settings, at, length, recording=now if args.notify else None
+            )
         else:
-            report = evaluate_once(settings, at, length, triage=args.format == "json")
+            report = evaluate_once(
+                settings,
+                at,
+                length,
+                triage=args.format == "json",
+                recording=now if args.notify else None,
+            )
     except StoreError as exc:
         if args.notify:  # fire the `store` alert, then exit 3 as usual
             notify_store_error(settings, at, length, exc, kind=run_kind)
@@ -139,7 +148,19 @@ def notify_after_check(
 
     def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
-        return process(
+        # The SLO alerts at the report's bucket boundary first, enqueued only: the checks' run
+        # below delivers every message at once (docs/slo.md#alerts). Said after the messages,
+        # only when they announce or hold something.
+        slos = process_slos(
+            store,
+            settings,
+            report_judgements(report),
+            now=system_clock(),
+            notifiers=notifiers,
+            guard=guard,
+            deliver=False,
+        )
+        outcome = process(
             store,
             settings,
             report,
@@ -149,6 +170,9 @@ def notify_after_check(
             kind=kind,
             guard=guard,
         )
+        if slos is not None and slos.announced():
+            _err(f"SLO alerts: {'; '.join(slos.announced())}")
+        return outcome
 
     _alert(settings, run, failure="could not keep alert state")
 

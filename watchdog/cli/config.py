@@ -18,7 +18,9 @@ from alerts.notifiers import build_notifiers
 from alerts.render import templates
 from alerts.routing import Router
 from alerts.state import schema_exists
+from checks.builtin import configured_checks
 from checks.probe import probe_source
+from checks.slo.specs import never_firing, slo_specs
 from watchdog.cli.args import (
     Subparsers,
     common_arguments,
@@ -27,6 +29,7 @@ from watchdog.cli.args import (
     shared_package_warning,
 )
 from watchdog.cli.epilog import STORE, helped
+from watchdog.core.durations import format_duration
 from watchdog.core.errors import ConfigError, StoreError, UsageError
 from watchdog.core.logs import said
 from watchdog.core.schedule import Schedule
@@ -106,6 +109,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             said(str(problem))
         print(f"config check: FAILED ({len(exc.problems)} problem(s))")
         return 2
+    for line in never_firing(slo_specs(settings, configured_checks(settings))):
+        said(f"warning: {printable(line, None)}", level=logging.WARNING)
     if not args.no_store:
         settings = judged(settings)
     verdict = Verdict()
@@ -134,6 +139,8 @@ def describe_settings(settings: Settings, verdict: Verdict) -> None:
         f"  source {source.display_name}: preset {source.preset}, table {source.table_name}"
     )
     verdict.say(f"  checks: {len(settings.check_ids)} ({custom} custom)")
+    slos = ", ".join(settings.slo.enabled) or "none"
+    verdict.say(f"  slos: {slos} (buckets of {format_duration(settings.slo.bucket)})")
     verdict.say(f"  schedule: {Schedule.from_settings(settings.schedule).describe()}")
     receivers = build_notifiers(settings)
     described = "; ".join(r.describe() for r in receivers.values()) or "none (nothing is sent)"

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "status": "watchdog.cli.status:add_status",
     "schema": "watchdog.cli.schema:add_schema",
     "config": "watchdog.cli.config:add_config",
+    "slo": "watchdog.cli.slo:add_slo",
 }
 
 

@@ -15,6 +15,7 @@ from prometheus_client.exposition import choose_encoder
 
 from alerts.lifecycle import STORE_CHECK
 from checks.base import Report, Status
+from checks.slo.budget import Bucket, SloFigures
 from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.runs import RunResult
 
@@ -104,6 +105,25 @@ class Metrics:
             registry=r,
         )
 
+        self.slo_budget = Gauge(
+            f"{PREFIX}_slo_budget_remaining",
+            "Share of each SLO's error budget left over its period (negative: overspent)",
+            ["slo"],
+            registry=r,
+        )
+        self.slo_burn = Gauge(
+            f"{PREFIX}_slo_burn_rate",
+            "Each SLO's burn rate over each window (absent when the window holds no event)",
+            ["slo", "window"],
+            registry=r,
+        )
+        self.slo_events = Counter(
+            f"{PREFIX}_slo_events",
+            "Events of the SLO buckets this daemon judged, good or bad",
+            ["slo", "outcome"],
+            registry=r,
+        )
+
     def record_run(self, run: RunResult) -> None:
         """A window's run, as the tick reported it."""
         self._ran(run.status, run.end_ns / 1e9, run.duration_s)
@@ -140,6 +160,25 @@ class Metrics:
         """Notifications sent outside a run (the store alert, sent directly)."""
         self.notifications.labels("delivered").inc(delivered)
         self.notifications.labels("failed").inc(failed)
+
+    def record_slo(self, slo: str, figures: SloFigures, judged: Iterable[Bucket] = ()) -> None:
+        """An SLO at a burn tick: its budget and burns (a null one removes its series, never
+        0), and the events of the buckets this tick judged (each bucket is judged once, so
+        `increase()` over the counter counts every event once, restarts included)."""
+        if figures.budget is None:
+            self.slo_budget.remove(slo)
+        else:
+            self.slo_budget.labels(slo).set(figures.budget.remaining)
+        for window, burn in figures.burn.items():
+            if burn is None:
+                self.slo_burn.remove(slo, window)
+            else:
+                self.slo_burn.labels(slo, window).set(burn)
+        good = self.slo_events.labels(slo, "good")
+        bad = self.slo_events.labels(slo, "bad")
+        for bucket in judged:
+            good.inc(bucket.good)
+            bad.inc(bucket.bad)
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """The metrics in the format the scraper accepts (Prometheus text, or OpenMetrics)."""

@@ -82,6 +82,7 @@ class Judging:
     store_alert_known: bool = False  # the store holds a firing `store` alert
     crashes: list[Crash] = field(default_factory=list)  # ticks that died, not yet recorded
     status: StoreRead | None = None  # what the latest tick read for `status` (--http)
+    slo_counted: dict[str, datetime] = field(default_factory=dict)  # newest SLO bucket counted
 
 
 class Daemon:
@@ -182,6 +183,21 @@ class Daemon:
             self._busy.release()
         self.systemd.status(self.status_line())
 
+    def burn(self) -> None:
+        """The burn tick (at every bucket close + schedule.delay): judge the closed buckets and
+        advance the SLO alerts, no window; skipped while a tick runs (it does the same step)."""
+        if not self.settings.slo.enabled or self._stop.is_set():
+            return
+        if not self._busy.acquire(blocking=False):
+            return
+        try:
+            self._take_reloaded()
+            self._tick(burn_only=True)
+        except Exception:
+            log.exception("the burn tick failed unexpectedly; the daemon keeps its schedule")
+        finally:
+            self._busy.release()
+
     def healthy(self, now: float | None = None) -> bool:
         """Whether the systemd watchdog may be pinged: scheduling, and no tick stuck.
 
@@ -216,10 +232,12 @@ class Daemon:
             return 3
         return 0 if all(s == RunOutcome.OK for s in self.tick_statuses) else 1
 
-    def _tick(self) -> bool:
-        """One run; False when its process died (what it left is for the next run)."""
+    def _tick(self, *, burn_only: bool = False) -> bool:
+        """One run (`burn_only`: the SLO step alone); False when its process died (what it
+        left is for the next run)."""
         now = self.clock()
-        self.tick_statuses = []
+        if not burn_only:
+            self.tick_statuses = []
         judging, running = self.judging, self.running
         request = TickRequest(
             settings=self.settings,
@@ -233,6 +251,9 @@ class Daemon:
             logs=running.logs,
             holder=self.holder,
             crashes=tuple(judging.crashes),
+            burn_only=burn_only,
+            started=self.started_at,
+            slo_counted=dict(judging.slo_counted),
         )
         started_ns = time.time_ns()
         try:
@@ -302,6 +323,15 @@ class Daemon:
         judging.crashes = judging.crashes[result.crashes_recorded :]
         if result.status is not None:
             judging.status = result.status
+        for slo in result.slos:
+            self.metrics.record_slo(slo.name, slo.figures, slo.judged)
+            if slo.judged:
+                newest = max(b.start for b in slo.judged)
+                judging.slo_counted[slo.name] = max(
+                    newest, judging.slo_counted.get(slo.name, newest)
+                )
+        if result.slo_summary:
+            log.info("%s", result.slo_summary)
         self.narrator.tick(result, self.settings.schedule.max_catchup)
         if result.store_down is not None:
             window = aligned_window(self.settings, self.schedule, result.store_down.end)

@@ -27,6 +27,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.times import Clock, rfc3339
 from watchdog.core.urls import mask_url
 from watchdog.daemon import web
+from watchdog.daemon.burn import BucketTrigger
 from watchdog.daemon.narrate import Outputs
 from watchdog.daemon.reload import RELOAD_TIMEOUT, Loader
 from watchdog.daemon.systemd import Keepalive
@@ -36,6 +37,7 @@ from watchdog.report.files import report_dir
 log = logging.getLogger("watchdog.daemon.service")  # the lines users know, under one name
 
 JOB_ID = "judge"
+BURN_JOB_ID = "burn"  # the burn tick, at every SLO bucket close (watchdog.daemon.burn)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Served(Protocol):
     def clock(self) -> Clock: ...
 
     def tick(self) -> None: ...
+    def burn(self) -> None: ...
     def healthy(self, now: float | None = None) -> bool: ...
     def status_line(self) -> str: ...
     def stop(self) -> None: ...
@@ -99,6 +102,16 @@ def serve(daemon: Served, stop_timeout: timedelta) -> int:
         misfire_grace_time=misfire_grace(daemon.settings),
         next_run_time=datetime.now(UTC),  # catch up at once
     )
+    if daemon.settings.slo.enabled:
+        scheduler.add_job(
+            daemon.burn,
+            BucketTrigger(daemon.settings.slo.bucket, daemon.settings.schedule.delay),
+            id=BURN_JOB_ID,
+            name="judge closed SLO buckets",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=misfire_grace(daemon.settings),
+        )
     keepalive = Keepalive(systemd, daemon.healthy)
 
     def on_started(event: Any) -> None:

@@ -39,6 +39,7 @@ from watchdog.core.schedule import CatchUp, Schedule, catch_up
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
 from watchdog.core.times import Clock, rfc3339
+from watchdog.daemon.burn import Burned, BurnStep, SloBurn, burn
 from watchdog.daemon.outcome import RunOutcome
 from watchdog.daemon.runs import (
     STATUS_RUNS,
@@ -59,8 +60,10 @@ from watchdog.daemon.status import StoreRead, last_completed_at, read_store
 from watchdog.daemon.telemetry import Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
+from watchdog.report.slo_page import slo_views
 from watchdog.runner.backtest import catch_up_reports
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.slo import judge_before_run
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,9 @@ class TickRequest:
     logs: LogSetup = DEFAULT_LOGS  # how the tick process logs
     holder: str = ""  # the daemon's name in the alert lease (default: this process's)
     crashes: tuple[Crash, ...] = ()  # earlier ticks that died, for the `run` alert
+    burn_only: bool = False  # a burn tick: the SLO step alone, no window (watchdog.daemon.burn)
+    started: datetime | None = None  # when the daemon started (the SLO events it counts)
+    slo_counted: Mapping[str, datetime] = field(default_factory=dict)  # newest bucket counted
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,8 @@ class TickResult:
     standby: LeaseInfo | None = None  # another process holds the alert lease
     crashes_recorded: int = 0  # of the request's crashes, written to the store
     run_alert: str = ""  # what recording crashes and resolving the `run` alert said
+    slos: tuple[SloBurn, ...] = ()  # each SLO after the burn step (none: no SLO, or it failed)
+    slo_summary: str = ""  # the SLO alerts' pipeline line
 
 
 def aligned_window(settings: Settings, schedule: Schedule, end: datetime) -> Window:
@@ -229,6 +237,7 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
     status: StoreRead | None = None
     runs: list[RunResult] = []
     said: list[str] = []
+    burned: Burned | None = None
 
     def result(store_down: StoreDown | None = None) -> TickResult:
         return TickResult(
@@ -242,6 +251,8 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
             status=status,
             crashes_recorded=crashes_recorded,
             run_alert="; ".join(line for line in said if line),
+            slos=burned.slos if burned is not None else (),
+            slo_summary=_slo_summary(burned, tick.delivers),
         )
 
     try:
@@ -250,18 +261,21 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
         flushed = _flush_spooled(tick, lease)
         if not log_read:
             last_judged, log_read = last_completed_at(tick.store, settings, request.now), True
-        plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
-        windows = [aligned_window(settings, tick.schedule, end) for end in plan.ends]
+        ends: tuple[datetime, ...] = ()
+        if not request.burn_only:  # a burn tick judges no window
+            plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
+            ends = plan.ends
+        windows = [aligned_window(settings, tick.schedule, end) for end in ends]
         # A catch-up's windows evaluated together, each as alone; judged one by one below.
         passed = catch_up_reports(tick.store, settings, windows, triage=tick.request.pages)
         finished = True
-        for index, end in enumerate(plan.ends):
+        for index, end in enumerate(ends):
             if tick.stop.is_set():
                 stopped_before, finished = end, False
                 break
             attempting = end
             window = windows[index]
-            catchup = index < len(plan.ends) - 1
+            catchup = index < len(ends) - 1
             run, outcome = judge(
                 tick, window, catchup=catchup, guard=lease.ensure, report=passed.get(end)
             )
@@ -271,12 +285,35 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
                 finished = False
                 break
             last_judged = end
-        if finished:
+        if finished and not request.burn_only:
             said.append(_settle_run_alert(tick, lease))
+        if not tick.stop.is_set():
+            burned = _burn(tick, lease)
         status = _status(tick)
     except StoreError as exc:
         return result(StoreDown(attempting or tick.schedule.due_end(request.now), exc.problem))
     return result()
+
+
+def _burn(tick: Tick, lease: Lease) -> Burned | None:
+    """The SLO step (watchdog.daemon.burn): judge the closed buckets, advance the SLO alerts."""
+    request = tick.request
+    step = BurnStep(
+        clock=tick.clock,
+        notifiers=tick.notifiers,
+        timer=tick.timer,
+        guard=lease.ensure,
+        deliver=tick.delivers,
+        started=request.started,
+        counted=request.slo_counted,
+    )
+    return burn(tick.store, tick.settings, request.now, step)
+
+
+def _slo_summary(burned: Burned | None, delivered: bool) -> str:
+    if burned is None or burned.outcome is None:
+        return ""
+    return f"SLOs at {rfc3339(burned.at)}: {summary_of(burned.outcome, delivered=delivered)}"
 
 
 def _record_crash(tick: Tick, crash: Crash, lease: Lease) -> str:
@@ -420,6 +457,7 @@ def judge(
     store, settings, clock, pages = tick.store, tick.settings, tick.clock, tick.request.pages
     start_ns, started = time.time_ns(), time.monotonic()
     stopwatch = Stopwatch()
+    judge_before_run(store, settings, window.at, clock())  # the SLO buckets, first
     try:
         if report is None:
             report = run_once(store, settings, window, timed=stopwatch, triage=pages)
@@ -476,7 +514,8 @@ def judge(
 def write_page(store: Store, settings: Settings, report: Report, now: datetime) -> None:
     """The window's HTML page with triage and history; a failure is logged, never fatal."""
     try:
-        write_reports(report, load_history(store, settings, report), settings, now)
+        history = load_history(store, settings, report)
+        write_reports(report, history, settings, now, slo_views(store, settings, report))
     except Exception as exc:  # the page is a view: the run is judged and recorded already
         log.warning("[%s, %s): no HTML page: %s", *bounds(report.window), exc)
 

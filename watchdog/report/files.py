@@ -8,6 +8,7 @@ window's page is named by `watchdog.core.links` (`stamp`), as its URL is
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from watchdog.core.links import ARCHIVE, STAMP, stamp
 from watchdog.core.settings import Settings
 from watchdog.report.history import History
 from watchdog.report.page import render_page
+from watchdog.report.slo_page import SloView
 
 LATEST = "report.html"
 
@@ -36,13 +38,20 @@ def prune(directory: Path, keep: int) -> list[Path]:
     return doomed
 
 
-def write_reports(report: Report, history: History, settings: Settings, now: datetime) -> Path:
+def write_reports(
+    report: Report,
+    history: History,
+    settings: Settings,
+    now: datetime,
+    slos: Sequence[SloView] | None = None,
+) -> Path:
     """Write the page as the latest and as `reports/<window-end>.html`; returns the latter.
 
-    Keeps the newest `report.keep` archived pages under `report.dir`.
+    Keeps the newest `report.keep` archived pages under `report.dir`. `slos`: the SLOs with
+    their buckets (`slo_views`); None draws the report's own without a burndown.
     """
     directory = report_dir(settings)
-    page = render_page(report, history, settings=settings, generated_at=now)
+    page = render_page(report, history, settings=settings, generated_at=now, slos=slos)
     archived = directory / ARCHIVE / f"{stamp(report.window.end)}.html"
     write_atomic(archived, page)
     write_atomic(directory / LATEST, page)

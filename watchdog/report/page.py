@@ -37,8 +37,10 @@ from watchdog.report.charts import (
 )
 from watchdog.report.explain import explain_command
 from watchdog.report.history import AlertReplay, History, episodes, load_history, replay_alerts
+from watchdog.report.slo_page import SloView, report_views, slo_tiles, slo_views
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.plugins import default_settings
+from watchdog.runner.slo import judge_before_run
 
 ICON = {
     Status.OK: "✓",
@@ -246,8 +248,11 @@ def render_page(
     *,
     settings: Settings | None = None,
     generated_at: datetime | None = None,
+    slos: Sequence[SloView] | None = None,
 ) -> str:
-    """The report as one self-contained HTML document."""
+    """The report as one self-contained HTML document, with an error budget section for its
+    SLOs (`slos`: with the buckets of their periods, read by `slo_views`; None: the report's
+    own, drawn without a burndown)."""
     settings = settings or default_settings()
     history = (history or History(windows=settings.report.history)).with_report(report)
     replays = replay_alerts(history, report, Rules.of(settings.alerts, configured_checks(settings)))
@@ -283,14 +288,24 @@ def render_page(
         "error_classes": settings.report.error_classes,
         "notes": list(report.notes),
         "data_quality": dict(report.data_quality),
+        "slos": slo_tiles(report_views(report) if slos is None else slos),
     }
     return environment().get_template("report.html.j2").render(context)
 
 
-def evaluate_page(settings: Settings, at: datetime, length: timedelta | None) -> tuple[Report, str]:
-    """`check --format html`: evaluate one window, add triage and history, render the page."""
+def evaluate_page(
+    settings: Settings,
+    at: datetime,
+    length: timedelta | None,
+    recording: datetime | None = None,
+) -> tuple[Report, str]:
+    """`check --format html`: evaluate one window, add triage and history, render the page
+    (`recording`: first judge the SLO buckets, as `evaluate_once` does)."""
 
     with open_configured(settings.store) as store:
+        if recording is not None:
+            judge_before_run(store, settings, at, recording)
         report = run_once(store, settings, window_at(settings, at, length), triage=True)
         history = load_history(store, settings, report)
-    return report, render_page(report, history, settings=settings)
+        slos = slo_views(store, settings, report)
+    return report, render_page(report, history, settings=settings, slos=slos)

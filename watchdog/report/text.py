@@ -8,8 +8,11 @@ docs/spec.md#6-the-report-json---format-json-schema_version-1.
 from __future__ import annotations
 
 from checks.base import CheckResult, Report, Status, Window
+from checks.slo.budget import SloStatus, TierState
+from checks.slo.report import SloReport
 from checks.verdict import format_target, format_value
 from watchdog.core import jsontext
+from watchdog.core.durations import format_duration, human_duration
 from watchdog.core.text import printable
 from watchdog.core.times import rfc3339
 from watchdog.report.explain import explain_command
@@ -95,6 +98,9 @@ def render_text(report: Report, *, color: bool = False, flags: str = "") -> str:
         for result, lines in evidence:
             out.append(f"  {result.id} [{result.severity.value}]")
             out += lines
+    if report.slos:
+        out += ["", "SLOs (error budget over the period, burn = bad share / allowed share):"]
+        out += [slo_line(slo, color) for slo in report.slos.values()]
     if report.deviations:
         out += ["", "Deviations by agente x tipo (conforming events in the window):"]
         out += [
@@ -104,3 +110,36 @@ def render_text(report: Report, *, color: bool = False, flags: str = "") -> str:
     for note in report.notes:
         out.append(f"note: {printable(note, SUMMARY_CHARS)}")
     return "\n".join(out) + "\n"
+
+
+_SLO_STATUS = {
+    SloStatus.OK: Status.OK,
+    SloStatus.TOO_FEW_EVENTS: Status.INSUFFICIENT_DATA,
+    SloStatus.NO_DATA: Status.NO_DATA,
+    SloStatus.EXHAUSTED: Status.BREACHED,
+}
+
+
+def _burn(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def slo_line(slo: SloReport, color: bool = False) -> str:
+    """One SLO in a line: its status, objective and period, the budget left, the burn of the
+    page windows and 3d, the tiers firing, the time to exhaustion, the coverage when partial."""
+    f = slo.figures
+    status = f.status
+    mark = _paint(f"{status.value:<14}", _SLO_STATUS[status], color)
+    objective = f"{float(slo.spec.objective) * 100:g}%"
+    period = format_duration(slo.spec.params.period)
+    left = "budget -" if f.budget is None else f"budget {f.budget.remaining * 100:.1f}% left"
+    burns = " ".join(f"{w} {_burn(f.burn[w])}" for w in ("5m", "1h", "6h", "3d"))
+    parts = [f"  {mark} {slo.name:<18} {objective} over {period}", left, f"burn {burns}"]
+    firing = [t.tier.name for t in f.tiers if t.state is TierState.FIRING]
+    if firing:
+        parts.append(f"firing: {', '.join(firing)}")
+    if f.exhaustion_s is not None:
+        parts.append(f"spent in {human_duration(f.exhaustion_s)}" if f.exhaustion_s else "")
+    if f.coverage < 1:
+        parts.append(f"coverage {f.coverage * 100:.0f}%")
+    return "  ".join(p for p in parts if p)

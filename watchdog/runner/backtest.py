@@ -22,6 +22,7 @@ from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.runner.once import window_at
+from watchdog.runner.slo import with_slos
 
 log = logging.getLogger(__name__)
 
@@ -71,4 +72,4 @@ def catch_up_reports(
         log.warning("the windows of this catch-up are judged one by one: %s", exc.problem)
         return {}
     log.info("one pass evaluated the %d windows of this catch-up", len(reports))
-    return {r.window.at: r for r in reports}
+    return {r.window.at: with_slos(store, settings, r) for r in reports}

@@ -16,6 +16,7 @@ from checks.sources import open_source
 from watchdog.core.schedule import Schedule
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_configured
+from watchdog.runner.slo import judge_before_run, with_slos
 
 
 def window_at(settings: Settings, at: datetime, length: timedelta | None = None) -> Window:
@@ -36,14 +37,15 @@ def run_once(
     timed: QueryTimer | None = None,
     triage: bool = False,
 ) -> Report:
-    """Evaluate every configured check over `window` on the store's source.
+    """Evaluate every configured check over `window` on the store's source; the SLOs at its
+    time come from the ledger (watchdog.runner.slo).
 
     The source is compiled once, with the checks' own session filters. With
     `triage`, every breached check comes with its triage breakdown.
     """
     specs = configured_checks(settings)
     source = open_source(store, settings.source, session_scopes(specs))
-    return evaluate(
+    report = evaluate(
         store,
         source,
         window,
@@ -52,11 +54,23 @@ def run_once(
         triage=triage,
         error_classes=settings.report.error_classes,
     )
+    return with_slos(store, settings, report)
 
 
 def evaluate_once(
-    settings: Settings, at: datetime, length: timedelta | None, *, triage: bool = False
+    settings: Settings,
+    at: datetime,
+    length: timedelta | None,
+    *,
+    triage: bool = False,
+    recording: datetime | None = None,
 ) -> Report:
-    """Open the store, evaluate one window (with its triage breakdown if asked), close it."""
+    """Open the store, evaluate one window (with its triage breakdown if asked), close it.
+
+    `recording` (the wall clock of a recording run, `check --notify`): first judge the SLO
+    buckets not judged yet (watchdog.runner.slo.judge_before_run).
+    """
     with open_configured(settings.store) as store:
+        if recording is not None:
+            judge_before_run(store, settings, at, recording)
         return run_once(store, settings, window_at(settings, at, length), triage=triage)

@@ -24,6 +24,7 @@ from watchdog.core.settings.model import (
     NORMALIZED_COLUMNS,
     PSEUDO_CHECK_IDS,
     RUN_CHECK_ID,
+    SLO_ALERTS,
     STORE_CHECK_ID,
     CheckOverride,
     DeviationSettings,
@@ -33,6 +34,7 @@ from watchdog.core.settings.model import (
     SourceSettings,
     StoreSettings,
     settings_model,
+    slo_alert_id,
 )
 from watchdog.core.settings.plugins import Plugins
 from watchdog.core.settings.receivers import ReceiverModel
@@ -44,6 +46,7 @@ __all__ = [
     "NORMALIZED_COLUMNS",
     "PSEUDO_CHECK_IDS",
     "RUN_CHECK_ID",
+    "SLO_ALERTS",
     "STORE_CHECK_ID",
     "STORE_DIR",
     "AlertSettings",
@@ -66,4 +69,5 @@ __all__ = [
     "load_settings",
     "settings_from_mapping",
     "settings_model",
+    "slo_alert_id",
 ]

@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import tomllib
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -205,8 +206,16 @@ def _model_at(loc: list[str], root: type[Settings]) -> type[BaseModel] | None:
     parts = iter(loc)
     for part in parts:
         field = model.model_fields.get(part)
+        if field is None and model is not root:
+            # A model whose extra keys are typed (`[slo.<name>]`): the key names one of those.
+            extra = typing.get_type_hints(model).get("__pydantic_extra__")
+            models = _models_in(extra) if extra is not None else []
+            if not models:
+                return None
+            model = models[0]
+            continue
         if field is None:
-            return CheckOverride if model is root and part else None
+            return CheckOverride if part else None
         annotation = field.annotation
         if part == "checks" and model is root:
             return CheckOverride if next(parts, None) is not None else None

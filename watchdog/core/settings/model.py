@@ -27,6 +27,7 @@ from watchdog.core.settings.alerts import AlertSettings, alerts_model
 from watchdog.core.settings.custom import CustomCheck, CustomKinds
 from watchdog.core.settings.ingest import IngestSettings
 from watchdog.core.settings.plugins import Plugins, PresetEntry
+from watchdog.core.settings.slo import SloSettings, slo_problems
 from watchdog.core.settings.timing import ScheduleSettings, WindowSettings, window_problems
 from watchdog.core.settings.values import ConfigModel as _Settings
 from watchdog.core.sql import is_identifier, is_table_name
@@ -38,6 +39,14 @@ STORE_CHECK_ID = "store"
 # The pseudo check of "the daemon's run process died before it finished" (alerts.pipeline).
 RUN_CHECK_ID = "run"
 PSEUDO_CHECK_IDS = (STORE_CHECK_ID, RUN_CHECK_ID)
+# The two alerts of an SLO (docs/slo.md#alerts): `<name>:page` and `<name>:ticket`.
+SLO_ALERTS = ("page", "ticket")
+
+
+def slo_alert_id(slo: str, alert: str) -> str:
+    """The check id an SLO's alert goes by in the alert tables and routes: `<slo>:<alert>`."""
+    return f"{slo}:{alert}"
+
 
 DEFAULT_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 NORMALIZED_COLUMNS = (
@@ -311,6 +320,7 @@ class Settings(_Settings):
     alerts: AlertSettings = AlertSettings()
     report: ReportSettings = ReportSettings()
     ingest: IngestSettings = IngestSettings()
+    slo: SloSettings = SloSettings()
     # `[[checks.custom]]` in the file; moved here before validation (see the loader).
     custom_checks: tuple[SerializeAsAny[CustomCheck], ...] = ()
     # The file these settings were read from, absolute (None: the built-in defaults): not a key
@@ -406,19 +416,35 @@ class Settings(_Settings):
                     self.target_of(check_id, override.target)
                 except ConfigError as exc:
                     problems.append(exc)
+        slo_alerts = [slo_alert_id(name, a) for name in self.slo.enabled for a in SLO_ALERTS]
         for index, route in enumerate(self.alerts.routes):
             for check_id in route.checks:
-                if check_id not in taken and check_id not in PSEUDO_CHECK_IDS:
+                if check_id not in (*taken, *PSEUDO_CHECK_IDS, *slo_alerts):
                     problems.append(
                         ConfigError(
                             f"alerts.routes[{index}].checks",
-                            f"unknown check id {check_id!r}"
-                            f" (accepted: {accepted}, {', '.join(PSEUDO_CHECK_IDS)})",
+                            f"unknown check id {check_id!r} (accepted: {accepted},"
+                            f" {', '.join([*PSEUDO_CHECK_IDS, *slo_alerts])})",
                         )
                     )
+        problems += slo_problems(self.slo, self.sli_of, self.slo_checks)
         if problems:
             raise ConfigErrors.of(problems)
         return self
+
+    @property
+    def sli_of(self) -> dict[str, str | None]:
+        """Every check id, and the SLI an SLO over it measures (None: no SLO can follow it)."""
+        plugins = self.plugins
+        found = {check_id: plugins.sli_of(check_id) for check_id in plugins.check_ids}
+        for check in self.custom_checks:
+            found.setdefault(check.id, plugins.sli_of_kind(check.kind))
+        return found
+
+    @property
+    def slo_checks(self) -> tuple[str, ...]:
+        """The check ids an SLO may follow (`[slo.<name>] check`), in report order."""
+        return tuple(check_id for check_id, sli in self.sli_of.items() if sli is not None)
 
     def target_of(self, check_id: str, written: float | str) -> float:
         """A target written for `check_id` (`[checks.<id>] target`), in the check's unit.

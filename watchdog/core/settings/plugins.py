@@ -26,21 +26,28 @@ T = TypeVar("T")
 
 
 class KindEntry(Protocol):
-    """A check kind: its name, and the model of its `[[checks.custom]]` table (None: it is
-    not declarable, only built-in checks use it)."""
+    """A check kind: its name, the model of its `[[checks.custom]]` table (None: it is
+    not declarable, only built-in checks use it), and the SLI an SLO over one of its checks
+    measures (`settings.slo`: "ratio", "latency"; None: an SLO cannot follow it)."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def sli(self) -> str | None: ...
 
     @property
     def config(self) -> type[CustomCheck] | None: ...
 
 
 class CheckEntry(Protocol):
-    """A built-in check: its id, and the unit its target is written in."""
+    """A built-in check: its id, the unit its target is written in, and its kind's name."""
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
 
     @property
     def unit(self) -> Unit: ...
@@ -145,6 +152,16 @@ class Plugins:
         """The unit of the built-in check `check_id` (None: no built-in check has that id)."""
         check = self._checks.get(check_id)
         return check.unit if check is not None else None
+
+    def sli_of(self, check_id: str) -> str | None:
+        """The SLI of the built-in check `check_id`'s kind (None: no such check, or no SLI)."""
+        check = self._checks.get(check_id)
+        return self.sli_of_kind(check.kind) if check is not None else None
+
+    def sli_of_kind(self, name: str) -> str | None:
+        """The SLI a check of the kind `name` measures (None: no such kind, or no SLI)."""
+        kind = self._kinds.get(name)
+        return kind.sli if kind is not None else None
 
     def preset_of_signal(self, signal: str) -> PresetEntry:
         """The preset reading the exporter's table of `signal` (what the receiver writes)."""

@@ -1,0 +1,7 @@
+"""Service level objectives (docs/slo.md): an SLO follows one
+outcome-rate or quantile check, counts its good and bad events per epoch-aligned bucket, and
+reads burn rates, an error budget and four alert tiers off those buckets.
+
+`specs` resolves the configured SLOs against the configured checks; `budget` holds the pure
+arithmetic (`figures`).
+"""

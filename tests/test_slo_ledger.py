@@ -1,0 +1,148 @@
+"""The SLO ledger (docs/slo.md#the-ledger): each bucket judged once, at its end + the schedule's
+delay; catch-up in every recording run; a resumable backfill; figures read back from it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from alerts.state import load_buckets
+from tests.builder import T0, H, M, Scenario, settings_for, unique_table
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
+from watchdog.runner.once import evaluate_once, run_once, window_at
+from watchdog.runner.slo import backfill, catch_up, slo_reports
+
+DAY = timedelta(days=1)
+BIN = Path(sys.executable).parent / "memory-watchdog"
+
+
+def world(store: Store, config: dict[str, Any] | None = None) -> Settings:
+    """A day of recalls and observes (some failed, some lost) around T0 + 12h, and settings
+    keeping the watchdog's tables in a database of their own, with 1-day SLO periods."""
+    sc = Scenario()
+    for i in range(12):
+        t = T0 + 6 * H + i * 37 * M
+        sc.session(f"s{i}").starts(t).recalls(t + M, fails=i % 4 == 0).observes(
+            t + 2 * M, fails=i % 5 == 0, lost=i % 6 == 0
+        )
+    table = unique_table()
+    sc.write(store, table)
+    periods = {name: {"period": "1d"} for name in ("observe_success", "recall_success")}
+    base = {"store": {"database": f"wd_{uuid.uuid4().hex[:10]}"}, "slo": periods}
+    return settings_for(table, {**base, **(config or {})})
+
+
+def stored(store: Store, settings: Settings, slo: str) -> dict[Any, tuple[int, int]]:
+    rows = load_buckets(
+        store, settings, settings.source.display_name, slo, T0 - 30 * DAY, T0 + 30 * DAY
+    )
+    return {r.start: (r.good, r.bad) for r in rows}
+
+
+def test_a_catch_up_judges_every_bucket_of_the_period_once(store: Store) -> None:
+    """A run at T judges the period's 288 buckets before T; the next run judges none again."""
+    settings = world(store)
+    at = T0 + DAY
+    first = catch_up(store, settings, at, now=at + H)
+    assert len(stored(store, settings, "observe_success")) == 288
+    again = catch_up(store, settings, at, now=at + H)
+    assert (first.failed, again.judged, again.passes) == (0, 0, 0)
+
+
+def test_a_bucket_is_judged_only_once_its_end_plus_the_delay_has_passed(store: Store) -> None:
+    """At wall time T + 1m (delay 2m), the bucket ending at T is not judged yet; at T + 2m it is."""
+    settings = world(store)
+    at = T0 + DAY
+    catch_up(store, settings, at, now=at + M)
+    assert at - 5 * M not in stored(store, settings, "recall_success")
+    catch_up(store, settings, at, now=at + 2 * M)
+    assert at - 5 * M in stored(store, settings, "recall_success")
+
+
+def test_the_figures_from_the_ledger_are_the_checks_counts_over_the_period(store: Store) -> None:
+    """Over a 1-day period ending at T, the ledger's good and bad are the check's over that day."""
+    settings = world(store)
+    at = T0 + DAY
+    catch_up(store, settings, at, now=at + H)
+    report = run_once(store, settings, window_at(settings, at, DAY))
+    found = {name: r.figures for name, r in slo_reports(store, settings, at).items()}
+    ev = report.checks["observe_failure_rate"].evidence
+    figures = found["observe_success"]
+    assert (figures.good, figures.bad) == (ev.completed, (ev.failed or 0) + (ev.lost or 0))
+    assert figures.coverage == 1.0 and figures.bad > 0
+
+
+def test_a_backfill_resumes_skipping_the_judged_buckets(store: Store) -> None:
+    """A backfill over a range half judged judges only the other half, with progress told."""
+    settings = world(store)
+    backfill(store, settings, T0, T0 + 12 * H, now=T0 + 2 * DAY)
+    told: list[tuple[int, int]] = []
+    done = backfill(
+        store, settings, T0, T0 + DAY, now=T0 + 2 * DAY, progress=lambda d, t: told.append((d, t))
+    )
+    assert done.judged == 3 * 144  # three SLOs, the day's second half
+    assert told[-1] == (144, 144)  # bucket times, each judged for the three SLOs
+    assert len(stored(store, settings, "recall_latency")) == 288
+
+
+def test_check_notify_judges_the_buckets_first(store: Store, store_url: str) -> None:
+    """A recording run (`check --notify`) catches the ledger up before it evaluates."""
+    settings = world(store)
+    at = T0 + DAY
+    evaluate_once(settings.with_store_url(store_url), at, None, recording=at + H)
+    assert len(stored(store, settings, "observe_success")) == 288
+
+
+def test_a_read_only_check_judges_nothing(store: Store, store_url: str) -> None:
+    """`check` without --notify leaves the ledger as it is."""
+    settings = world(store)
+    evaluate_once(settings.with_store_url(store_url), T0 + DAY, None)
+    assert stored(store, settings, "observe_success") == {}
+
+
+def test_slo_backfill_command_judges_a_range_with_progress(tmp_path: Path) -> None:
+    """`slo backfill --from --to` reports progress on stderr, then what it judged; again, none."""
+    url = f"chdb://{tmp_path / 'store'}"
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        '[source]\ntable = "t_cli.otel_events"\n[slo.observe_success]\nperiod = "1d"\n'
+    )
+    write = (  # a store of its own, made by another process (this one holds the tests' store)
+        "from tests.builder import T0, H, Scenario\n"
+        "from watchdog.core.store import open_store\n"
+        "sc = Scenario()\nsc.session('s1').starts(T0 - 6 * H).recalls(T0 - 5 * H)\n"
+        f"with open_store({url!r}, create=True) as store:\n"
+        "    sc.write(store, 't_cli.otel_events')\n"
+    )
+    subprocess.run([sys.executable, "-c", write], check=True, cwd=Path(__file__).parents[1])
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(BIN),
+                "slo",
+                "backfill",
+                "--config",
+                str(config),
+                "--store",
+                url,
+                "--from",
+                "2026-11-27T00:00:00Z",
+                "--to",
+                "2026-11-28T00:00:00Z",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    first, second = run(), run()
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines()[-1] == "memory-watchdog: slo backfill: 288/288 buckets judged"
+    assert first.stdout.startswith("judged 864 SLO buckets from 2026-11-27T00:00:00Z")
+    assert second.stdout.startswith("judged 0 SLO buckets")

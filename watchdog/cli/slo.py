@@ -1,0 +1,59 @@
+"""`memory-watchdog slo backfill [--from] [--to]`: judge the SLO buckets of a range not judged
+yet, with progress on stderr; resumable, as it skips the judged ones (docs/slo.md#the-ledger).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from watchdog.cli.args import PROG, Subparsers, common_arguments, judged, load, time_flag
+from watchdog.core.errors import UsageError
+from watchdog.core.store import open_configured
+from watchdog.core.times import rfc3339, system_clock
+from watchdog.runner.slo import backfill
+
+
+def add_slo(sub: Subparsers) -> None:
+    p = sub.add_parser("slo", help="service level objectives: judge their buckets (backfill)")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
+    fill = actions.add_parser(
+        "backfill", help="judge the SLO buckets of a range not judged yet (resumable)"
+    )
+    common_arguments(fill)
+    fill.add_argument(
+        "--from", dest="start", help="RFC 3339 start (default: the longest period ago)"
+    )
+    fill.add_argument("--to", dest="end", help="RFC 3339 end (default: now)")
+    fill.set_defaults(run=cmd_slo_backfill)
+
+    def missing_action(args: argparse.Namespace) -> int:
+        raise UsageError("slo: an action is required (backfill)")
+
+    p.set_defaults(run=missing_action)
+
+
+def cmd_slo_backfill(args: argparse.Namespace) -> int:
+    now = system_clock()
+    settings = judged(load(args))
+    end = time_flag("--to", args.end) if args.end else now
+    periods = [t.period for t in settings.slo.enabled.values()]
+    if not periods:
+        raise UsageError("slo backfill: no SLO is enabled ([slo.<name>] enabled = true)")
+    start = time_flag("--from", args.start) if args.start else end - max(periods)
+    if start >= end:
+        raise UsageError(f"--from: {rfc3339(start)} is not before --to {rfc3339(end)}")
+    began = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        print(f"{PROG}: slo backfill: {done}/{total} buckets judged", file=sys.stderr)
+
+    with open_configured(settings.store) as store:
+        done = backfill(store, settings, start, end, now, progress)
+    print(
+        f"judged {done.judged} SLO buckets from {rfc3339(start)} to {rfc3339(end)}"
+        f" in {done.passes} passes ({time.monotonic() - began:.1f}s)"
+        + (f"; {done.failed} could not be judged: run it again" if done.failed else "")
+    )
+    return 1 if done.failed else 0

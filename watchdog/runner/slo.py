@@ -1,0 +1,195 @@
+"""The SLO ledger: buckets judged once into `slo_buckets`, caught up by every recording run,
+backfilled over days, and the figures read off it (docs/slo.md#the-ledger).
+
+A bucket is judged when its end + `schedule.delay` has passed (and, for a run at `at`, when it
+ends by `at`); every recording run first judges the buckets of each SLO's period not judged
+yet (`catch_up`), `slo backfill` those of a range (`backfill`). Both judge in chunks of
+`CHUNK` buckets, each chunk one pass of the checks' scans (`checks.slo.counts`), and skip the
+buckets already judged, so an interrupted backfill resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from alerts.rows import SloBucketRow
+from alerts.state import ensure_schema, load_buckets, save_buckets
+from checks.base import Report
+from checks.builtin import configured_checks
+from checks.kinds import session_scopes
+from checks.slo.budget import WINDOWS, Bucket, bucket_floor, figures
+from checks.slo.counts import bucket_windows, judge_buckets, oldest_event
+from checks.slo.report import SloReport
+from checks.slo.specs import SloSpec, slo_specs
+from checks.sources import open_source
+from watchdog.core.errors import StoreError
+from watchdog.core.settings import Settings
+from watchdog.core.store import Store
+
+log = logging.getLogger(__name__)
+
+# Buckets judged in one pass: a week of 5-minute buckets (a 30-day backfill is 5 passes; a
+# pass costs little more for more buckets, docs/slo.md#the-ledger).
+CHUNK = 2016
+
+# Told how far a judging has come: the bucket times judged so far (each for every SLO missing
+# it), and how many it will judge.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What one catch-up or backfill did: the buckets it judged, those whose check could not
+    run (left unjudged, for a later run), and the passes it took."""
+
+    judged: int
+    failed: int
+    passes: int
+
+
+def judgeable_until(settings: Settings, at: datetime, now: datetime) -> datetime:
+    """The end of the newest bucket a run at `at` may judge at wall time `now`: ending by `at`,
+    and `schedule.delay` past its end (late events have arrived)."""
+    bucket = settings.slo.bucket
+    return min(bucket_floor(at, bucket), bucket_floor(now - settings.schedule.delay, bucket))
+
+
+def _missing(
+    store: Store, settings: Settings, slo: SloSpec, start: datetime, end: datetime
+) -> list[datetime]:
+    """The bucket starts of `[start, end)` the ledger does not hold for `slo`."""
+    source = settings.source.display_name
+    judged = {r.start for r in load_buckets(store, settings, source, slo.name, start, end)}
+    bucket = settings.slo.bucket
+    count = max(0, (end - start) // bucket)
+    return [s for s in (start + i * bucket for i in range(count)) if s not in judged]
+
+
+def judge_range(
+    store: Store,
+    settings: Settings,
+    ranges: Mapping[str, tuple[datetime, datetime]],
+    now: datetime,
+    progress: Progress | None = None,
+) -> Judging:
+    """Judge, for each SLO named in `ranges`, the buckets of its range the ledger lacks.
+
+    The SLOs' missing buckets are judged together, `CHUNK` at a time, each chunk one pass over
+    every SLO's check; each SLO records only its own missing buckets. A bucket whose check
+    errs is left unjudged.
+    """
+    specs = configured_checks(settings)
+    slos = [s for s in slo_specs(settings, specs) if s.name in ranges]
+    if not slos:
+        return Judging(0, 0, 0)
+    ensure_schema(store, settings)
+    missing = {s.name: set(_missing(store, settings, s, *ranges[s.name])) for s in slos}
+    starts = sorted(set().union(*missing.values()))
+    if not starts:
+        return Judging(0, 0, 0)
+    source = open_source(store, settings.source, session_scopes(specs))
+    bucket = settings.slo.bucket
+    lookback = settings.window.reach(bucket)
+    judged = failed = passes = 0
+    name = settings.source.display_name
+    # The buckets ending by the oldest event read nothing: judged empty, without a scan.
+    oldest = oldest_event(store, source, starts[-1] + bucket)
+    empty = [s for s in starts if oldest is None or s + bucket <= oldest]
+    if empty:
+        rows = [
+            SloBucketRow(name, slo.name, s, 0, 0, now)
+            for slo in slos
+            for s in empty
+            if s in missing[slo.name]
+        ]
+        save_buckets(store, settings, rows)
+        judged += len(rows)
+    total, skipped = len(starts), len(empty)
+    if progress is not None and skipped:
+        progress(skipped, total)
+    starts = starts[skipped:]
+    for i in range(0, len(starts), CHUNK):
+        chunk = starts[i : i + CHUNK]
+        found = judge_buckets(store, source, slos, bucket_windows(chunk, bucket, lookback))
+        passes += 1
+        rows = []
+        for slo in slos:
+            for start, counted in zip(chunk, found[slo.name], strict=True):
+                if start not in missing[slo.name]:
+                    continue
+                if counted is None:
+                    failed += 1
+                    continue
+                rows.append(SloBucketRow(name, slo.name, start, counted.good, counted.bad, now))
+        save_buckets(store, settings, rows)
+        judged += len(rows)
+        if progress is not None:
+            progress(skipped + min(i + CHUNK, len(starts)), total)
+    return Judging(judged, failed, passes)
+
+
+def catch_up(
+    store: Store, settings: Settings, at: datetime, now: datetime, progress: Progress | None = None
+) -> Judging:
+    """What every recording run does first: judge each SLO's buckets within its period before
+    the run's time that are not judged yet (docs/slo.md#the-ledger)."""
+    end = judgeable_until(settings, at, now)
+    ranges = {name: (end - t.period, end) for name, t in settings.slo.enabled.items()}
+    return judge_range(store, settings, ranges, now, progress)
+
+
+def backfill(
+    store: Store,
+    settings: Settings,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    progress: Progress | None = None,
+) -> Judging:
+    """`slo backfill`: judge every SLO's buckets of `[start, end)` not judged yet (the range
+    cut to whole buckets, and to those judgeable at `now`)."""
+    bucket = settings.slo.bucket
+    last = min(bucket_floor(end, bucket), judgeable_until(settings, end, now))
+    first = bucket_floor(start, bucket)
+    ranges = dict.fromkeys(settings.slo.enabled, (first, max(first, last)))
+    return judge_range(store, settings, ranges, now, progress)
+
+
+def slo_reports(store: Store, settings: Settings, at: datetime) -> dict[str, SloReport]:
+    """Each enabled SLO at the bucket boundary at or before `at`, read from the ledger (the
+    buckets judged so far: their share of the period is the coverage), by name."""
+    found = {}
+    for slo in slo_specs(settings, configured_checks(settings)):
+        end = bucket_floor(at, slo.params.bucket)
+        reach = max(slo.params.period, max(WINDOWS.values()))  # the longest burn window too
+        rows = load_buckets(
+            store, settings, settings.source.display_name, slo.name, end - reach, end
+        )
+        buckets = [Bucket(r.start, r.good, r.bad) for r in rows]
+        found[slo.name] = SloReport(slo, figures(slo.params, buckets, end))
+    return found
+
+
+def with_slos(store: Store, settings: Settings, report: Report) -> Report:
+    """`report` with its SLOs at its time (`slo_reports`)."""
+    return replace(report, slos=slo_reports(store, settings, report.window.at))
+
+
+def judge_before_run(store: Store, settings: Settings, at: datetime, now: datetime) -> None:
+    """A recording run's first step (a daemon tick, `check --notify`): `catch_up`, a failure
+    logged and left to the next run (the run itself then meets the same store, or not)."""
+    try:
+        done = catch_up(store, settings, at, now)
+    except StoreError as exc:
+        log.warning("the SLO buckets could not be judged: %s", exc.problem)
+        return
+    if done.judged or done.failed:
+        log.info(
+            "judged %d SLO buckets in %d passes (%d could not be)",
+            done.judged,
+            done.passes,
+            done.failed,
+        )
