@@ -215,8 +215,9 @@ def test_no_room_for_the_state_tables_still_reports_and_announces_later(
     assert full.returncode == 1, full.stderr  # the breaches, as without a full disk
     assert "memory-watchdog: BREACHED" in full.stdout
     assert "FIRING" not in full.stdout + full.stderr  # nothing announced: nothing could be recorded
-    (line,) = full.stderr.strip().splitlines()
-    assert "alerts: could not keep alert state" in line and "not enough space" in line
+    ledger, alerts = full.stderr.strip().splitlines()  # the SLO ledger is judged first
+    assert "the SLO buckets could not be judged" in ledger and "not enough space" in ledger
+    assert "alerts: could not keep alert state" in alerts and "not enough space" in alerts
     ballast.unlink()
     freed = check("2026-11-28T08:00:00Z")
     assert freed.returncode == 1, freed.stderr

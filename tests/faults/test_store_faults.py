@@ -35,6 +35,7 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import Store, open_store
 from watchdog.demo.data import write_demo
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.slo import SLOS_LOST, slo_reports
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 AT = datetime(2026, 11, 28, 4, tzinfo=UTC)
@@ -268,9 +269,12 @@ def test_a_stall_in_one_query_errors_its_checks_in_bounded_time(
     proxy.fault_request = 10**9  # count the requests of a fault-free run first
     with open_store(proxy_url(proxy), query_timeout_s=10) as http_store:
         run_json(http_store, demo)
-    requests = proxy.requests
+        before_slos = proxy.requests
+        slo_reports(http_store, demo, AT)  # the SLOs' ledger reads, which follow the source's
+        ledger = proxy.requests - before_slos
+    requests = proxy.requests - ledger
     proxy.set_mode("stall_request")
-    proxy.fault_request = requests - SOURCE_QUERIES + query
+    proxy.fault_request = requests - ledger - SOURCE_QUERIES + query
     started = time.monotonic()
     with open_store(proxy_url(proxy), query_timeout_s=2) as http_store:
         got = run_json(http_store, demo)
@@ -288,6 +292,29 @@ def test_a_stall_in_one_query_errors_its_checks_in_bounded_time(
         == "could not evaluate: query timed out (raise store.query_timeout)"
         for c in errored
     )
+
+
+@pytest.mark.slow
+def test_a_stall_reading_the_slo_ledger_keeps_every_verdict_and_says_so(
+    proxy: FaultProxy, demo: Settings, baseline: dict[str, Any]
+) -> None:
+    """The SLOs' ledger read stalling costs no verdict: the report keeps every check's, without
+    SLOs, and its notes say the SLOs could not be read."""
+    proxy.set_mode("stall_request")
+    proxy.fault_request = 10**9  # count the requests of a fault-free run first
+    with open_store(proxy_url(proxy), query_timeout_s=10) as http_store:
+        run_json(http_store, demo)
+        before_slos = proxy.requests
+        slo_reports(http_store, demo, AT)
+        ledger = proxy.requests - before_slos
+    assert ledger >= 1
+    proxy.set_mode("stall_request")
+    proxy.fault_request = before_slos - ledger + 1  # the run's first read of the SLO ledger
+    with open_store(proxy_url(proxy), query_timeout_s=2) as http_store:
+        got = run_json(http_store, demo)
+    assert not no_wrong_verdict(got, baseline)
+    assert got["slos"] == {}
+    assert got["notes"] == [f"{SLOS_LOST}query timed out (raise store.query_timeout))"]
 
 
 def test_http_500_exits_3_with_clickhouse_words(proxy: FaultProxy) -> None:

@@ -26,6 +26,7 @@ from checks.slo.report import SloReport
 from checks.slo.specs import SloSpec, slo_specs
 from checks.sources import open_source
 from watchdog.core.errors import StoreError
+from watchdog.core.logs import said
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 
@@ -173,9 +174,19 @@ def slo_reports(store: Store, settings: Settings, at: datetime) -> dict[str, Slo
     return found
 
 
+# The note of a report whose SLOs could not be read from the ledger: its checks' verdicts stand.
+SLOS_LOST = "the SLOs could not be read from the ledger ("
+
+
 def with_slos(store: Store, settings: Settings, report: Report) -> Report:
-    """`report` with its SLOs at its time (`slo_reports`)."""
-    return replace(report, slos=slo_reports(store, settings, report.window.at))
+    """`report` with its SLOs at its time (`slo_reports`). A store error reading the ledger
+    never costs the checks' verdicts: the report keeps them, without SLOs, and says so in its
+    notes (as a lost details lookup does, checks.listed)."""
+    try:
+        slos = slo_reports(store, settings, report.window.at)
+    except StoreError as exc:
+        return replace(report, notes=(*report.notes, f"{SLOS_LOST}{exc.problem})"))
+    return replace(report, slos=slos)
 
 
 def judge_before_run(store: Store, settings: Settings, at: datetime, now: datetime) -> None:
@@ -184,7 +195,8 @@ def judge_before_run(store: Store, settings: Settings, at: datetime, now: dateti
     try:
         done = catch_up(store, settings, at, now)
     except StoreError as exc:
-        log.warning("the SLO buckets could not be judged: %s", exc.problem)
+        # One line, as a command's other problems are said (`memory-watchdog: ...` on a terminal).
+        said(f"the SLO buckets could not be judged: {exc.problem}", level=logging.WARNING)
         return
     if done.judged or done.failed:
         log.info(
