@@ -40,7 +40,6 @@ from watchdog.demo.run import (
     write_demo_report,
 )
 from watchdog.runner.once import run_once, window_at
-from watchdog.runner.slo import judge_before_run
 
 # The last "What next" line: your own data. It names no file: an installed memory-watchdog has
 # no repository beside it, and every key of a config file is optional.
@@ -148,8 +147,6 @@ def demo_via_otlp(settings: Settings, *, sessions: int, seed: int, at: datetime)
                 " (see the log lines above)",
             )
         mark_demo_logs_table(store)
-        # The SLO ledger over the demo's data, as a recording run at `at` would judge it.
-        judge_before_run(store, settings, at, at + settings.schedule.delay)
         report = run_once(store, settings, window_at(settings, at))
         page = write_demo_report(store, settings, report, report_dir(settings), at)
     config = _write_demo_config(settings)

@@ -44,7 +44,7 @@ def run_windows(
         windows = Windows(tuple(windows))
     specs = configured_checks(settings)
     source = open_source(store, settings.source, session_scopes(specs))
-    return evaluate_windows(
+    reports = evaluate_windows(
         store,
         source,
         windows,
@@ -52,6 +52,7 @@ def run_windows(
         triage=triage,
         error_classes=settings.report.error_classes,
     )
+    return [with_slos(store, settings, report) for report in reports]  # as run_once's
 
 
 def catch_up_reports(
@@ -72,4 +73,4 @@ def catch_up_reports(
         log.warning("the windows of this catch-up are judged one by one: %s", exc.problem)
         return {}
     log.info("one pass evaluated the %d windows of this catch-up", len(reports))
-    return {r.window.at: with_slos(store, settings, r) for r in reports}
+    return {r.window.at: r for r in reports}
