@@ -121,11 +121,13 @@ def test_check_alerts_keep_their_labels() -> None:
     """A check's alert is labelled by its check id, with no slo_tier."""
     facts = AlertFacts.from_json(
         {
+            **dict.fromkeys(("key", "source", "cause", "headline", "summary"), "x"),
+            "status": "firing",
+            "kind": "fire",
+            **dict.fromkeys(("value", "target", "ends_at"), ""),
             **dict.fromkeys(
-                ("key", "status", "kind", "source", "cause", "headline", "summary"), "x"
+                ("starts_at", "at", "window_start", "window_end"), "2026-11-28T04:00:00Z"
             ),
-            **dict.fromkeys(("value", "target", "starts_at", "ends_at", "at"), ""),
-            **dict.fromkeys(("window_start", "window_end"), ""),
             "check_id": "recall_coverage",
             "severity": "critical",
             "check_kind": "coverage",

@@ -9,17 +9,33 @@ import sys
 import time
 
 from watchdog.cli.args import PROG, Subparsers, common_arguments, judged, load, time_flag
+from watchdog.cli.epilog import DONE, STORE, USAGE, helped
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
 from watchdog.core.times import rfc3339, system_clock
 from watchdog.runner.slo import backfill
 
+BACKFILL_EXAMPLES = (
+    ("slo backfill", "judge every bucket of the longest period not judged yet, up to now"),
+    (
+        "slo backfill --from 2026-11-01T00:00:00Z --to 2026-11-28T00:00:00Z",
+        "judge the buckets of a range (run again after an interruption: it resumes)",
+    ),
+)
+BACKFILL_EXITS = (DONE, (1, "some buckets could not be judged: run it again"), USAGE, STORE)
+
 
 def add_slo(sub: Subparsers) -> None:
-    p = sub.add_parser("slo", help="service level objectives: judge their buckets (backfill)")
+    p = sub.add_parser(
+        "slo",
+        help="service level objectives: judge their buckets (backfill)",
+        **helped(BACKFILL_EXAMPLES, BACKFILL_EXITS),
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     fill = actions.add_parser(
-        "backfill", help="judge the SLO buckets of a range not judged yet (resumable)"
+        "backfill",
+        help="judge the SLO buckets of a range not judged yet (resumable)",
+        **helped(BACKFILL_EXAMPLES, BACKFILL_EXITS),
     )
     common_arguments(fill)
     fill.add_argument(
