@@ -73,6 +73,14 @@ def details_lost(got: dict[str, Any]) -> list[str]:
     return [n for n in got.get("notes", ()) if n.startswith(DETAILS_LOST)]
 
 
+def slos_lost(got: dict[str, Any]) -> bool:
+    """The report says its SLOs could not be read from the ledger (and carries none)."""
+    lost = any(n.startswith(SLOS_LOST) for n in got.get("notes", ()))
+    if lost:
+        assert got["slos"] == {}
+    return lost
+
+
 def without_details(result: dict[str, Any]) -> dict[str, Any]:
     evidence = {k: v for k, v in result["evidence"].items() if k != "event_details"}
     return {**result, "evidence": evidence}
@@ -91,6 +99,8 @@ def no_wrong_verdict(got: dict[str, Any], baseline: dict[str, Any]) -> list[str]
         assert got["deviations"] == baseline["deviations"]
     if "recall_coverage" not in errored:  # data_quality comes with the session query
         assert got["data_quality"] == baseline["data_quality"]
+    if not slos_lost(got):  # SLOs read from the ledger are exact, or absent and said so
+        assert got["slos"] == baseline["slos"]
     assert got["status"] == ("error" if errored else baseline["status"])
     return errored
 
@@ -181,8 +191,10 @@ def test_a_response_cut_in_any_query_is_an_error_never_a_wrong_verdict(
     proxy.fault_request = 10**9  # count the requests of a fault-free run first
     with open_store(proxy_url(proxy), query_timeout_s=10) as http_store:
         assert run_json(http_store, demo) == baseline
-    requests = proxy.requests
-    assert requests >= SOURCE_QUERIES
+        requests = proxy.requests
+        slo_reports(http_store, demo, AT)
+        ledger = proxy.requests - requests  # the run's last reads are the SLO ledger's
+    assert requests >= SOURCE_QUERIES + ledger and ledger >= 1
     outcomes: dict[int, str] = {}
     for k in range(1, requests + 1):
         proxy.set_mode("cut_request")
@@ -199,11 +211,18 @@ def test_a_response_cut_in_any_query_is_an_error_never_a_wrong_verdict(
         errored = no_wrong_verdict(got, baseline)
         if details_lost(got):
             outcomes[k] = "details lost"
+        elif slos_lost(got):
+            outcomes[k] = "slos lost"
         else:
             outcomes[k] = f"errored: {', '.join(errored)}" if errored else "unaffected"
-    # The source's queries (after the client's own handshake) all turned into errors.
-    source_queries = [o for k, o in outcomes.items() if k > requests - SOURCE_QUERIES]
+    # The source's queries (after the client's own handshake) all turned into errors, and
+    # each cut in the ledger's reads into a report without SLOs that says so.
+    first_source = requests - ledger - SOURCE_QUERIES
+    source_queries = [o for k, o in outcomes.items() if first_source < k <= requests - ledger]
     assert all(o != "unaffected" for o in source_queries), outcomes
+    assert all(outcomes[k] == "slos lost" for k in range(requests - ledger + 1, requests + 1)), (
+        outcomes
+    )
     assert any(o.startswith("errored") for o in outcomes.values()), outcomes
 
 
