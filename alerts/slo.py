@@ -21,10 +21,9 @@ from alerts.facts import SLO_KIND
 from alerts.pipeline import AlertContext, DeliveryArgs, Evaluation, ProcessOutcome, run
 from alerts.rows import RunKind
 from alerts.state import LIVE
-from checks.base import CheckResult, Report, Severity, Status, Window
+from checks.base import CheckResult, Report, Severity, SloSpec, Status, Window
 from checks.evidence import Evidence
 from checks.slo.budget import Alert, SloFigures, TierFigures, TierState
-from checks.slo.specs import SloSpec
 from checks.verdict import percent
 from watchdog.core.durations import format_duration, human_duration
 from watchdog.core.settings import Settings, slo_alert_id

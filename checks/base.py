@@ -11,14 +11,14 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from fractions import Fraction
+from typing import Any
 
 from checks.breakdown import Triage
 from checks.evidence import Evidence
+from checks.slo.budget import SloFigures, SloParams
+from watchdog.core.durations import format_duration
 from watchdog.core.times import rfc3339, to_ms
-
-if TYPE_CHECKING:  # checks.slo builds on this module's CheckSpec
-    from checks.slo.report import SloReport
 from watchdog.core.units import Unit as Unit  # where checks and reports import it from
 from watchdog.core.vocabulary import FRESHNESS_CHECK_ID
 from watchdog.core.vocabulary import Comparison as Comparison  # (the same: one definition each)
@@ -159,6 +159,73 @@ class DeviationCount:
     count: int
 
 
+# ---- SLOs as a report carries them (docs/slo.md; checks.slo.specs resolves them) -------
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    """One SLO: its name, the check it follows (as configured), the SLI that check measures
+    ("ratio" or "latency"), and the parameters of its figures."""
+
+    name: str
+    check: CheckSpec
+    sli: str
+    params: SloParams
+
+    @property
+    def objective(self) -> Fraction:
+        return self.params.objective
+
+
+@dataclass(frozen=True)
+class SloReport:
+    """One SLO at a report's time: what it follows and its figures there."""
+
+    spec: SloSpec
+    figures: SloFigures
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's `slos.<name>` (docs/spec.md section 11's keys): rates as fractions,
+        durations as the config writes them, a figure with no event null."""
+        spec, f = self.spec, self.figures
+        budget = f.budget
+        return {
+            "check": spec.check.id,
+            "sli": spec.sli,
+            "objective": float(spec.objective),
+            "period": format_duration(spec.params.period),
+            "bucket": format_duration(spec.params.bucket),
+            "at": rfc3339(f.at),
+            "good": f.good,
+            "bad": f.bad,
+            "total": f.total,
+            "coverage": f.coverage,
+            "budget": {
+                "allowed": budget.allowed if budget else None,
+                "consumed": budget.consumed if budget else None,
+                "remaining": budget.remaining if budget else None,
+            },
+            "status": f.status.value,
+            "burn": dict(f.burn),
+            "tiers": [
+                {
+                    "name": t.tier.name,
+                    "alert": t.tier.alert.value,
+                    "long": format_duration(t.tier.long),
+                    "short": format_duration(t.tier.short),
+                    "factor": t.factor,
+                    "state": t.state.value,
+                }
+                for t in f.tiers
+            ],
+            "exhaustion_s": f.exhaustion_s,
+        }
+
+
 @dataclass(frozen=True)
 class Report:
     """One evaluation: every check's result over one window (docs/spec.md section 6)."""
@@ -171,7 +238,7 @@ class Report:
     notes: tuple[str, ...] = ()
     # Per breached check: its failing items grouped by the source's dimensions (checks.triage).
     triage: Mapping[str, Triage] = field(default_factory=dict)
-    # Each enabled SLO at the report's time, by name (checks.slo.report; docs/slo.md).
+    # Each enabled SLO at the report's time, by name (SloReport; docs/slo.md).
     slos: Mapping[str, SloReport] = field(default_factory=dict)
 
     @property

@@ -9,10 +9,10 @@ import pytest
 
 from alerts.rows import SloBucketRow
 from alerts.state import ensure_schema, save_buckets
+from checks.base import SloReport, SloSpec
 from checks.builtin import configured_checks
 from checks.slo.budget import Bucket, figures
-from checks.slo.report import SloReport
-from checks.slo.specs import SloSpec, slo_specs
+from checks.slo.specs import slo_specs
 from tests.alerts.conftest import make_settings
 from tests.pages import AT, known_report, parse
 from watchdog.core.store import Store

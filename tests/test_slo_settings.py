@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from checks.base import SloSpec
 from checks.builtin import configured_checks
-from checks.slo.specs import SloSpec, slo_specs
+from checks.slo.specs import slo_specs
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import settings_from_mapping
 from watchdog.runner.plugins import PLUGINS

@@ -3,5 +3,6 @@ outcome-rate or quantile check, counts its good and bad events per epoch-aligned
 reads burn rates, an error budget and four alert tiers off those buckets.
 
 `specs` resolves the configured SLOs against the configured checks; `budget` holds the pure
-arithmetic (`figures`).
+arithmetic (`figures`). An SLO as a report carries it (`SloSpec`, `SloReport`) lives in
+`checks.base`, beside the report.
 """

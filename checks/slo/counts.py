@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from checks.base import Status, Window
+from checks.base import SloSpec, Status, Window
 from checks.evaluate import evaluate_windows
 from checks.kinds import kind_of
 from checks.scans.plans import Context
 from checks.scans.windows import Windows
 from checks.slo.budget import Bucket
-from checks.slo.specs import SloSpec
 from checks.sources import CompiledSource
 from watchdog.core.errors import RegistryError
 from watchdog.core.store import Store

@@ -8,30 +8,13 @@ counts: its roles, its scope, its target for latencies (docs/slo.md#configuratio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from fractions import Fraction
 
-from checks.base import CheckSpec
+from checks.base import CheckSpec, SloSpec
 from checks.kinds import kind_of
 from checks.slo.budget import TIERS, SloParams
 from watchdog.core.errors import RegistryError
 from watchdog.core.settings import Settings
 from watchdog.core.settings.slo import LATENCY, RATIO
-
-
-@dataclass(frozen=True)
-class SloSpec:
-    """One SLO: its name, the check it follows (as configured), the SLI that check measures
-    ("ratio" or "latency"), and the parameters of its figures."""
-
-    name: str
-    check: CheckSpec
-    sli: str
-    params: SloParams
-
-    @property
-    def objective(self) -> Fraction:
-        return self.params.objective
 
 
 def slo_specs(settings: Settings, checks: Sequence[CheckSpec]) -> tuple[SloSpec, ...]:

@@ -14,9 +14,10 @@ from alerts.receivers.alertmanager import alert_labels
 from alerts.slo import SloJudgement, process_slos
 from alerts.state import load_alerts
 from alerts.testing import FakeTimer, RecordingNotifier
+from checks.base import SloSpec
 from checks.builtin import configured_checks
 from checks.slo.budget import Alert, Bucket, figures
-from checks.slo.specs import SloSpec, slo_specs
+from checks.slo.specs import slo_specs
 from tests.alerts.conftest import T0, make_settings
 from watchdog.core.errors import ConfigError
 from watchdog.core.settings import Settings

@@ -17,9 +17,8 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from alerts.state import load_buckets
-from checks.base import Report, Status
+from checks.base import Report, SloSpec, Status
 from checks.slo.budget import Bucket, SloFigures, SloStatus, TierFigures, TierState
-from checks.slo.specs import SloSpec
 from checks.verdict import percent
 from watchdog.core.durations import format_duration, human_duration
 from watchdog.core.settings import Settings

@@ -7,9 +7,8 @@ docs/spec.md#6-the-report-json---format-json-schema_version-1.
 
 from __future__ import annotations
 
-from checks.base import CheckResult, Report, Status, Window
+from checks.base import CheckResult, Report, SloReport, Status, Window
 from checks.slo.budget import SloStatus, TierState
-from checks.slo.report import SloReport
 from checks.verdict import format_target, format_value
 from watchdog.core import jsontext
 from watchdog.core.durations import format_duration, human_duration

@@ -17,13 +17,12 @@ from datetime import datetime
 
 from alerts.rows import SloBucketRow
 from alerts.state import ensure_schema, load_buckets, save_buckets
-from checks.base import Report
+from checks.base import Report, SloReport, SloSpec
 from checks.builtin import configured_checks
 from checks.kinds import session_scopes
 from checks.slo.budget import WINDOWS, Bucket, bucket_floor, figures
 from checks.slo.counts import bucket_windows, judge_buckets, oldest_event
-from checks.slo.report import SloReport
-from checks.slo.specs import SloSpec, slo_specs
+from checks.slo.specs import slo_specs
 from checks.sources import open_source
 from watchdog.core.errors import StoreError
 from watchdog.core.logs import said
