@@ -22,9 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from checks.slo.budget import bucket_floor
 from checks.source_ddl import create_table_sql
 from tests.builder import JOELCLAW_COLUMNS, T0, Event, H, M, S, Scenario, settings_for, unique_table
 from watchdog.core.store import Store
+from watchdog.core.times import rfc3339
 from watchdog.runner.once import run_once, window_at
 
 pytestmark = pytest.mark.slow
@@ -158,8 +160,6 @@ def unshifted(value: Any, offset: timedelta) -> Any:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return value
-        from watchdog.core.times import rfc3339
-
         return rfc3339(moment - offset)
     if isinstance(value, dict):
         return {k: unshifted(v, offset) for k, v in value.items()}
@@ -176,11 +176,21 @@ def unshifted(value: Any, offset: timedelta) -> Any:
 def test_shifting_every_time_and_at_changes_nothing(
     store: Store, plans: list[dict[str, Any]], offset_ms: int
 ) -> None:
-    """The same world moved in time, judged at the moved `at`, has the same report."""
+    """The same world moved in time, judged at the moved `at`, has the same report; its SLOs
+    are read at the epoch-aligned bucket boundary at or before the moved `at` (an absolute
+    time: docs/slo.md#the-ledger), with the same figures."""
     offset = timedelta(milliseconds=offset_ms)
     base = evaluate(store, [build(plans).events])
     moved = evaluate(store, [build(plans, shift=offset).events], at=AT + offset)
+    base_slos, moved_slos = base.pop("slos"), moved.pop("slos")
     assert unshifted(moved, offset) == base
+    boundary = rfc3339(bucket_floor(AT + offset, settings_for(unique_table()).slo.bucket))
+    assert {name: slo.pop("at") for name, slo in moved_slos.items()} == dict.fromkeys(
+        base_slos, boundary
+    )
+    assert moved_slos == {
+        name: {k: v for k, v in slo.items() if k != "at"} for name, slo in base_slos.items()
+    }
 
 
 @EXAMPLES
