@@ -5,6 +5,7 @@ state and a Distributed source over local shards, with hostile data."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -12,15 +13,19 @@ import pytest
 
 from checks.builtin import configured_checks
 from checks.kinds import session_scopes
-from checks.slo.counts import bucket_windows, judge_buckets
+from checks.kinds.outcome_rate import OutcomeRate, OutcomeRateKind
+from checks.slo.counts import bucket_lookback, bucket_windows, judge_buckets
 from checks.slo.specs import slo_specs
 from checks.sources import open_source
 from tests.builder import T0, H, M, S, Scenario, settings_for, unique_table
 from tests.cluster import distribute
+from tests.test_cluster import Recording
 from tests.test_session_state import Materialized
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import to_ms
 from watchdog.runner.once import run_once, window_at
+from watchdog.runner.slo import judge_range
 
 AT = T0 + 6 * H
 LENGTH = 4 * H
@@ -82,7 +87,7 @@ def bucket_sums(store: Store, settings: Settings) -> dict[str, tuple[int, int]]:
     bucket = settings.slo.bucket
     starts = [AT - LENGTH + i * bucket for i in range(LENGTH // bucket)]
     source = open_source(store, settings.source, session_scopes(specs))
-    windows = bucket_windows(starts, bucket, settings.window.reach(bucket))
+    windows = bucket_windows(starts, bucket, bucket_lookback(settings, slos))
     found = judge_buckets(store, source, slos, windows)
     sums = {}
     for name, buckets in found.items():
@@ -141,7 +146,7 @@ def test_the_buckets_of_an_outcome_follow_its_deadline(store: Store) -> None:
     bucket = settings.slo.bucket
     starts = [T0 + 2 * H + i * bucket for i in range(12)]
     source = open_source(store, settings.source, session_scopes(specs))
-    windows = bucket_windows(starts, bucket, settings.window.reach(bucket))
+    windows = bucket_windows(starts, bucket, bucket_lookback(settings, [slo]))
     found = judge_buckets(store, source, [slo], windows)["observe_success"]
     bad = {b.start: b.bad for b in found if b is not None and b.bad}
     assert bad == {T0 + 2 * H + 15 * M: 1}
@@ -176,8 +181,74 @@ def test_a_custom_checks_own_window_does_not_stretch_its_buckets(store: Store) -
     bucket = settings.slo.bucket
     starts = [AT - H + i * bucket for i in range(H // bucket)]
     source = open_source(store, settings.source, session_scopes(specs))
-    windows = bucket_windows(starts, bucket, settings.window.reach(bucket))
+    windows = bucket_windows(starts, bucket, bucket_lookback(settings, [slo]))
     found = judge_buckets(store, source, [slo], windows)["hourly"]
     sums = (sum(b.good for b in found if b), sum(b.bad for b in found if b))
     assert sums == (ev.completed, (ev.failed or 0) + (ev.lost or 0))
     assert sum(sums) > 0
+
+
+def test_the_narrow_read_judges_every_bucket_as_the_whole_lookback_does(store: Store) -> None:
+    """Each bucket read from its end back over the bucket and the longest grace (20 minutes by
+    default) has the good and bad events it has read over the whole 24h lookback."""
+    table = unique_table()
+    hostile(5).write(store, table)
+    settings = settings_for(table, CONFIG)
+    specs = configured_checks(settings)
+    slos = slo_specs(settings, specs)
+    bucket = settings.slo.bucket
+    assert bucket_lookback(settings, slos) == bucket + 15 * M  # observe_grace, the longest
+    starts = [AT - LENGTH + i * bucket for i in range(LENGTH // bucket)]
+    source = open_source(store, settings.source, session_scopes(specs))
+    narrow = judge_buckets(store, source, slos, bucket_windows(starts, bucket, bucket + 15 * M))
+    whole = judge_buckets(
+        store, source, slos, bucket_windows(starts, bucket, settings.window.reach(bucket))
+    )
+    assert narrow == whole
+    assert any(b is not None and b.bad for b in narrow["observe_success"])
+
+
+class Leadless(OutcomeRateKind):
+    """An outcome rate that does not say how far before a bucket it reads."""
+
+    def slo_lead(self, params: OutcomeRate) -> None:  # type: ignore[override]
+        return None
+
+
+def test_an_slo_over_a_kind_that_names_no_lead_reads_the_whole_lookback() -> None:
+    """A kind that cannot say how far before a bucket it looks (none of the SLO kinds today)
+    has its buckets read over the lookback: never fewer events than the check reads."""
+    settings = settings_for("agents.none", CONFIG)
+    slos = slo_specs(settings, configured_checks(settings))
+    leadless = [replace(slos[0], check=replace(slos[0].check, kind=Leadless()))]
+    assert bucket_lookback(settings, leadless) == settings.window.reach(settings.slo.bucket)
+
+
+def _times_read(sent: list[tuple[str, dict[str, Any]]]) -> list[int]:
+    """The epoch-millisecond bounds bound to the queries of the events (not the ledger's)."""
+    found: list[int] = []
+    for sql, params in sent:
+        if "system." in sql or ".slo_buckets" in sql or "LIMIT 0" in sql:
+            continue
+        for value in params.values():
+            values = value if isinstance(value, list) else [value]
+            found += [v for v in values if isinstance(v, int) and v > 10**12]
+    return found
+
+
+def test_a_burn_tick_reads_only_its_buckets_minutes(store: Store) -> None:
+    """Judging one closed bucket (what a burn tick does once the period is judged) binds no
+    time before the bucket's start less the longest grace: a range read of the narrow table,
+    not a read of the 24h lookback (docs/slo.md#what-a-burn-tick-costs)."""
+    table = unique_table()
+    hostile(1).write(store, table)
+    settings = settings_for(table, CONFIG)
+    start = AT - settings.slo.bucket
+    recording = Recording(store)
+    ranges = dict.fromkeys(settings.slo.enabled, (start, AT))
+    done = judge_range(recording, settings, ranges, now=AT + H)
+    assert done.judged == len(settings.slo.enabled) and done.passes == 1
+    bounds = _times_read(recording.sent)
+    assert bounds  # the judging bound its window's times
+    assert min(bounds) == to_ms(start - 15 * M)
+    assert max(bounds) == to_ms(AT)

@@ -148,6 +148,12 @@ class Kind(ABC, Generic[P]):
         counts over a window, docs/slo.md#buckets); None: no SLO can follow this kind."""
         return None
 
+    def slo_lead(self, params: P) -> timedelta | None:
+        """How far before a bucket an SLO over this kind reads to count the bucket (the deadlines
+        falling in it look back their grace); None: the whole reach of a window one bucket
+        long, the lookback (docs/slo.md#what-a-burn-tick-costs)."""
+        return None
+
     def session_filter(self, params: P) -> str | None:
         """The check's own session filter, if it has one (a `scope_<id>` of the source)."""
         return None

@@ -200,6 +200,11 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
         evidence = result.evidence
         return evidence.completed or 0, (evidence.failed or 0) + (evidence.lost or 0)
 
+    def slo_lead(self, params: OutcomeRate) -> timedelta:
+        """The grace: a started event lost in a bucket has its ts that long before the deadline,
+        and its outcomes lie between the two; completed and failed count in the bucket of ts."""
+        return timedelta(milliseconds=params.grace_ms)
+
     def obligations(self, params: OutcomeRate) -> Sequence[Obligation]:
         return (params.loss,)
 

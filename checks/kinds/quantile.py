@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from fractions import Fraction
 from typing import Literal
 
@@ -146,6 +147,10 @@ class QuantileKind(Declared[Quantile, QuantileConfig]):
         """Of the quantile's sample, good: below the target; bad: at or above it."""
         above = result.evidence.at_or_above_target or 0
         return result.sample_size - above, above
+
+    def slo_lead(self, params: Quantile) -> timedelta:
+        """Nothing before the bucket: each value counts in the bucket of its event's ts."""
+        return timedelta(0)
 
     def slo_objective(self, params: Quantile) -> Fraction:
         """The quantile: an SLO over a p95 check asks 95% of the sample below the target."""

@@ -22,8 +22,9 @@ from checks.scans.windows import Windows
 from checks.slo.budget import Bucket
 from checks.sources import CompiledSource
 from watchdog.core.errors import RegistryError
+from watchdog.core.settings import Settings
 from watchdog.core.store import Store
-from watchdog.core.times import EARLIEST, from_ms
+from watchdog.core.times import from_ms
 
 
 def bucket_windows(starts: Sequence[datetime], bucket: timedelta, lookback: timedelta) -> Windows:
@@ -34,13 +35,28 @@ def bucket_windows(starts: Sequence[datetime], bucket: timedelta, lookback: time
     )
 
 
-def oldest_event(store: Store, source: CompiledSource, before: datetime) -> datetime | None:
-    """The time of the source's oldest event before `before` (None: there is none).
+def bucket_lookback(settings: Settings, slos: Sequence[SloSpec]) -> timedelta:
+    """How far back from its end a bucket is read to judge `slos` over it: the bucket and the
+    longest of their kinds' leads (an outcome rate's grace), so a burn tick reads its bucket's
+    minutes and not the lookback; the window's whole reach when a kind cannot say
+    (docs/slo.md#what-a-burn-tick-costs)."""
+    bucket = settings.slo.bucket
+    leads = [kind_of(slo.check).slo_lead(kind_of(slo.check).of(slo.check)) for slo in slos]
+    if not leads or any(lead is None for lead in leads):
+        return settings.window.reach(bucket)
+    return bucket + max(lead for lead in leads if lead is not None)
+
+
+def oldest_event(
+    store: Store, source: CompiledSource, start: datetime, end: datetime
+) -> datetime | None:
+    """The time of the source's oldest event in `[start, end)` (None: there is none): the span
+    the buckets being judged read, so that finding it costs no more than judging them.
 
     A bucket ending at or before it reads no event at all, so its check counts nothing in it:
     it is judged (0 good, 0 bad) without a scan.
     """
-    window = Window(at=before, length=timedelta(0), lookback=before - EARLIEST)
+    window = Window(at=end, length=timedelta(0), lookback=end - start)
     ctx = Context(store, source.events_source, window)
     row = ctx.aggregate(ctx.source.select("count() AS n, min(t) AS oldest"), {})
     return from_ms(int(row["oldest"])) if row.get("n") else None

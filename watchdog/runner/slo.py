@@ -21,7 +21,7 @@ from checks.base import Report, SloReport, SloSpec
 from checks.builtin import configured_checks
 from checks.kinds import session_scopes
 from checks.slo.budget import WINDOWS, Bucket, bucket_floor, figures
-from checks.slo.counts import bucket_windows, judge_buckets, oldest_event
+from checks.slo.counts import bucket_lookback, bucket_windows, judge_buckets, oldest_event
 from checks.slo.specs import slo_specs
 from checks.sources import open_source
 from watchdog.core.errors import StoreError
@@ -92,11 +92,11 @@ def judge_range(
         return Judging(0, 0, 0)
     source = open_source(store, settings.source, session_scopes(specs))
     bucket = settings.slo.bucket
-    lookback = settings.window.reach(bucket)
+    lookback = bucket_lookback(settings, slos)
     judged = failed = passes = 0
     name = settings.source.display_name
-    # The buckets ending by the oldest event read nothing: judged empty, without a scan.
-    oldest = oldest_event(store, source, starts[-1] + bucket)
+    # The buckets ending by the oldest event they read read nothing: judged empty, unscanned.
+    oldest = oldest_event(store, source, starts[0] + bucket - lookback, starts[-1] + bucket)
     empty = [s for s in starts if oldest is None or s + bucket <= oldest]
     if empty:
         rows = [
