@@ -6,8 +6,9 @@ when a tier of its alert fires, `ok` when all of them are ok, else `no_data` or
 `insufficient_data`, which keep the state), and `process_slos` runs it through the one
 pipeline (outbox, repeat, resolve, silences, routes). A firing page alert holds its ticket
 alert's announcements, as a silence holds them. The text carries the burn rates against their
-factors, the budget left, the time to exhaustion and the ids of bad events the ledger names;
-never a payload value.
+factors, the budget left, the time to exhaustion and the ids of bad events of the short
+window of a firing alert (`watchdog.runner.slo.with_bad_events` looks them up); never a payload
+value.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ MAX_BAD_EVENTS = 20  # ids kept per alert; the message shows the first five
 
 @dataclass(frozen=True)
 class SloJudgement:
-    """One SLO at one bucket boundary: its spec, its figures, and the ids of bad events in each
-    alert's shortest window when the ledger names them (none otherwise)."""
+    """One SLO at one bucket boundary: its spec, its figures, and the ids of bad events in the
+    short window of each firing alert (none for an alert that does not fire)."""
 
     spec: SloSpec
     figures: SloFigures

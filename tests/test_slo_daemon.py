@@ -3,6 +3,7 @@ closed buckets are judged, the SLO alerts advance and `/metrics` shows the SLOs.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
@@ -31,16 +32,20 @@ CLOSED = T0 + 15 * M  # the boundary after the burst's bucket
 PAGE = "observe_success:page"
 
 
-@pytest.fixture(scope="module")
-def source(store: Store) -> str:
+def burst() -> Scenario:
     """Forty sessions each observing once in the 0:10 bucket, ten of them failing."""
     scenario = Scenario()
     for i in range(20):
         scenario.session(f"s{i}").starts(BURST).observes(BURST + i * 10 * S)
     for i in range(20):
         scenario.session(f"f{i}").starts(BURST).observes(BURST + M, fails=i % 2 == 0)
+    return scenario
+
+
+@pytest.fixture(scope="module")
+def source(store: Store) -> str:
     table = f"d_{uuid.uuid4().hex[:10]}.otel_events"
-    scenario.write(store, table)
+    burst().write(store, table)
     return table
 
 
@@ -98,6 +103,17 @@ def test_a_burst_pages_at_the_next_bucket_close_without_a_window(rig: Rig) -> No
     assert rig.windows() == []  # the hourly window ends at 1:00: not judged by a burn tick
     states = {r.alert.check_id: r.alert.state for r in alert_states(rig.store, rig.settings)}
     assert states[PAGE] == "firing"
+
+
+def test_the_page_names_bad_events_of_its_short_window(rig: Rig) -> None:
+    """The page's message names failed observes of the 5m window that fired page-fast (the
+    SLO's check over it), and no other event."""
+    daemon = started(rig, CLOSED)
+    burn(rig, daemon, CLOSED + DELAY)
+    (message,) = page_messages(rig)
+    failed = {e.id for e in burst().events if e.name == "observe.store.failed"}
+    named = set(re.findall(r"ev-\d{6}", message))
+    assert named and named <= failed
 
 
 def test_a_burn_tick_sends_nothing_twice_across_a_restart(rig: Rig) -> None:

@@ -10,12 +10,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from alerts.slo import report_judgements
 from alerts.state import load_buckets
+from checks.slo.budget import Alert
 from tests.builder import T0, H, M, Scenario, settings_for, unique_table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.runner.once import evaluate_once, run_once, window_at
-from watchdog.runner.slo import backfill, catch_up, slo_reports
+from watchdog.runner.slo import backfill, catch_up, slo_reports, with_bad_events
 
 DAY = timedelta(days=1)
 BIN = Path(sys.executable).parent / "memory-watchdog"
@@ -146,3 +148,26 @@ def test_slo_backfill_command_judges_a_range_with_progress(tmp_path: Path) -> No
     assert first.stderr.splitlines()[-1] == "memory-watchdog: slo backfill: 288/288 buckets judged"
     assert first.stdout.startswith("judged 864 SLO buckets from 2026-11-27T00:00:00Z")
     assert second.stdout.startswith("judged 0 SLO buckets")
+
+
+def test_a_reports_firing_slo_alerts_name_bad_events_of_their_short_window(store: Store) -> None:
+    """What `check --notify` hands the SLO alerts: the report's SLOs, each firing alert with
+    the ids of bad events in its short window (failed observes of the burst's 5 minutes), the
+    alerts that do not fire with none."""
+    sc = Scenario()
+    burst = T0 + 10 * M
+    for i in range(20):
+        sc.session(f"b{i}").starts(burst).observes(burst + M, fails=i % 2 == 0)
+    sc.session("early").starts(T0).observes(T0 + M, fails=True)  # outside the 5m window
+    table = unique_table()
+    sc.write(store, table)
+    settings = settings_for(table, {"store": {"database": f"wd_{uuid.uuid4().hex[:10]}"}})
+    at = T0 + 15 * M
+    catch_up(store, settings, at, at + H)
+    report = run_once(store, settings, window_at(settings, at, H))
+    found = {j.spec.name: j for j in with_bad_events(store, settings, report_judgements(report))}
+    observe = found["observe_success"]
+    failed = {e.id for e in sc.events if e.name == "observe.store.failed" and e.ts >= burst}
+    assert set(observe.bad_events[Alert.PAGE]) == failed
+    assert Alert.TICKET in observe.bad_events  # the ticket tiers fire too over so few events
+    assert found["recall_success"].bad_events == {}

@@ -90,3 +90,16 @@ def judge_buckets(
             column.append(Bucket(window.start, *counts))
         found[slo.name] = column
     return found
+
+
+def bad_event_ids(
+    store: Store, source: CompiledSource, slo: SloSpec, window: Window
+) -> tuple[str, ...]:
+    """The ids of bad events the SLO's check names over `window` (its evidence: failed and lost
+    outcomes, latencies at or above the target; the oldest 20), none when the check errs."""
+    check = replace(slo.check, enabled=True, window_ms=None)
+    (report,) = evaluate_windows(store, source, Windows((window,)), [check])
+    result = report.checks[check.id]
+    if result.status is Status.ERROR:
+        return ()
+    return tuple(result.evidence.events or ())

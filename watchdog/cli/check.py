@@ -43,6 +43,7 @@ from watchdog.core.times import CLOCK_SKEW, system_clock
 from watchdog.report.page import evaluate_page
 from watchdog.report.text import render_json, render_text
 from watchdog.runner.once import evaluate_once, window_at
+from watchdog.runner.slo import with_bad_events
 
 FORMATS = ("text", "json", "html")
 
@@ -154,7 +155,7 @@ def notify_after_check(
         slos = process_slos(
             store,
             settings,
-            report_judgements(report),
+            with_bad_events(store, settings, report_judgements(report)),
             now=system_clock(),
             notifiers=notifiers,
             guard=guard,

@@ -28,7 +28,7 @@ from checks.slo.specs import slo_specs
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import Clock
-from watchdog.runner.slo import catch_up
+from watchdog.runner.slo import catch_up, with_bad_events
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def burn(store: Store, settings: Settings, now: datetime, step: BurnStep) -> Bur
     outcome = process_slos(
         store,
         settings,
-        judgements,
+        with_bad_events(store, settings, judgements),
         now=step.clock(),
         notifiers=step.notifiers,
         timer=step.timer,

@@ -11,19 +11,26 @@ buckets already judged, so an interrupted backfill resumes where it stopped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from alerts.rows import SloBucketRow
+from alerts.slo import SloJudgement
 from alerts.state import ensure_schema, load_buckets, save_buckets
-from checks.base import Report, SloReport, SloSpec
+from checks.base import Report, SloReport, SloSpec, Window
 from checks.builtin import configured_checks
 from checks.kinds import session_scopes
-from checks.slo.budget import WINDOWS, Bucket, bucket_floor, figures
-from checks.slo.counts import bucket_lookback, bucket_windows, judge_buckets, oldest_event
+from checks.slo.budget import WINDOWS, Alert, Bucket, TierState, bucket_floor, figures
+from checks.slo.counts import (
+    bad_event_ids,
+    bucket_lookback,
+    bucket_windows,
+    judge_buckets,
+    oldest_event,
+)
 from checks.slo.specs import slo_specs
-from checks.sources import open_source
+from checks.sources import CompiledSource, open_source
 from watchdog.core.errors import StoreError
 from watchdog.core.logs import said
 from watchdog.core.settings import Settings
@@ -186,6 +193,39 @@ def with_slos(store: Store, settings: Settings, report: Report) -> Report:
     except StoreError as exc:
         return replace(report, notes=(*report.notes, f"{SLOS_LOST}{exc.problem})"))
     return replace(report, slos=slos)
+
+
+def with_bad_events(
+    store: Store, settings: Settings, judgements: Sequence[SloJudgement]
+) -> list[SloJudgement]:
+    """`judgements` with, for each alert a tier of which fires, the ids of bad events in the
+    shortest short window of its firing tiers (what its message names, docs/slo.md#alerts):
+    the SLO's check over that window, read as a bucket is (its lead before it). Looked up only
+    for a firing alert; a store error leaves the ids out, never the alert."""
+    found = []
+    source: CompiledSource | None = None  # opened for the first firing alert
+    for judgement in judgements:
+        figures, named = judgement.figures, dict(judgement.bad_events)
+        for alert in Alert:
+            firing = [
+                t.tier.short
+                for t in figures.tiers
+                if t.tier.alert is alert and t.state is TierState.FIRING
+            ]
+            if not firing or alert in named:
+                continue
+            short, slo = min(firing), judgement.spec
+            lead = bucket_lookback(settings, [slo]) - settings.slo.bucket
+            window = Window(at=figures.at, length=short, lookback=short + lead)
+            try:
+                if source is None:
+                    scopes = session_scopes(configured_checks(settings))
+                    source = open_source(store, settings.source, scopes)
+                named[alert] = bad_event_ids(store, source, slo, window)
+            except StoreError as exc:
+                log.warning("the bad events of SLO %s could not be read: %s", slo.name, exc.problem)
+        found.append(replace(judgement, bad_events=named))
+    return found
 
 
 def judge_before_run(store: Store, settings: Settings, at: datetime, now: datetime) -> None:
