@@ -4,17 +4,19 @@ codec over its row's dataclass, created on first use and given the columns added
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from alerts.codec import TS, Codec, Table, select_list, utc
 from alerts.lifecycle import Alert
 from alerts.rows import OutboxRow, RunKind, RunRecord, Silence, SloBucketRow
 from checks.base import Report, Window
+from checks.slo.budget import Sums
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms
 
 __all__ = ["LIVE", "REPLAY", "TABLES", "select_list", "utc"]
 
@@ -369,19 +371,107 @@ def save_buckets(store: Store, settings: Settings, rows: Iterable[SloBucketRow])
         store.insert(table(settings, "slo_buckets"), encoded, list(SLO_BUCKETS.columns))
 
 
+def load_ledger(
+    store: Store,
+    settings: Settings,
+    source: str,
+    slos: Sequence[str],
+    start: datetime,
+    end: datetime,
+) -> dict[str, list[SloBucketRow]] | None:
+    """The judged buckets of each of `slos` of `source` starting in `[start, end)`, oldest
+    first, by SLO (every name present); None when the ledger does not exist yet. One range
+    read of the table for all of them (a burn tick reads the ledger twice)."""
+    if not table_exists(store, settings, "slo_buckets"):
+        return None
+    found: dict[str, list[SloBucketRow]] = {name: [] for name in slos}
+    if not slos:
+        return found
+    rows = store.query(
+        "SELECT slo, toUnixTimestamp64Milli(start), good, bad, toUnixTimestamp64Milli(judged_at)"
+        f" FROM {table(settings, 'slo_buckets')} FINAL WHERE source = {{source:String}}"
+        " AND slo IN {slos:Array(String)} AND start >= {start:DateTime64(3, 'UTC')}"
+        " AND start < {end:DateTime64(3, 'UTC')} ORDER BY slo, start",
+        {"source": source, "slos": list(slos), "start": utc(start), "end": utc(end)},
+    ).rows
+    # Each time once: the SLOs share their bucket starts, and a pass judges at one time.
+    times: dict[int, datetime] = {}
+    for slo, begins, good, bad, judged in rows:
+        start = times.get(begins) or times.setdefault(begins, from_ms(begins))
+        judged_at = times.get(judged) or times.setdefault(judged, from_ms(judged))
+        found[slo].append(SloBucketRow(source, slo, start, good, bad, judged_at))
+    return found
+
+
+def ledger_starts(
+    store: Store,
+    settings: Settings,
+    source: str,
+    slos: Sequence[str],
+    start: datetime,
+    end: datetime,
+) -> dict[str, set[int]] | None:
+    """The starts (epoch milliseconds) of the judged buckets of each of `slos` of `source` in
+    `[start, end)`, by SLO (every name present); None when the ledger does not exist yet. What
+    a catch-up asks before it judges: one row per SLO."""
+    if not table_exists(store, settings, "slo_buckets"):
+        return None
+    found: dict[str, set[int]] = {name: set() for name in slos}
+    rows = store.query(
+        "SELECT slo, groupArray(toUnixTimestamp64Milli(start))"
+        f" FROM {table(settings, 'slo_buckets')} FINAL WHERE source = {{source:String}}"
+        " AND slo IN {slos:Array(String)} AND start >= {start:DateTime64(3, 'UTC')}"
+        " AND start < {end:DateTime64(3, 'UTC')} GROUP BY slo",
+        {"source": source, "slos": list(slos), "start": utc(start), "end": utc(end)},
+    ).rows
+    for slo, starts in rows:
+        found[slo] = set(starts)
+    return found
+
+
+def ledger_sums(
+    store: Store,
+    settings: Settings,
+    source: str,
+    slos: Mapping[str, Sequence[timedelta]],
+    at: datetime,
+) -> dict[str, dict[timedelta, Sums]] | None:
+    """For each SLO of `slos`, the sums of its judged buckets over each of its window lengths
+    ending at `at` (`checks.slo.budget.Sums`; a window with no judged bucket is left out), by
+    SLO and length; None when the ledger does not exist yet. One aggregation in the store: a
+    burn tick reads a few rows, not a period of buckets."""
+    if not table_exists(store, settings, "slo_buckets"):
+        return None
+    found: dict[str, dict[timedelta, Sums]] = {name: {} for name in slos}
+    wanted = {name: {int(w.total_seconds() * 1000) for w in ws} for name, ws in slos.items()}
+    every = sorted(set().union(*wanted.values()))
+    if not every:
+        return found
+    rows = store.query(
+        "SELECT slo, w, sum(good), sum(bad), count() FROM ("
+        f" SELECT slo, start, good, bad FROM {table(settings, 'slo_buckets')} FINAL"
+        " WHERE source = {source:String} AND slo IN {slos:Array(String)}"
+        " AND start >= {start:DateTime64(3, 'UTC')} AND start < {at:DateTime64(3, 'UTC')})"
+        " ARRAY JOIN {lengths:Array(Int64)} AS w"
+        " WHERE toUnixTimestamp64Milli(start) >= {at_ms:Int64} - w GROUP BY slo, w",
+        {
+            "source": source,
+            "slos": list(slos),
+            "start": utc(at - timedelta(milliseconds=every[-1])),
+            "at": utc(at),
+            "lengths": every,
+            "at_ms": int(at.timestamp() * 1000),
+        },
+    ).rows
+    for slo, w, good, bad, count in rows:
+        if int(w) in wanted[slo]:
+            found[slo][timedelta(milliseconds=int(w))] = Sums(int(good), int(bad), int(count))
+    return found
+
+
 def load_buckets(
     store: Store, settings: Settings, source: str, slo: str, start: datetime, end: datetime
 ) -> list[SloBucketRow]:
     """The judged buckets of `slo` of `source` starting in `[start, end)`, oldest first (none
     when the ledger does not exist yet)."""
-    if not table_exists(store, settings, "slo_buckets"):
-        return []
-    # Filtered inside: outside, `start` names the select list's epoch milliseconds.
-    rows = store.query(
-        f"SELECT {SLO_BUCKETS.select()} FROM (SELECT * FROM {table(settings, 'slo_buckets')}"
-        " FINAL WHERE source = {source:String} AND slo = {slo:String}"
-        " AND start >= {start:DateTime64(3, 'UTC')} AND start < {end:DateTime64(3, 'UTC')})"
-        " ORDER BY start",
-        {"source": source, "slo": slo, "start": utc(start), "end": utc(end)},
-    ).dicts()
-    return [SLO_BUCKETS.decode(row) for row in rows]
+    return (load_ledger(store, settings, source, [slo], start, end) or {}).get(slo, [])

@@ -6,7 +6,7 @@ store error confined to its checks, and with triage every breach broken down
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from checks.base import CheckResult, CheckSpec, DeviationCount, Report, Status, Window
@@ -68,6 +68,7 @@ def evaluate_windows(
     *,
     triage: bool = False,
     error_classes: bool = True,
+    details: bool = True,
 ) -> list[Report]:
     """Judge every check in `specs` over each of `windows`, each scan reading them all once.
 
@@ -75,17 +76,26 @@ def evaluate_windows(
     same verdicts, values, sample sizes and evidence; tests/test_backtest.py
     holds them to it), oldest first. With `triage`, the scans carry the
     breakdown where they can and each breached check of each window gets
-    the rest queried, as `evaluate` does.
+    the rest queried, as `evaluate` does. Without `details`, the evidence
+    keeps its ids and the events are not looked up (what SLO buckets count
+    needs none of it).
     """
     by_id = {spec.id: spec for spec in specs if spec.enabled}
     plans = Plans(source, dims=tuple(plain(source.dims)) if triage else None)
     readers = {spec.id: kind_of(spec).plan(plans, spec) for spec in by_id.values()}
     found = [_Found(plans) for _ in windows.windows]
-    for group, outcomes in plans.run_windows(store, windows):
+    # One window (a burn tick's bucket): its own scans, simpler than the pieces of many.
+    ran: Iterable[tuple[Group, list[tuple[Context, Row | StoreError]]]]
+    if len(windows.windows) == 1:
+        ran = ((g, [(ctx, row)]) for g, ctx, row in plans.run(store, windows.windows[0]))
+    else:
+        ran = plans.run_windows(store, windows)
+    for group, outcomes in ran:
         for each, (ctx, row) in zip(found, outcomes, strict=True):
             each.read(group, ctx, row, by_id, readers)
     reports = [f.report(w, source, specs) for f, w in zip(found, windows.windows, strict=True)]
-    reports = with_event_details(store, source, reports, error_classes)
+    if details:
+        reports = with_event_details(store, source, reports, error_classes)
     if not triage:
         return reports
     return [

@@ -10,9 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from alerts.rows import SloBucketRow
 from alerts.slo import report_judgements
-from alerts.state import load_buckets
-from checks.slo.budget import Alert
+from alerts.state import load_buckets, save_buckets
+from checks.slo.budget import Alert, Bucket, figures
 from tests.builder import T0, H, M, Scenario, settings_for, unique_table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -77,6 +78,24 @@ def test_the_figures_from_the_ledger_are_the_checks_counts_over_the_period(store
     figures = found["observe_success"]
     assert (figures.good, figures.bad) == (ev.completed, (ev.failed or 0) + (ev.lost or 0))
     assert figures.coverage == 1.0 and figures.bad > 0
+
+
+def test_the_ledgers_sums_give_the_figures_its_buckets_give(store: Store) -> None:
+    """The figures a tick reads (the ledger's sums per window, aggregated in the store) are
+    those its buckets give, at every hour of a day judged in part (coverage below 1, windows
+    with no judged bucket, buckets judged twice)."""
+    settings = world(store)
+    backfill(store, settings, T0 + 5 * H, T0 + 17 * H, now=T0 + 2 * DAY)
+    source = settings.source.display_name
+    again = SloBucketRow(source, "observe_success", T0 + 10 * H, 7, 3, T0 + 3 * DAY)
+    save_buckets(store, settings, [again])  # a bucket judged again: the newer row counts
+    for hour in range(0, 25, 3):
+        at = T0 + hour * H
+        for name, report in slo_reports(store, settings, at).items():
+            params = report.spec.params
+            rows = load_buckets(store, settings, source, name, at - params.period, at)
+            buckets = [Bucket(r.start, r.good, r.bad) for r in rows]
+            assert report.figures == figures(params, buckets, at), (name, at)
 
 
 def test_a_backfill_resumes_skipping_the_judged_buckets(store: Store) -> None:

@@ -177,14 +177,56 @@ class SloFigures:
         return self.good + self.bad
 
 
-def _burn(buckets: Iterable[Bucket], error_share: Fraction) -> Fraction | None:
-    """(bad / total) / (1 - objective) over `buckets`; None when they hold no event."""
-    good = bad = 0
+@dataclass(frozen=True)
+class Sums:
+    """The judged buckets of one window ending at T: their good and bad events, and how many
+    buckets were judged (a window with none judged has all three 0)."""
+
+    good: int = 0
+    bad: int = 0
+    buckets: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.good + self.bad
+
+
+def lengths(params: SloParams) -> tuple[timedelta, ...]:
+    """The windows the figures sum over, ending at T: every burn window, and the period."""
+    return tuple(sorted({*WINDOWS.values(), params.period}))
+
+
+def window_sums(
+    params: SloParams, buckets: Iterable[Bucket], at: datetime
+) -> dict[timedelta, Sums]:
+    """Per window of `lengths`, the sums of the judged `buckets` inside `[at - length, at)`.
+
+    ValueError when `at` or a bucket's start is not a bucket boundary, or two buckets start at
+    the same time (what the ledger's reads in SQL rule out by construction).
+    """
+    if not params.aligned(at):
+        raise ValueError(f"{at.isoformat()} is not a bucket boundary")
+    seen: set[datetime] = set()
+    found = {length: [0, 0, 0] for length in lengths(params)}
     for bucket in buckets:
-        good, bad = good + bucket.good, bad + bucket.bad
-    if good + bad == 0:
+        if not params.aligned(bucket.start):
+            raise ValueError(f"bucket {bucket.start.isoformat()} is not a bucket boundary")
+        if bucket.start in seen:
+            raise ValueError(f"bucket {bucket.start.isoformat()} is given twice")
+        seen.add(bucket.start)
+        for length, sums in found.items():
+            if at - length <= bucket.start < at:
+                sums[0] += bucket.good
+                sums[1] += bucket.bad
+                sums[2] += 1
+    return {length: Sums(*sums) for length, sums in found.items()}
+
+
+def _burn(sums: Sums, error_share: Fraction) -> Fraction | None:
+    """(bad / total) / (1 - objective) over a window; None when it holds no event."""
+    if sums.total == 0:
         return None
-    return Fraction(bad, good + bad) / error_share
+    return Fraction(sums.bad, sums.total) / error_share
 
 
 def _float(value: Fraction | None) -> float | None:
@@ -198,25 +240,22 @@ def figures(params: SloParams, buckets: Iterable[Bucket], at: datetime) -> SloFi
     against coverage, not as zero events). ValueError when `at` or a bucket's start is not a
     bucket boundary, or two buckets start at the same time.
     """
+    return figures_of(params, window_sums(params, buckets, at), at)
+
+
+def figures_of(params: SloParams, sums: Mapping[timedelta, Sums], at: datetime) -> SloFigures:
+    """The SLO's figures at `at` from the sums of its judged buckets over each of its windows
+    (`lengths`; a window missing holds no judged bucket), as `figures` makes them."""
     if not params.aligned(at):
         raise ValueError(f"{at.isoformat()} is not a bucket boundary")
-    judged: dict[datetime, Bucket] = {}
-    for bucket in buckets:
-        if not params.aligned(bucket.start):
-            raise ValueError(f"bucket {bucket.start.isoformat()} is not a bucket boundary")
-        if bucket.start in judged:
-            raise ValueError(f"bucket {bucket.start.isoformat()} is given twice")
-        if bucket.start < at:
-            judged[bucket.start] = bucket
 
-    def within(length: timedelta) -> list[Bucket]:
-        return [b for start, b in judged.items() if start >= at - length]
+    def within(length: timedelta) -> Sums:
+        return sums.get(length, Sums())
 
     share = params.error_share
     burns = {label: _burn(within(length), share) for label, length in WINDOWS.items()}
     in_period = within(params.period)
-    good = sum(b.good for b in in_period)
-    bad = sum(b.bad for b in in_period)
+    good, bad = in_period.good, in_period.bad
     budget = None
     remaining: Fraction | None = None
     allowed = share * (good + bad)
@@ -229,7 +268,7 @@ def figures(params: SloParams, buckets: Iterable[Bucket], at: datetime) -> SloFi
         at=at,
         good=good,
         bad=bad,
-        coverage=len(in_period) / (params.period // params.bucket),
+        coverage=in_period.buckets / (params.period // params.bucket),
         budget=budget,
         burn={label: _float(burn) for label, burn in burns.items()},
         tiers=tiers,
@@ -242,14 +281,14 @@ def _tier(
     params: SloParams,
     tier: Tier,
     burns: Mapping[str, Fraction | None],
-    long_buckets: list[Bucket],
+    long_sums: Sums,
 ) -> TierFigures:
     """A tier's state: firing when both windows burn above the factor; else no_data when either
     window holds no event; else insufficient_data when the long one holds fewer than
     min_events; else ok (docs/spec.md section 11, in that order)."""
     factor = params.factor(tier)
     long, short = burns[format_duration(tier.long)], burns[format_duration(tier.short)]
-    events = sum(b.total for b in long_buckets)
+    events = long_sums.total
     if long is not None and short is not None and long > factor and short > factor:
         state = TierState.FIRING
     elif long is None or short is None:

@@ -74,7 +74,7 @@ def judge_buckets(
     """
     # Over each bucket as its window: a custom check's own window length does not apply.
     checks = {slo.check.id: replace(slo.check, enabled=True, window_ms=None) for slo in slos}
-    reports = evaluate_windows(store, source, windows, list(checks.values()))
+    reports = evaluate_windows(store, source, windows, list(checks.values()), details=False)
     found: dict[str, list[Bucket | None]] = {}
     for slo in slos:
         kind = kind_of(slo.check)
@@ -98,7 +98,7 @@ def bad_event_ids(
     """The ids of bad events the SLO's check names over `window` (its evidence: failed and lost
     outcomes, latencies at or above the target; the oldest 20), none when the check errs."""
     check = replace(slo.check, enabled=True, window_ms=None)
-    (report,) = evaluate_windows(store, source, Windows((window,)), [check])
+    (report,) = evaluate_windows(store, source, Windows((window,)), [check], details=False)
     result = report.checks[check.id]
     if result.status is Status.ERROR:
         return ()

@@ -20,10 +20,11 @@ from apscheduler.triggers.base import BaseTrigger
 
 from alerts.base import Notifier, Timer
 from alerts.pipeline import ProcessOutcome
+from alerts.rows import SloBucketRow
 from alerts.slo import SloJudgement, process_slos
-from alerts.state import load_buckets
+from alerts.state import ledger_sums, load_ledger
 from checks.builtin import configured_checks
-from checks.slo.budget import WINDOWS, Bucket, SloFigures, bucket_floor, figures
+from checks.slo.budget import WINDOWS, Bucket, SloFigures, bucket_floor, figures_of, lengths
 from checks.slo.specs import slo_specs
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -84,21 +85,26 @@ def burn(store: Store, settings: Settings, now: datetime, step: BurnStep) -> Bur
         return None
     at = burn_at(settings, now)
     catch_up(store, settings, at, now)
-    reach = max(WINDOWS.values())
     source, counted = settings.source.display_name, step.counted or {}
+    names = [s.name for s in specs]
+    sums = ledger_sums(store, settings, source, {s.name: lengths(s.params) for s in specs}, at)
+    # The buckets judged since the daemon started that it has not counted (slo_events_total):
+    # those after the newest counted one, a few once the first tick has counted the rest.
+    fresh: dict[str, list[SloBucketRow]] = {}
+    if step.started is not None:
+        reach = max(max(s.params.period for s in specs), max(WINDOWS.values()))
+        since = min((counted.get(n, at - reach) for n in names), default=at - reach)
+        fresh = load_ledger(store, settings, source, names, since, at) or {}
     judgements, slos = [], []
     for spec in specs:
-        start = at - max(spec.params.period, reach)
-        rows = load_buckets(store, settings, source, spec.name, start, at)
-        buckets = [Bucket(r.start, r.good, r.bad) for r in rows]
-        found = figures(spec.params, buckets, at)
-        since = counted.get(spec.name)
+        found = figures_of(spec.params, (sums or {}).get(spec.name, {}), at)
+        after = counted.get(spec.name)
         new = tuple(
             Bucket(r.start, r.good, r.bad)
-            for r in rows
+            for r in fresh.get(spec.name, [])
             if step.started is not None
             and r.judged_at >= step.started
-            and (since is None or r.start > since)
+            and (after is None or r.start > after)
         )
         judgements.append(SloJudgement(spec, found))
         slos.append(SloBurn(spec.name, found, new))

@@ -17,11 +17,11 @@ from datetime import datetime
 
 from alerts.rows import SloBucketRow
 from alerts.slo import SloJudgement
-from alerts.state import ensure_schema, load_buckets, save_buckets
-from checks.base import Report, SloReport, SloSpec, Window
+from alerts.state import ensure_schema, ledger_starts, ledger_sums, save_buckets
+from checks.base import Report, SloReport, Window
 from checks.builtin import configured_checks
 from checks.kinds import session_scopes
-from checks.slo.budget import WINDOWS, Alert, Bucket, TierState, bucket_floor, figures
+from checks.slo.budget import Alert, TierState, bucket_floor, figures_of, lengths
 from checks.slo.counts import (
     bad_event_ids,
     bucket_lookback,
@@ -35,6 +35,7 @@ from watchdog.core.errors import StoreError
 from watchdog.core.logs import said
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.times import from_ms, to_ms
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +66,22 @@ def judgeable_until(settings: Settings, at: datetime, now: datetime) -> datetime
 
 
 def _missing(
-    store: Store, settings: Settings, slo: SloSpec, start: datetime, end: datetime
-) -> list[datetime]:
-    """The bucket starts of `[start, end)` the ledger does not hold for `slo`."""
-    source = settings.source.display_name
-    judged = {r.start for r in load_buckets(store, settings, source, slo.name, start, end)}
+    store: Store, settings: Settings, ranges: Mapping[str, tuple[datetime, datetime]]
+) -> tuple[dict[str, set[datetime]], bool]:
+    """Per SLO named in `ranges`, the bucket starts of its range the ledger does not hold (one
+    read of the ledger for all), and whether the ledger exists."""
     bucket = settings.slo.bucket
-    count = max(0, (end - start) // bucket)
-    return [s for s in (start + i * bucket for i in range(count)) if s not in judged]
+    step = int(bucket.total_seconds() * 1000)
+    first, last = min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())
+    source = settings.source.display_name
+    judged = ledger_starts(store, settings, source, list(ranges), first, last)
+    missing = {}
+    for name, (start, end) in ranges.items():
+        held = (judged or {}).get(name, set())
+        begin, count = to_ms(start), max(0, (end - start) // bucket)
+        wanted = (begin + i * step for i in range(count))
+        missing[name] = {from_ms(ms) for ms in wanted if ms not in held}
+    return missing, judged is not None
 
 
 def judge_range(
@@ -92,19 +101,23 @@ def judge_range(
     slos = [s for s in slo_specs(settings, specs) if s.name in ranges]
     if not slos:
         return Judging(0, 0, 0)
-    ensure_schema(store, settings)
-    missing = {s.name: set(_missing(store, settings, s, *ranges[s.name])) for s in slos}
+    missing, exists = _missing(store, settings, {s.name: ranges[s.name] for s in slos})
     starts = sorted(set().union(*missing.values()))
     if not starts:
         return Judging(0, 0, 0)
+    if not exists:
+        ensure_schema(store, settings)
     source = open_source(store, settings.source, session_scopes(specs))
     bucket = settings.slo.bucket
     lookback = bucket_lookback(settings, slos)
     judged = failed = passes = 0
     name = settings.source.display_name
-    # The buckets ending by the oldest event they read read nothing: judged empty, unscanned.
-    oldest = oldest_event(store, source, starts[0] + bucket - lookback, starts[-1] + bucket)
-    empty = [s for s in starts if oldest is None or s + bucket <= oldest]
+    # The buckets ending by the oldest event they read read nothing: judged empty, unscanned
+    # (a backfill's days before the data; a tick's one bucket is judged without the probe).
+    empty: list[datetime] = []
+    if len(starts) > 1:
+        oldest = oldest_event(store, source, starts[0] + bucket - lookback, starts[-1] + bucket)
+        empty = [s for s in starts if oldest is None or s + bucket <= oldest]
     if empty:
         rows = [
             SloBucketRow(name, slo.name, s, 0, 0, now)
@@ -167,17 +180,23 @@ def backfill(
 
 def slo_reports(store: Store, settings: Settings, at: datetime) -> dict[str, SloReport]:
     """Each enabled SLO at the bucket boundary at or before `at`, read from the ledger (the
-    buckets judged so far: their share of the period is the coverage), by name."""
-    found = {}
-    for slo in slo_specs(settings, configured_checks(settings)):
-        end = bucket_floor(at, slo.params.bucket)
-        reach = max(slo.params.period, max(WINDOWS.values()))  # the longest burn window too
-        rows = load_buckets(
-            store, settings, settings.source.display_name, slo.name, end - reach, end
-        )
-        buckets = [Bucket(r.start, r.good, r.bad) for r in rows]
-        found[slo.name] = SloReport(slo, figures(slo.params, buckets, end))
-    return found
+    buckets judged so far: their share of the period is the coverage), by name; one read of
+    the ledger for all of them."""
+    slos = slo_specs(settings, configured_checks(settings))
+    if not slos:
+        return {}
+    end = bucket_floor(at, settings.slo.bucket)
+    sums = ledger_sums(
+        store,
+        settings,
+        settings.source.display_name,
+        {s.name: lengths(s.params) for s in slos},
+        end,
+    )
+    return {
+        slo.name: SloReport(slo, figures_of(slo.params, (sums or {}).get(slo.name, {}), end))
+        for slo in slos
+    }
 
 
 # The note of a report whose SLOs could not be read from the ledger: its checks' verdicts stand.
