@@ -84,6 +84,7 @@ docs-check: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.backtest
+	$(BIN)/python -m benchmarks.slo
 	$(BIN)/python -m benchmarks.ingest
 	$(BIN)/python -m benchmarks.cluster --output benchmarks/cluster.json
 

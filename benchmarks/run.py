@@ -344,12 +344,12 @@ class Bench:
         return case
 
     def narrow_table(
-        self, preset: str, events: int, raw_table: str, mix: str = "today"
+        self, preset: str, events: int, raw_table: str, mix: str = "today", days: int = 2
     ) -> tuple[Any, float | None]:
         """The narrow normalized table of `raw_table` and the session state (built unless there).
 
         Made by `schema apply --materialize`'s own statements (tables, views,
-        backfills), in a database of its own; merges are off, as for the raw
+        backfills of the `days` before `at`), in a database of its own; merges are off, as for the raw
         table. Returns the plan and the seconds it took to build (None: kept).
         """
         from checks.builtin import configured_checks
@@ -366,7 +366,7 @@ class Bench:
             plan,
             present,
             configured_checks(raw_settings),
-            since=self.at - timedelta(days=2),
+            since=self.at - timedelta(days=days),
             until=self.at + timedelta(days=1),
         )
         # Kept when built by these very statements: the state's COMMENT records its layout.
