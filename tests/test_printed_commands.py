@@ -161,3 +161,32 @@ def test_explain_from_a_check_with_its_own_window_length_judges_that_window(
     text = _explained_by_the_check(run_dir, tmp_path, "--at", AT, "--window", "3h30m")
     window = "window 2026-11-28T00:30:00Z .. 2026-11-28T04:00:00Z"
     assert f"start recall: missed - recall_coverage, {window}" in text, text
+
+
+def test_the_slo_backfill_a_read_only_check_prints_runs_and_fills_the_slo_lines(
+    tmp_path: Path,
+) -> None:
+    """A check on a store whose SLO ledger is empty says so under its SLO lines and prints the
+    `slo backfill` that judges the past; pasted elsewhere, it judges the buckets, and the next
+    check reads figures (coverage above 0) and prints no such line."""
+    where = tmp_path / "it's new"
+    where.mkdir()
+    (where / "watchdog.toml").write_text(CONFIG, encoding="utf-8")
+    subprocess.run(
+        [sys.executable, "-c", SETUP, f"chdb://{where / 'store'}"],
+        check=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    first = memory_watchdog(where, "check", "--at", AT)
+    assert first.returncode == 1, first.stderr
+    lines = first.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if "no SLO bucket is judged yet" in line)
+    command = lines[said + 1].strip()
+    assert command.startswith(f"memory-watchdog slo backfill --to {AT} --config ")
+    done = pasted(command, tmp_path)
+    assert done.returncode == 0, done.stderr
+    again = memory_watchdog(where, "check", "--at", AT)
+    assert "no SLO bucket is judged yet" not in again.stdout
+    slo_lines = [line for line in again.stdout.splitlines() if "observe_success" in line]
+    assert slo_lines and "coverage 0%" not in slo_lines[0]

@@ -7,6 +7,8 @@ docs/spec.md#6-the-report-json---format-json-schema_version-1.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from checks.base import CheckResult, Report, SloReport, Status, Window
 from checks.slo.budget import SloStatus, TierState
 from checks.verdict import format_target, format_value
@@ -100,6 +102,9 @@ def render_text(report: Report, *, color: bool = False, flags: str = "") -> str:
     if report.slos:
         out += ["", "SLOs (error budget over the period, burn = bad share / allowed share):"]
         out += [slo_line(slo, color) for slo in report.slos.values()]
+        if all(slo.figures.coverage == 0 for slo in report.slos.values()):
+            out.append(f"  {NOTHING_JUDGED}")
+            out.append(f"    {slo_backfill_command(report.window.at, flags)}")
     if report.deviations:
         out += ["", "Deviations by agente x tipo (conforming events in the window):"]
         out += [
@@ -109,6 +114,19 @@ def render_text(report: Report, *, color: bool = False, flags: str = "") -> str:
     for note in report.notes:
         out.append(f"note: {printable(note, SUMMARY_CHARS)}")
     return "\n".join(out) + "\n"
+
+
+# Said under SLO lines none of which has a judged bucket (the ledger is empty for them).
+NOTHING_JUDGED = (
+    "no SLO bucket is judged yet: the daemon and check --notify judge each as it closes"
+    " (a read-only check judges none); to judge the past:"
+)
+
+
+def slo_backfill_command(at: datetime, flags: str = "") -> str:
+    """The `slo backfill` that judges the buckets of the longest period up to `at`."""
+    command = f"memory-watchdog slo backfill --to {rfc3339(at)}"
+    return f"{command} {flags}" if flags else command
 
 
 _SLO_STATUS = {
