@@ -16,7 +16,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -262,3 +262,30 @@ def test_single_column_on_a_phone(driver: WebDriver, served: str) -> None:
     driver("POST", "/window/rect", {"width": 1280, "height": 900})
     wide = driver("POST", "/execute/sync", {"script": script, "args": []})
     assert wide[1] > 1
+
+
+def test_each_burn_bar_is_as_long_as_its_burn(driver: WebDriver, tmp_path: Path) -> None:
+    """In the browser, a burn bar's drawn width follows its burn: a burn of 0 draws (almost)
+    nothing, a burn past a tier's factor reaches past its dashed mark. The page's table bars
+    (`td.bar`) must not size the SVG's bars (a CSS width overrides an SVG rect's attribute:
+    every burn was drawn 28% wide, zeros included)."""
+    from tests.test_slo_page import burst, page, steady, view  # the SLO pages' own builders
+
+    clean = steady(timedelta(days=2), 100, 0)  # every burn 0
+    html = tmp_path / "slos.html"
+    html.write_text(page(view("observe_success", burst()), view("recall_success", clean)))
+    driver("POST", "/url", {"url": html.as_uri()})
+    script = (
+        "return [...document.querySelectorAll('svg.burn rect')].map(r => "
+        "[r.closest('svg').querySelector('title').textContent, r.dataset.window,"
+        " Number(r.dataset.burn), r.getBoundingClientRect().width])"
+    )
+    bars = driver("POST", "/execute/sync", {"script": script, "args": []})
+    assert bars
+    zeros = [(window, drawn) for _, window, burn, drawn in bars if burn == 0]
+    assert zeros and all(drawn < 3 for _, drawn in zeros), zeros
+    widths = {(title, window): drawn for title, window, _, drawn in bars}
+    burns = {(title, window): burn for title, window, burn, _ in bars}
+    ordered = sorted(widths, key=lambda k: burns[k])
+    drawn_in_order = [widths[k] for k in ordered]
+    assert drawn_in_order == sorted(drawn_in_order)  # a higher burn is never a shorter bar

@@ -12,6 +12,7 @@ from watchdog.cli.args import PROG, Subparsers, common_arguments, judged, load, 
 from watchdog.cli.epilog import DONE, STORE, USAGE, helped
 from watchdog.core.errors import UsageError
 from watchdog.core.store import open_configured
+from watchdog.core.text import plural
 from watchdog.core.times import rfc3339, system_clock
 from watchdog.runner.slo import backfill
 
@@ -68,8 +69,8 @@ def cmd_slo_backfill(args: argparse.Namespace) -> int:
     with open_configured(settings.store) as store:
         done = backfill(store, settings, start, end, now, progress)
     print(
-        f"judged {done.judged} SLO buckets from {rfc3339(start)} to {rfc3339(end)}"
-        f" in {done.passes} passes ({time.monotonic() - began:.1f}s)"
+        f"judged {plural(done.judged, 'SLO bucket')} from {rfc3339(start)} to {rfc3339(end)}"
+        f" in {plural(done.passes, 'pass', 'passes')} ({time.monotonic() - began:.1f}s)"
         + (f"; {done.failed} could not be judged: run it again" if done.failed else "")
     )
     return 1 if done.failed else 0

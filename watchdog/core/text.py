@@ -62,6 +62,9 @@ def _ansi_c(char: str) -> str:
     return char
 
 
-def plural(count: int, noun: str) -> str:
-    """`1 failure`, `2 failures`: a count with its noun in the right number (regular nouns)."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """`1 failure`, `2 failures`: a count with its noun in the right number (`many`: the plural
+    of a noun that does not take an s, `passes`)."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {many or noun + 's'}"

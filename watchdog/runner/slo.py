@@ -35,6 +35,7 @@ from watchdog.core.errors import StoreError
 from watchdog.core.logs import said
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
+from watchdog.core.text import plural
 from watchdog.core.times import from_ms, to_ms
 
 log = logging.getLogger(__name__)
@@ -258,8 +259,8 @@ def judge_before_run(store: Store, settings: Settings, at: datetime, now: dateti
         return
     if done.judged or done.failed:
         log.info(
-            "judged %d SLO buckets in %d passes (%d could not be)",
-            done.judged,
-            done.passes,
+            "judged %s in %s (%d could not be)",
+            plural(done.judged, "SLO bucket"),
+            plural(done.passes, "pass", "passes"),
             done.failed,
         )
