@@ -4,7 +4,7 @@ backfilled over days, and the figures read off it (docs/slo.md#the-ledger).
 A bucket is judged when its end + `schedule.delay` has passed (and, for a run at `at`, when it
 ends by `at`); every recording run first judges the buckets of each SLO's period not judged
 yet (`catch_up`), `slo backfill` those of a range (`backfill`). Both judge in chunks of
-`CHUNK` buckets, each chunk one pass of the checks' scans (`checks.slo.counts`), and skip the
+`CHUNK_SPAN` of buckets, each chunk one pass of the checks' scans (`checks.slo.counts`), and skip the
 buckets already judged, so an interrupted backfill resumes where it stopped.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from alerts.rows import SloBucketRow
 from alerts.slo import SloJudgement
@@ -40,9 +40,12 @@ from watchdog.core.times import from_ms, to_ms
 
 log = logging.getLogger(__name__)
 
-# Buckets judged in one pass: a week of 5-minute buckets (a 30-day backfill is 5 passes; a
-# pass costs little more for more buckets, docs/slo.md#the-ledger).
-CHUNK = 2016
+# The span of buckets judged in one pass: 6 hours (72 buckets of 5 minutes), a read of about
+# what a check reads. A pass groups its span's sessions at once, so its memory and time grow
+# with the span while the passes' total does not: at 20M events a day a week a pass (2016
+# buckets) took minutes and its session scan failed (benchmarks/slo.py), and a store's query
+# timeout (120 s by default) bounds a pass (docs/slo.md#the-ledger).
+CHUNK_SPAN = timedelta(hours=6)
 
 # Told how far a judging has come: the bucket times judged so far (each for every SLO missing
 # it), and how many it will judge.
@@ -94,7 +97,7 @@ def judge_range(
 ) -> Judging:
     """Judge, for each SLO named in `ranges`, the buckets of its range the ledger lacks.
 
-    The SLOs' missing buckets are judged together, `CHUNK` at a time, each chunk one pass over
+    The SLOs' missing buckets are judged together, `CHUNK_SPAN` at a time, each chunk one pass over
     every SLO's check; each SLO records only its own missing buckets. A bucket whose check
     errs is left unjudged.
     """
@@ -132,8 +135,9 @@ def judge_range(
     if progress is not None and skipped:
         progress(skipped, total)
     starts = starts[skipped:]
-    for i in range(0, len(starts), CHUNK):
-        chunk = starts[i : i + CHUNK]
+    size = max(1, CHUNK_SPAN // bucket)
+    for i in range(0, len(starts), size):
+        chunk = starts[i : i + size]
         found = judge_buckets(store, source, slos, bucket_windows(chunk, bucket, lookback))
         passes += 1
         rows = []
@@ -148,7 +152,7 @@ def judge_range(
         save_buckets(store, settings, rows)
         judged += len(rows)
         if progress is not None:
-            progress(skipped + min(i + CHUNK, len(starts)), total)
+            progress(skipped + min(i + size, len(starts)), total)
     return Judging(judged, failed, passes)
 
 
