@@ -179,6 +179,7 @@ def run(bench: Bench, per_day: int, days: int) -> dict[str, Any]:
     # `reps` hours are left to the ticks, rep r ticking through hour r.
     backfilled = (at - max(timedelta(days=days), PERIOD) - timedelta(days=1), at - reps * hour)
     runs: dict[str, list[dict[str, Any]]] = {}
+    _drop_ledgers(bench)  # an interrupted run's: the backfill must start from an empty ledger
     with bench.closed():
         for rep in range(reps):
             for name, source in sources.items():
