@@ -49,17 +49,19 @@ def bucket_lookback(settings: Settings, slos: Sequence[SloSpec]) -> timedelta:
 
 def oldest_event(
     store: Store, source: CompiledSource, start: datetime, end: datetime
-) -> datetime | None:
-    """The time of the source's oldest event in `[start, end)` (None: there is none): the span
-    the buckets being judged read, so that finding it costs no more than judging them.
+) -> tuple[datetime | None, int]:
+    """The time of the source's oldest event in `[start, end)` (None: there is none) and how
+    many events the span holds: the span the buckets being judged read, so that finding them
+    costs no more than judging them.
 
-    A bucket ending at or before it reads no event at all, so its check counts nothing in it:
-    it is judged (0 good, 0 bad) without a scan.
+    A bucket ending at or before the oldest reads no event at all, so its check counts nothing
+    in it: it is judged (0 good, 0 bad) without a scan. The count sizes the passes.
     """
     window = Window(at=end, length=timedelta(0), lookback=end - start)
     ctx = Context(store, source.events_source, window)
     row = ctx.aggregate(ctx.source.select("count() AS n, min(t) AS oldest"), {})
-    return from_ms(int(row["oldest"])) if row.get("n") else None
+    count = int(row.get("n") or 0)
+    return (from_ms(int(row["oldest"])) if count else None), count
 
 
 def judge_buckets(

@@ -3,8 +3,8 @@ backfilled over days, and the figures read off it (docs/slo.md#the-ledger).
 
 A bucket is judged when its end + `schedule.delay` has passed (and, for a run at `at`, when it
 ends by `at`); every recording run first judges the buckets of each SLO's period not judged
-yet (`catch_up`), `slo backfill` those of a range (`backfill`). Both judge in chunks of
-`CHUNK_SPAN` of buckets, each chunk one pass of the checks' scans (`checks.slo.counts`), and skip the
+yet (`catch_up`), `slo backfill` those of a range (`backfill`). Both judge in passes of about
+`PASS_EVENTS` events, each one read of the checks' scans (`checks.slo.counts`), and skip the
 buckets already judged, so an interrupted backfill resumes where it stopped.
 """
 
@@ -40,12 +40,15 @@ from watchdog.core.times import from_ms, to_ms
 
 log = logging.getLogger(__name__)
 
-# The span of buckets judged in one pass: 6 hours (72 buckets of 5 minutes), a read of about
-# what a check reads. A pass groups its span's sessions at once, so its memory and time grow
-# with the span while the passes' total does not: at 20M events a day a week a pass (2016
-# buckets) took minutes and its session scan failed (benchmarks/slo.py), and a store's query
-# timeout (120 s by default) bounds a pass (docs/slo.md#the-ledger).
-CHUNK_SPAN = timedelta(hours=6)
+# How many events one pass reads, about (the events of 6 hours at 20M a day): a pass groups
+# its span's sessions at once, so its memory and time grow with them while the passes' total
+# does not, and each must finish within the store's query timeout. At 20M events a day a week
+# a pass took minutes and its session scan failed (benchmarks/slo.py); on little data, many
+# short passes cost their queries' overhead each. Passes are sized to hold about this many
+# events, from an hour to a week of buckets (docs/slo.md#the-ledger).
+PASS_EVENTS = 5_000_000
+PASS_SPANS = (timedelta(hours=1), timedelta(days=7))
+
 
 # Told how far a judging has come: the bucket times judged so far (each for every SLO missing
 # it), and how many it will judge.
@@ -97,7 +100,8 @@ def judge_range(
 ) -> Judging:
     """Judge, for each SLO named in `ranges`, the buckets of its range the ledger lacks.
 
-    The SLOs' missing buckets are judged together, `CHUNK_SPAN` at a time, each chunk one pass over
+    The SLOs' missing buckets are judged together, an hour to a week of them at a time (about
+    `PASS_EVENTS` events), each chunk one pass over
     every SLO's check; each SLO records only its own missing buckets. A bucket whose check
     errs is left unjudged.
     """
@@ -119,9 +123,14 @@ def judge_range(
     # The buckets ending by the oldest event they read read nothing: judged empty, unscanned
     # (a backfill's days before the data; a tick's one bucket is judged without the probe).
     empty: list[datetime] = []
+    size = max(1, PASS_SPANS[1] // bucket)
     if len(starts) > 1:
-        oldest = oldest_event(store, source, starts[0] + bucket - lookback, starts[-1] + bucket)
+        span = (starts[0] + bucket - lookback, starts[-1] + bucket)
+        oldest, events = oldest_event(store, source, *span)
         empty = [s for s in starts if oldest is None or s + bucket <= oldest]
+        per_bucket = events / max(1, (span[1] - span[0]) // bucket)
+        fits = int(PASS_EVENTS / per_bucket) if per_bucket else size
+        size = max(PASS_SPANS[0] // bucket, min(size, fits))
     if empty:
         rows = [
             SloBucketRow(name, slo.name, s, 0, 0, now)
@@ -135,7 +144,6 @@ def judge_range(
     if progress is not None and skipped:
         progress(skipped, total)
     starts = starts[skipped:]
-    size = max(1, CHUNK_SPAN // bucket)
     for i in range(0, len(starts), size):
         chunk = starts[i : i + size]
         found = judge_buckets(store, source, slos, bucket_windows(chunk, bucket, lookback))
