@@ -371,6 +371,19 @@ def save_buckets(store: Store, settings: Settings, rows: Iterable[SloBucketRow])
         store.insert(table(settings, "slo_buckets"), encoded, list(SLO_BUCKETS.columns))
 
 
+def _ledger_range(
+    settings: Settings, source: str, slos: Sequence[str], start: datetime, end: datetime
+) -> tuple[str, dict[str, Any]]:
+    """The FROM clause of the ledger's rows of `slos` of `source` starting in `[start, end)`,
+    each bucket once (FINAL: the newest judging), and its parameters."""
+    sql = (
+        f" FROM {table(settings, 'slo_buckets')} FINAL WHERE source = {{source:String}}"
+        " AND slo IN {slos:Array(String)} AND start >= {start:DateTime64(3, 'UTC')}"
+        " AND start < {end:DateTime64(3, 'UTC')}"
+    )
+    return sql, {"source": source, "slos": list(slos), "start": utc(start), "end": utc(end)}
+
+
 def load_ledger(
     store: Store,
     settings: Settings,
@@ -387,19 +400,18 @@ def load_ledger(
     found: dict[str, list[SloBucketRow]] = {name: [] for name in slos}
     if not slos:
         return found
+    within, params = _ledger_range(settings, source, slos, start, end)
     rows = store.query(
         "SELECT slo, toUnixTimestamp64Milli(start), good, bad, toUnixTimestamp64Milli(judged_at)"
-        f" FROM {table(settings, 'slo_buckets')} FINAL WHERE source = {{source:String}}"
-        " AND slo IN {slos:Array(String)} AND start >= {start:DateTime64(3, 'UTC')}"
-        " AND start < {end:DateTime64(3, 'UTC')} ORDER BY slo, start",
-        {"source": source, "slos": list(slos), "start": utc(start), "end": utc(end)},
+        f"{within} ORDER BY slo, start",
+        params,
     ).rows
     # Each time once: the SLOs share their bucket starts, and a pass judges at one time.
     times: dict[int, datetime] = {}
     for slo, begins, good, bad, judged in rows:
-        start = times.get(begins) or times.setdefault(begins, from_ms(begins))
+        begun = times.get(begins) or times.setdefault(begins, from_ms(begins))
         judged_at = times.get(judged) or times.setdefault(judged, from_ms(judged))
-        found[slo].append(SloBucketRow(source, slo, start, good, bad, judged_at))
+        found[slo].append(SloBucketRow(source, slo, begun, good, bad, judged_at))
     return found
 
 
@@ -417,12 +429,9 @@ def ledger_starts(
     if not table_exists(store, settings, "slo_buckets"):
         return None
     found: dict[str, set[int]] = {name: set() for name in slos}
+    within, params = _ledger_range(settings, source, slos, start, end)
     rows = store.query(
-        "SELECT slo, groupArray(toUnixTimestamp64Milli(start))"
-        f" FROM {table(settings, 'slo_buckets')} FINAL WHERE source = {{source:String}}"
-        " AND slo IN {slos:Array(String)} AND start >= {start:DateTime64(3, 'UTC')}"
-        " AND start < {end:DateTime64(3, 'UTC')} GROUP BY slo",
-        {"source": source, "slos": list(slos), "start": utc(start), "end": utc(end)},
+        f"SELECT slo, groupArray(toUnixTimestamp64Milli(start)){within} GROUP BY slo", params
     ).rows
     for slo, starts in rows:
         found[slo] = set(starts)
@@ -447,21 +456,14 @@ def ledger_sums(
     every = sorted(set().union(*wanted.values()))
     if not every:
         return found
+    within, params = _ledger_range(
+        settings, source, list(slos), at - timedelta(milliseconds=every[-1]), at
+    )
     rows = store.query(
-        "SELECT slo, w, sum(good), sum(bad), count() FROM ("
-        f" SELECT slo, start, good, bad FROM {table(settings, 'slo_buckets')} FINAL"
-        " WHERE source = {source:String} AND slo IN {slos:Array(String)}"
-        " AND start >= {start:DateTime64(3, 'UTC')} AND start < {at:DateTime64(3, 'UTC')})"
+        f"SELECT slo, w, sum(good), sum(bad), count() FROM (SELECT slo, start, good, bad{within})"
         " ARRAY JOIN {lengths:Array(Int64)} AS w"
         " WHERE toUnixTimestamp64Milli(start) >= {at_ms:Int64} - w GROUP BY slo, w",
-        {
-            "source": source,
-            "slos": list(slos),
-            "start": utc(at - timedelta(milliseconds=every[-1])),
-            "at": utc(at),
-            "lengths": every,
-            "at_ms": int(at.timestamp() * 1000),
-        },
+        {**params, "lengths": every, "at_ms": int(at.timestamp() * 1000)},
     ).rows
     for slo, w, good, bad, count in rows:
         if int(w) in wanted[slo]:

@@ -39,9 +39,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.generate import DEFAULT_AT, generate, row_count, table_name
+from benchmarks.generate import generate, row_count, table_name
 from benchmarks.guard import exit_code, refuse_errors
-from benchmarks.run import Bench, Samples, _cli_command, _config, _ratio, settings_for
+from benchmarks.run import (
+    Bench,
+    Samples,
+    _cli_command,
+    _config,
+    _ratio,
+    bench_arguments,
+    bench_of,
+    record_results,
+    settings_for,
+)
 from watchdog.core.times import rfc3339
 
 PATHS = ("floor", "backtest_text", "backtest_json", "check")
@@ -188,15 +198,10 @@ def render(cases: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.backtest", description=__doc__)
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable")
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dir", default="/tmp/memory-watchdog-bench")
-    parser.add_argument("--fresh", action="store_true", help="regenerate the tables")
-    parser.add_argument("--output", default=str(RESULTS))
+    bench_arguments(parser, RESULTS)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
-    bench = Bench(directory=Path(args.dir), reps=args.reps, seed=args.seed, fresh=args.fresh)
-    bench.at = DEFAULT_AT
+    bench = bench_of(args)
     cases = []
     try:
         for name in args.case or ["small", "large"]:
@@ -204,10 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.close()
     output = Path(args.output)
-    document = json.loads(output.read_text()) if output.exists() else {}
     command = " ".join(["python -m benchmarks.backtest", *(sys.argv[1:] if argv is None else argv)])
-    document["backtest"] = {"command": command.strip(), "cases": cases}
-    output.write_text(json.dumps(document, indent=2) + "\n")
+    record_results(output, "backtest", command, {"cases": cases})
     print()
     print(render(cases))
     print(f"\n{len(cases)} cases in {time.perf_counter() - started:.0f}s; results in {output}")

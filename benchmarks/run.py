@@ -11,6 +11,7 @@ transfer tally, and at 1M events the naive pandas script.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -473,3 +474,28 @@ def summary_line(case: dict[str, Any]) -> str:
         if path in case:
             parts.append(f"{path} {case[path].median:.2f}s ({_over_floor(case, path)}x)")
     return "  ".join(parts)
+
+
+def bench_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
+    """The flags every side benchmark takes: repetitions, seed, store directory, fresh tables,
+    and the results file."""
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dir", default="/tmp/memory-watchdog-bench")
+    parser.add_argument("--fresh", action="store_true", help="regenerate the tables")
+    parser.add_argument("--output", default=str(results))
+
+
+def bench_of(args: argparse.Namespace) -> Bench:
+    """The Bench those flags name, judging at the tables' fixed time."""
+    bench = Bench(directory=Path(args.dir), reps=args.reps, seed=args.seed, fresh=args.fresh)
+    bench.at = DEFAULT_AT
+    return bench
+
+
+def record_results(output: Path, key: str, command: str, found: dict[str, Any]) -> None:
+    """Write `found` under `key` of the results document `output` (the other keys kept), with
+    the command that measured it."""
+    document = json.loads(output.read_text()) if output.exists() else {}
+    document[key] = {"command": command.strip(), **found}
+    output.write_text(json.dumps(document, indent=2) + "\n")

@@ -44,9 +44,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.generate import DEFAULT_AT, INSERT_SETTINGS, row_count
+from benchmarks.generate import INSERT_SETTINGS, row_count
 from benchmarks.guard import ErroredChecks, exit_code, refuse_errors
-from benchmarks.run import Bench
+from benchmarks.run import Bench, bench_arguments, bench_of, record_results
 from checks.materialize import COLUMNS
 from watchdog.core.times import rfc3339
 
@@ -270,24 +270,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.slo", description=__doc__)
     parser.add_argument("--per-day", type=int, default=20_000_000)
     parser.add_argument("--days", type=int, default=30)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dir", default="/tmp/memory-watchdog-bench")
-    parser.add_argument("--fresh", action="store_true", help="regenerate the tables")
-    parser.add_argument("--output", default=str(RESULTS))
+    bench_arguments(parser, RESULTS)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
-    bench = Bench(directory=Path(args.dir), reps=args.reps, seed=args.seed, fresh=args.fresh)
-    bench.at = DEFAULT_AT
+    bench = bench_of(args)
     try:
         found = run(bench, args.per_day, args.days)
     finally:
         bench.close()
     output = Path(args.output)
-    document = json.loads(output.read_text()) if output.exists() else {}
     command = " ".join(["python -m benchmarks.slo", *(sys.argv[1:] if argv is None else argv)])
-    document["slo"] = {"command": command.strip(), **found}
-    output.write_text(json.dumps(document, indent=2) + "\n")
+    record_results(output, "slo", command, found)
     print()
     print(render(found))
     print(f"\nin {time.perf_counter() - started:.0f}s; results in {output}")
