@@ -22,14 +22,14 @@ from alerts.base import Notifier, Timer
 from alerts.pipeline import ProcessOutcome
 from alerts.rows import SloBucketRow
 from alerts.slo import SloJudgement, process_slos
-from alerts.state import ledger_sums, load_ledger
+from alerts.state import load_ledger
 from checks.builtin import configured_checks
-from checks.slo.budget import WINDOWS, Bucket, SloFigures, bucket_floor, figures_of, lengths
+from checks.slo.budget import WINDOWS, Bucket, SloFigures, bucket_floor
 from checks.slo.specs import slo_specs
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.core.times import Clock
-from watchdog.runner.slo import catch_up, with_bad_events
+from watchdog.runner.slo import catch_up, slo_reports, with_bad_events
 
 log = logging.getLogger(__name__)
 
@@ -87,24 +87,24 @@ def burn(store: Store, settings: Settings, now: datetime, step: BurnStep) -> Bur
     catch_up(store, settings, at, now)
     source, counted = settings.source.display_name, step.counted or {}
     names = [s.name for s in specs]
-    sums = ledger_sums(store, settings, source, {s.name: lengths(s.params) for s in specs}, at)
+    reports = slo_reports(store, settings, at)  # at is a bucket boundary: the figures there
     # The buckets judged since the daemon started that it has not counted (slo_events_total):
     # those after the newest counted one, a few once the first tick has counted the rest.
-    fresh: dict[str, list[SloBucketRow]] = {}
+    fresh: list[SloBucketRow] = []
     if step.started is not None:
         reach = max(max(s.params.period for s in specs), max(WINDOWS.values()))
         since = min((counted.get(n, at - reach) for n in names), default=at - reach)
-        fresh = load_ledger(store, settings, source, names, since, at) or {}
+        ledger = load_ledger(store, settings, source, names, since, at) or {}
+        started = step.started
+        fresh = [r for rows in ledger.values() for r in rows if r.judged_at >= started]
     judgements, slos = [], []
     for spec in specs:
-        found = figures_of(spec.params, (sums or {}).get(spec.name, {}), at)
+        found = reports[spec.name].figures
         after = counted.get(spec.name)
         new = tuple(
             Bucket(r.start, r.good, r.bad)
-            for r in fresh.get(spec.name, [])
-            if step.started is not None
-            and r.judged_at >= step.started
-            and (after is None or r.start > after)
+            for r in fresh
+            if r.slo == spec.name and (after is None or r.start > after)
         )
         judgements.append(SloJudgement(spec, found))
         slos.append(SloBurn(spec.name, found, new))
