@@ -340,3 +340,27 @@ def test_triage_carried_by_the_evaluation_equals_the_breakdown_queries(store: St
     source = open_source(store, settings.source)
     separate = complete_triage(store, source, specs, run_once(store, settings, window))
     assert carried.to_json() == separate.to_json()
+
+
+def test_the_carried_lost_events_at_the_edges_of_their_read_range(store: Store) -> None:
+    """The triage reads the lost events the scan carried only where they can lie (a start whose
+    deadline, ts + grace, falls in W): the starts at the range's two edges are found, and one
+    due just before W is not."""
+    grace = 15 * M
+    ws = AT - 4 * H
+    sc = Scenario()
+    edges = {"first": ws - grace, "last": AT - grace - MS, "early": ws - grace - MS}
+    for item, ts in edges.items():
+        sc.event("memory.observe.requested", ts, item, source="worker", component=item)
+    for i in range(3):
+        sc.event("observe.store.completed", T0 + H + i * M, f"c{i}", source="worker")
+    report, settings = run(store, sc, RATES)
+    assert report.checks["observe_failure_rate"].evidence.lost == 2
+    assert ("lost", 2, 1.0) in groups(report, "observe_failure_rate")["outcome"]
+    components = {g[0] for g in groups(report, "observe_failure_rate")["component"]}
+    assert components == {"first", "last"}
+    specs = configured_checks(settings)
+    source = open_source(store, settings.source)
+    window = window_at(settings, AT)
+    separate = complete_triage(store, source, specs, run_once(store, settings, window))
+    assert report.triage["observe_failure_rate"] == separate.triage["observe_failure_rate"]

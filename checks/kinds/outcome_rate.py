@@ -39,6 +39,12 @@ LOST_CLASS = "(lost: no outcome within the grace period)"
 # The most lost events whose id hashes the triage binds as a parameter; beyond, it finds them
 # again with the session scan's rule (a query's parameters travel in its URL to a server).
 LOST_BOUND = 20_000
+# The lost events the scan carried: their id hashes, read only where they can lie (a start lost
+# in W has its deadline, ts + grace, in W), so the read prunes by time (docs/performance.md).
+CARRIED = (
+    "t >= {ws_ms:Int64} - {tr_grace:Int64} AND t < {at_ms:Int64}"
+    " AND cityHash64(event_id) IN {tr_lost:Array(UInt64)}"
+)
 
 
 @dataclass(frozen=True)
@@ -168,12 +174,7 @@ class OutcomeRateKind(Declared[OutcomeRate, OutcomeRateConfig]):
             found = None
             if lost_hashes is not None and len(row[lost_hashes]) <= LOST_BOUND:
                 hashes = sorted({int(h) for h in row[lost_hashes]})
-                found = partial(
-                    _breakdown,
-                    p,
-                    "cityHash64(event_id) IN {tr_lost:Array(UInt64)}",
-                    {"tr_lost": hashes},
-                )
+                found = partial(_breakdown, p, CARRIED, {"tr_lost": hashes, "tr_grace": p.grace_ms})
             return Judged(result, breakdown=found if result.status is Status.BREACHED else None)
 
         return read
