@@ -127,18 +127,24 @@ def resolve_ids(
 ) -> dict[str, Any]:
     """`row` with the event ids of its evidence, which the state knows by their hashes only.
 
-    The narrow table answers by its index on the hash, within the lookback.
+    The narrow table answers by its time-first key: the rows at the evidence's own times (the
+    state keeps each event's time beside its hash), of those the hashes wanted.
     """
     assert source.narrow is not None
-    wanted = {item["hash"] for alias in scan.evidence for item in row[alias] if item["id"] == ""}
-    if not wanted:
+    unresolved = [item for alias in scan.evidence for item in row[alias] if item["id"] == ""]
+    if not unresolved:
         return dict(row)
     found = store.query(
         f"SELECT event_hash, any(event_id) FROM {source.narrow.table}"
-        " WHERE event_hash IN {hashes:Array(UInt64)}"
+        " WHERE toUnixTimestamp64Milli(ts) IN {times:Array(Int64)}"
+        " AND event_hash IN {hashes:Array(UInt64)}"
         " AND ts >= fromUnixTimestamp64Milli({lb_ms:Int64}, 'UTC')"
         " AND ts < fromUnixTimestamp64Milli({at_ms:Int64}, 'UTC') GROUP BY event_hash",
-        {"hashes": sorted(wanted), **window.params()},
+        {
+            "times": sorted({int(item["t"]) for item in unresolved}),
+            "hashes": sorted({item["hash"] for item in unresolved}),
+            **window.params(),
+        },
     ).rows
     ids = {int(h): str(i) for h, i in found}
     resolved = dict(row)
