@@ -4,13 +4,9 @@
 it after, so that on the embedded engine (one process per store directory) `check` and the
 daemon can take turns. Every query carries a timeout, every data value travels as a bound
 parameter, and every error leaves this module as a `StoreError` whose URL has its password
-masked (docs/operations.md#pointing-it-at-a-clickhouse-server).
-
-What a driver error means is worded here too: clickhouse-connect carries a server error's code
-and name, transport errors carry none. `describe_clickhouse_error` words each as one line (the
-server's name first, its words after), `refused_by_store` says whether the store answered that it
-will not run the statement, which the receiver's loads rely on: only then may a load be split, or
-set aside (docs/guarantees.md#hardening-round-4).
+masked, the driver's error worded as one line (`describe_clickhouse_error`) and marked when the
+store refused the statement (`refused_by_store`)
+(docs/operations.md#pointing-it-at-a-clickhouse-server).
 """
 
 from __future__ import annotations
@@ -608,9 +604,11 @@ _NOT_REFUSALS = frozenset(
 def refused_by_store(exc: BaseException) -> bool:
     """Whether a driver error is the store's answer refusing the statement (it was not done).
 
-    A transport error (no answer, a timeout, a connection cut after the request went) carries
-    no server code: its outcome is unknown. A server error about the store's own condition
-    (`_NOT_REFUSALS`) is no refusal of the statement either.
+    The receiver's loads rely on it: only then may a load be split, or set aside
+    (docs/guarantees.md#hardening-round-4). A transport error (no answer, a timeout, a
+    connection cut after the request went) carries no server code: its outcome is unknown. A
+    server error about the store's own condition (`_NOT_REFUSALS`) is no refusal of the
+    statement either.
     """
     code = getattr(exc, "code", None)
     return isinstance(code, int) and code > 0 and code not in _NOT_REFUSALS
