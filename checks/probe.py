@@ -8,11 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checks.kinds import session_scopes, spec_of
-from checks.missing_table import telemetry_elsewhere
 from checks.presets import LB, SOURCE_ALIAS
 from checks.scans.binder import merged
 from checks.server_words import server_words
-from checks.sources import CompiledSource, SourceSchemaError, compile_source
+from checks.sources import (
+    CompiledSource,
+    SourceSchemaError,
+    compile_source,
+    telemetry_elsewhere,
+)
 from watchdog.core.errors import StoreError
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store

@@ -1,7 +1,10 @@
 """Sources: each preset (`checks.layouts`, as the settings' registry holds it) compiles
 to one SQL subquery yielding the normalized event of docs/spec.md section 2, plus `t` (epoch
 ms) and `in_scope`, over the bound read range `[lb_ms, at_ms)`; column expressions are SQL by
-design (docs/sources.md#mapping-your-own-table), data values never are.
+design (docs/sources.md#mapping-your-own-table), data values never are. `open_source` compiles
+one against the live table; when that table is missing, its error names the presets' tables the
+store holds instead (`otel.otel_logs` after `daemon --otlp`) and how to read one
+(docs/configuration.md#the-default-source).
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checks.missing_table import source_columns
 from checks.presets import (
     AT,
     LB,
@@ -27,6 +29,7 @@ from checks.server_words import server_words
 from checks.sharding import Sharding, sharding_of
 from watchdog.core.errors import ConfigError, RegistryError, StoreError
 from watchdog.core.settings import SourceSettings
+from watchdog.core.settings.plugins import PresetEntry
 from watchdog.core.sql import quoted
 from watchdog.core.store import Store
 
@@ -451,6 +454,32 @@ def _compiles(
         f"the {source.preset} preset cannot read table {source.table}:"
         f" {server_words(problem.problem)}",
     ) from None
+
+
+def source_columns(store: Store, table: str, presets: Sequence[PresetEntry]) -> dict[str, str]:
+    """The source table's columns; a StoreError when it does not exist, naming the presets'
+    tables the store does hold (`otel.otel_logs` after `daemon --otlp`) and how to read one."""
+    try:
+        return store.table_columns(table)
+    except StoreError as exc:
+        if exc.problem != f"table {table} not found":
+            raise
+        elsewhere = telemetry_elsewhere(store, table, presets)
+        raise StoreError(exc.url_masked, exc.problem + elsewhere) from None
+
+
+def telemetry_elsewhere(store: Store, missing: str, presets: Sequence[PresetEntry]) -> str:
+    """`; otel.otel_logs holds OTLP logs: --config with [source] preset = "otel_logs", or the
+    daemon's config`, for each preset's table the store holds; '' when it holds none."""
+    # The presets whose tables a telemetry writer fills (the normalized preset's is one you
+    # build: a view, or the narrow table beside the session state).
+    written = [p for p in presets if isinstance(p, PresetPlugin) and p.written]
+    held = [f for f in written if f.table != missing and store.has_table(f.table)]
+    return "".join(
+        f"; {f.table} holds {f'OTLP {f.signal}' if f.signal else f'{f.name} events'}:"
+        f' --config with [source] preset = "{f.name}", or the daemon\'s config'
+        for f in held
+    )
 
 
 def open_source(

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.error import URLError
 
 from alerts.base import Deadline, DeliveryError, Failure, bounded_retry_after
-from watchdog.core.driver_errors import NOT_RESOLVED, name_not_resolved
+from watchdog.core.store import NOT_RESOLVED, name_not_resolved
 
 USER_AGENT = "memory-watchdog"
 MAX_BODY = 64 * 1024  # of an answer, read for its error line

@@ -61,7 +61,7 @@ from watchdog.daemon.telemetry import Stopwatch
 from watchdog.report.files import write_reports
 from watchdog.report.history import load_history
 from watchdog.report.slo_page import slo_views
-from watchdog.runner.backtest import catch_up_reports
+from watchdog.runner.backtest import run_windows
 from watchdog.runner.once import run_once, window_at
 from watchdog.runner.slo import judge_before_run
 
@@ -266,8 +266,7 @@ def _hold(tick: Tick, lease: Lease) -> TickResult:
             plan = catch_up(tick.schedule, last_judged, request.now, settings.schedule.max_catchup)
             ends = plan.ends
         windows = [aligned_window(settings, tick.schedule, end) for end in ends]
-        # A catch-up's windows evaluated together, each as alone; judged one by one below.
-        passed = catch_up_reports(tick.store, settings, windows, triage=tick.request.pages)
+        passed = _in_one_pass(tick, windows)  # a catch-up's windows: evaluated together
         finished = True
         for index, end in enumerate(ends):
             if tick.stop.is_set():
@@ -439,6 +438,25 @@ def _deliver_closed(
     reports.tell(folded)
     runs = tuple(folded if r is run else r for r in result.runs)
     return replace(result, runs=runs, status=status)
+
+
+def _in_one_pass(tick: Tick, windows: list[Window]) -> dict[datetime, Report]:
+    """A catch-up's windows evaluated in one pass, by window end (watchdog.runner.backtest).
+
+    Each report is the one `run_once` gives for its window alone, so the
+    daemon judges window by window as before, the alert pipeline on each in
+    turn. Empty for a single window, and when the source cannot be read
+    (each window then runs alone and meets the error itself).
+    """
+    if len(windows) < 2:
+        return {}
+    try:
+        reports = run_windows(tick.store, tick.settings, windows, triage=tick.request.pages)
+    except StoreError as exc:
+        log.warning("the windows of this catch-up are judged one by one: %s", exc.problem)
+        return {}
+    log.info("one pass evaluated the %d windows of this catch-up", len(reports))
+    return {r.window.at: r for r in reports}
 
 
 def judge(
