@@ -20,10 +20,13 @@ demo: $(STAMP)
 
 LINT_PATHS := $(wildcard watchdog checks alerts tests benchmarks)
 
+# The static lints (tests/lints/: the docs' links and citations, module docstrings, module size,
+# import cycles...) read files only, so they run here, once, and not in pytest.
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/lint-imports
+	$(BIN)/python -m tests.lints
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
