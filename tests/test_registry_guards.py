@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# Every test runs a child `python -O`: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parents[1]
 
 
