@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser prometheus rules node docs docs-check
+.PHONY: demo test test-fast lint typecheck pytest bench clean browser prometheus rules node docs docs-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,13 @@ demo: $(STAMP)
 
 LINT_PATHS := $(wildcard watchdog checks alerts tests benchmarks)
 
+# The static lints (tests/lints/: the docs' links and citations, module docstrings, module size,
+# import cycles...) read files only, so they run here, once, and not in pytest.
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/lint-imports
+	$(BIN)/python -m tests.lints
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -34,6 +37,14 @@ typecheck: $(STAMP)
 # (xdist_group) run on one worker each.
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -n 4 --dist loadgroup
+
+# The inner loop, under a minute: the tests that neither are slow (a second or more, or a process,
+# a daemon, a cluster, a server waited on) nor query the store (marked `store` by tests/conftest.py),
+# and the spec's rules (`inner_loop`), on two workers that steal work from each other (about a
+# third faster than --dist load here); the slowest five are named at the end. `make test` runs
+# everything.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not slow and (inner_loop or not store)" --durations=5
 
 # Headless Chromium for tests/test_browser.py: Debian packages, installed system-wide, so
 # never as part of `make test` (which needs only Python and PyPI). `make test` runs the

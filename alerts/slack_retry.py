@@ -1,7 +1,8 @@
 """slack-sdk's retry handlers bounded by the run's `Deadline`: rate limits honouring
 Retry-After, 5xx and connection errors with backoff, each wait paced through the deadline by the
 rules of `alerts.receivers.http`. Apart from `alerts.receivers.slack`, which imports it only
-when a message goes out, so that a run that sends nothing never loads slack-sdk.
+when a message goes out, so that a run that sends nothing never loads slack-sdk
+(docs/alerts.md#delivery).
 """
 
 from __future__ import annotations

@@ -39,6 +39,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 FENCE = pytest.StashKey[home_fence.Fence]()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the embedded store (the `store_url` fixture, directly or through
+    `store`) is marked `store`, before `-m` selects: make test-fast leaves those out but for
+    the `inner_loop` ones, so a new store test needs no marking to stay out of it."""
+    for item in items:
+        if "store_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.store)
+
+
 @pytest.fixture(autouse=True)
 def own_home(
     request: pytest.FixtureRequest,

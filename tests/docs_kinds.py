@@ -7,8 +7,8 @@ Where a page lists the kinds, the list stands between two comments, and
     <!-- kinds: declarable -->`coverage`, ...<!-- /kinds -->
 
 `all` is every registered kind, `declarable` those `[[checks.custom]]` can
-declare. tests/test_docs_kinds.py fails while a list disagrees with the
-registry, or while a page names every kind outside such a list.
+declare. `make lint` fails while a list disagrees with the registry, or
+while a page names every kind outside such a list (tests/lints/docs.py).
 """
 
 from __future__ import annotations

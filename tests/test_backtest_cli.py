@@ -21,6 +21,9 @@ from watchdog.report.backtest import (
 )
 from watchdog.report.backtest_page import render_backtest_page
 
+# Every test runs `memory-watchdog backtest` as a process: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 DAY = "--from", "2026-11-27T04:00:00Z", "--to", "2026-11-28T04:00:00Z"
 
 

@@ -156,6 +156,7 @@ def test_a_body_past_the_limit_is_413_and_the_server_goes_on(served: Served) -> 
     assert answered(served) == 200
 
 
+@pytest.mark.slow
 def test_a_client_that_stalls_mid_request_is_cut_unanswered(served: Served) -> None:
     """Headers and part of the body, then nothing: closed once the request is BOUND seconds old
     (the sweep runs every second), well before the idle timeout, and never answered."""

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Every test runs the CLI as a process: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 AT = "2026-11-28T04:00:00Z"
 

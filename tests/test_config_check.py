@@ -22,6 +22,9 @@ from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.runner.plugins import PLUGINS
 
+# The tests run `memory-watchdog config check` as a process: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 
 SETUP = """

@@ -18,6 +18,9 @@ import pytest
 
 from watchdog.core.settings.load import MAX_CONFIG_BYTES
 
+# Every test runs the CLI as a process: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 
 

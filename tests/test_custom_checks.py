@@ -324,6 +324,7 @@ def test_example_rule_file_passes(store: Store) -> None:
     assert len(outcomes) == 4 and all(o.passed for o in outcomes)
 
 
+@pytest.mark.slow
 def test_test_checks_cli_fails_with_readable_lines(tmp_path: Path) -> None:
     """test-checks exits 1 on a failed expectation and says what differed."""
     rules = tmp_path / "rules.toml"
@@ -344,6 +345,7 @@ def test_test_checks_cli_fails_with_readable_lines(tmp_path: Path) -> None:
     assert "result: 0 of 1 expectations met" in result.stdout
 
 
+@pytest.mark.slow
 def test_test_checks_cli_rejects_bad_rule_file(tmp_path: Path) -> None:
     """A malformed rule file is exit 2 naming the case and key."""
     rules = tmp_path / "rules.toml"
@@ -372,6 +374,7 @@ _PASSING = (
 )
 
 
+@pytest.mark.slow
 def test_test_checks_takes_several_files_like_promtool(tmp_path: Path) -> None:
     """Every file given is run; the exit code is 1 when any expectation in any file fails."""
     good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
@@ -384,6 +387,7 @@ def test_test_checks_takes_several_files_like_promtool(tmp_path: Path) -> None:
     assert _test_checks(str(good), str(good)).returncode == 0
 
 
+@pytest.mark.slow
 def test_test_checks_unknown_check_id_is_a_usage_error(tmp_path: Path) -> None:
     """An expectation for a check the config does not have is exit 2 naming it, not a FAIL."""
     rules = tmp_path / "rules.toml"

@@ -249,6 +249,7 @@ def test_daemon_once_judges_the_window_due_at_at_records_it_and_exits_with_its_v
     assert list((tmp_path / "pages").rglob("*.html"))
 
 
+@pytest.mark.slow
 def test_at_without_once_is_a_usage_error(tmp_path: Path) -> None:
     """`daemon --at` without `--once` is refused with exit 2, naming --at."""
     env = clean_env(tmp_path / "xdg")

@@ -47,6 +47,7 @@ def events(demo: tuple[list[list[Any]], DemoPlan]) -> list[Event]:
     return normalize(demo[0])
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_rows(demo: tuple[list[list[Any]], DemoPlan]) -> None:
     again = generate_rows(sessions=500, seed=0, at=AT)
     assert again == demo
@@ -85,6 +86,7 @@ def test_duplicates_share_id_and_timestamp(demo: tuple[list[list[Any]], DemoPlan
     assert 0.005 <= plan.duplicates / plan.events <= 0.015
 
 
+@pytest.mark.slow
 def test_rows_look_like_the_real_system(
     demo: tuple[list[list[Any]], DemoPlan], events: list[Event]
 ) -> None:
@@ -180,6 +182,7 @@ def test_earlier_windows_are_healthy(events: list[Event], hours_back: int) -> No
     assert not got.answered_without_recall and got.questions_due > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sessions", "seed"), [(100, 1), (100, 2), (1000, 3)])
 def test_other_sizes_and_seeds_keep_their_plan(sessions: int, seed: int) -> None:
     rows, plan = generate_rows(sessions=sessions, seed=seed, at=AT)

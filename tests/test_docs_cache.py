@@ -123,6 +123,7 @@ def test_stored_outputs_of_other_blocks_are_not_used() -> None:
     assert _load(json.dumps(stored), blocks) is None
 
 
+@pytest.mark.slow
 def test_a_worker_waits_for_the_one_producing_then_reads_what_it_wrote(
     root: Path, tmp_path: Path
 ) -> None:

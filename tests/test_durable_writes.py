@@ -3,13 +3,14 @@ one parser (watchdog/core/files.py, watchdog/core/cron.py).
 
 A durable write fsyncs the new file before renaming it over the old one, then fsyncs the
 directory: after a power loss the file is its old content or its new one, never empty. The
-fsyncs are observed by a spy that records which file each one flushed and then does it.
+fsyncs are observed by a spy that records which file each one flushed and then does it. That no
+other module writes through a temporary of its own or parses a cron line is a lint of
+`make lint` (tests/lints/source.py).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +27,6 @@ from watchdog.report.files import write_reports
 from watchdog.report.history import History
 from watchdog.runner.plugins import PLUGINS
 
-ROOT = Path(__file__).parents[1]
 AT = datetime(2026, 11, 28, 4, tzinfo=UTC)
 
 
@@ -90,32 +90,6 @@ def test_the_report_pages_are_written_durably(tmp_path: Path, fsynced: list[Path
     write_reports(known_report(), History(), settings, now=AT)
     assert fsynced.count(tmp_path) == 1 and fsynced.count(tmp_path / "reports") == 1
     assert len([p for p in fsynced if p.name.startswith(".tmp-")]) == 2
-
-
-def _sources() -> Iterator[tuple[Path, str]]:
-    for package in ("watchdog", "checks", "alerts"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            yield path.relative_to(ROOT), path.read_text(encoding="utf-8")
-
-
-def test_only_the_foundation_fsyncs_or_makes_temporary_files() -> None:
-    """No module but watchdog/core/files.py writes a file through its own temporary; the one
-    other fsync is the ingest ledger's append, which rewrites nothing."""
-    temporary = re.compile(r"tempfile\.mkstemp|NamedTemporaryFile|with_suffix\(\"\.tmp\"\)")
-    sources = dict(_sources())
-    assert [str(p) for p, text in sources.items() if temporary.search(text)] == []
-    fsyncs = {str(p): text.count("os.fsync(") for p, text in sources.items() if "os.fsync(" in text}
-    assert fsyncs == {"watchdog/core/files.py": 2, "watchdog/daemon/ingest/spool.py": 1}
-
-
-def test_only_the_foundation_parses_a_cron_line() -> None:
-    """APScheduler (its CronTrigger) is imported by watchdog/core/cron.py alone."""
-    offenders = [
-        str(path)
-        for path, text in _sources()
-        if "apscheduler.triggers.cron" in text or "from_crontab" in text
-    ]
-    assert offenders == ["watchdog/core/cron.py"]
 
 
 def test_a_cron_line_that_never_fires_is_refused() -> None:

@@ -17,6 +17,9 @@ from watchdog.demo.model import FAULTS
 from watchdog.report.explain import render_explain_json, render_explain_text
 from watchdog.runner.explain import explain
 
+# The tests run `memory-watchdog explain` as a process, or query the store: not in test-fast.
+pytestmark = pytest.mark.slow
+
 AT = T0 + 4 * H
 
 # What the explanation of a session says of each fault the demo injects into it.

@@ -90,6 +90,7 @@ def test_check_says_the_exit_codes_of_the_spec() -> None:
     assert exit_codes(check.format_help()) == in_spec == [0, 1, 2, 3]
 
 
+@pytest.mark.slow
 def test_the_real_program_prints_the_examples_and_exit_codes() -> None:
     """`memory-watchdog daemon --help`, as a process: exit 0, the sections at the end."""
     done = subprocess.run(

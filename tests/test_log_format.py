@@ -21,6 +21,9 @@ import pytest
 from tests.daemon_rig import wait_until
 from tests.process_env import DEMO_STORE, Logged, clean_env
 
+# Every test runs the CLI as a process: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[1]
 CANARY = "LOGCANARY7f3a"

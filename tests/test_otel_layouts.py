@@ -428,6 +428,7 @@ def _one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_cli_attribute_column_of_unknown_type_is_exit_3(
     exporter_store: str, tmp_path: Path
 ) -> None:
@@ -439,6 +440,7 @@ def test_cli_attribute_column_of_unknown_type_is_exit_3(
     assert "(accepted: Map(LowCardinality(String), String) or JSON)" in line
 
 
+@pytest.mark.slow
 def test_cli_span_column_of_unknown_type_is_exit_3(exporter_store: str, tmp_path: Path) -> None:
     """otel_traces on a Duration that is no integer: exit 3 naming the column and what is accepted."""
     toml = '[source]\npreset = "otel_traces"\ntable = "otel.spans_untyped"\n'
@@ -449,6 +451,7 @@ def test_cli_span_column_of_unknown_type_is_exit_3(exporter_store: str, tmp_path
     )
 
 
+@pytest.mark.slow
 def test_cli_missing_column_is_exit_3_naming_table_and_column(
     exporter_store: str, tmp_path: Path
 ) -> None:
@@ -458,6 +461,7 @@ def test_cli_missing_column_is_exit_3_naming_table_and_column(
     assert "table otel.spans_lacking has no column StatusCode (the otel_traces preset" in line
 
 
+@pytest.mark.slow
 def test_cli_broken_column_expression_is_exit_2(exporter_store: str, tmp_path: Path) -> None:
     """A [source.columns] expression the server refuses: exit 2 naming the key and its words."""
     toml = (
@@ -469,6 +473,7 @@ def test_cli_broken_column_expression_is_exit_2(exporter_store: str, tmp_path: P
     assert "no_such_column" in line
 
 
+@pytest.mark.slow
 def test_cli_broken_session_filter_is_exit_2(exporter_store: str, tmp_path: Path) -> None:
     """A session_filter that does not parse: exit 2 naming source.session_filter and the token."""
     toml = (

@@ -21,6 +21,9 @@ from tests.process_env import clean_env
 from watchdog.core.settings import command_flags, settings_from_mapping
 from watchdog.runner.plugins import PLUGINS
 
+# Every test runs printed commands as processes: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[1]
 AT = "2026-11-28T04:00:00Z"

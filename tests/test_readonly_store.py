@@ -40,9 +40,14 @@ def _namespaces() -> bool:
     )
 
 
-pytestmark = pytest.mark.skipif(
-    not _namespaces(), reason="needs `unshare -rm` (user and mount namespaces) to mount read-only"
-)
+# The tests run the CLI as a process on a store another process wrote: left out of make test-fast.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not _namespaces(),
+        reason="needs `unshare -rm` (user and mount namespaces) to mount read-only",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

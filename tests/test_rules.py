@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from checks.base import Status
 from checks.evidence import Evidence, FailureRun
 from tests.builder import T0, H, M, S, Scenario, evaluate
 from watchdog.core.store import Store
+
+# The spec's rules stay in the inner loop (make test-fast), store queries and all.
+pytestmark = pytest.mark.inner_loop
 
 AT = T0 + 4 * H  # the window is [T0, T0 + 4h)
 MS = timedelta(milliseconds=1)

@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from alerts.rows import SloBucketRow
 from alerts.slo import report_judgements
 from alerts.state import load_buckets, save_buckets
@@ -126,6 +128,7 @@ def test_a_read_only_check_judges_nothing(store: Store, store_url: str) -> None:
     assert stored(store, settings, "observe_success") == {}
 
 
+@pytest.mark.slow
 def test_slo_backfill_command_judges_a_range_with_progress(tmp_path: Path) -> None:
     """`slo backfill --from --to` reports progress on stderr, then what it judged; again, none."""
     url = f"chdb://{tmp_path / 'store'}"

@@ -8,6 +8,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.builder import T0, H, M, Scenario, settings_for, unique_table
 from watchdog.core.settings import Settings
 from watchdog.core.store import Store
@@ -92,6 +94,7 @@ def config_check(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_config_check_warns_of_a_tier_that_can_never_fire(tmp_path: Path) -> None:
     """At 90% the highest burn is 10: page-fast (14.4) never fires; a warning, exit 0."""
     done = config_check(tmp_path, '[slo.observe_success]\nobjective = "90%"\n')
@@ -102,6 +105,7 @@ def test_config_check_warns_of_a_tier_that_can_never_fire(tmp_path: Path) -> Non
     ]
 
 
+@pytest.mark.slow
 def test_config_check_refuses_an_objective_of_100_percent(tmp_path: Path) -> None:
     """`objective = "100%"` fails `config check` with exit 2, naming the key."""
     done = config_check(tmp_path, '[slo.recall_success]\nobjective = "100%"\n')

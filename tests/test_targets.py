@@ -148,6 +148,7 @@ def test_a_percentage_target_breaches_as_its_fraction(store: Store) -> None:
     assert (result.status, result.value, result.target) == (Status.BREACHED, 0.1, 0.05)
 
 
+@pytest.mark.slow
 def test_config_check_refuses_a_rate_above_1_naming_key_and_meaning(tmp_path: Path) -> None:
     """The issue's config: `target = 5` for observe_failure_rate is exit 2, not `breach >= 500%`."""
     path = tmp_path / "watchdog.toml"

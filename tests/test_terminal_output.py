@@ -12,6 +12,9 @@ import pytest
 
 from watchdog.core.text import printable
 
+# The tests run the CLI as a process: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent / "memory-watchdog"
 ROOT = Path(__file__).parents[1]
 AT = "2026-11-28T04:00:00Z"

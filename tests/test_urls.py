@@ -46,6 +46,7 @@ def test_a_user_name_with_special_characters_keeps_its_name(char: str) -> None:
     assert "CANARY" not in mask_url(url)
 
 
+@pytest.mark.slow
 def test_the_cli_never_prints_a_password_with_an_at_sign(tmp_path: Path) -> None:
     """`check` and `status` on an unreachable server show the URL masked, @ in the password too."""
     url = "http://watchdog:p@ssCANARY@127.0.0.1:9/db"

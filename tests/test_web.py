@@ -237,6 +237,7 @@ def test_idle_connections_hold_no_thread_and_health_still_answers(
             connection.close()
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_after_the_timeout(
     pages: Path, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:

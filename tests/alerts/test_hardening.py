@@ -64,6 +64,7 @@ def run_cli(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProc
 @pytest.mark.parametrize(
     "url", ["http://[::1", "http://[::1]:99999/hook", "https://", "http:///no-host"]
 )
+@pytest.mark.slow
 def test_a_webhook_url_that_is_no_url_is_one_config_line_exit_2(tmp_path: Path, url: str) -> None:
     """`config check` with webhook url = "http://[::1": exit 2 naming the key, not an internal error."""
     result = run_cli(
@@ -75,6 +76,7 @@ def test_a_webhook_url_that_is_no_url_is_one_config_line_exit_2(tmp_path: Path, 
     assert url not in line  # the URL is a secret: not echoed
 
 
+@pytest.mark.slow
 def test_control_characters_in_a_toml_key_are_escaped_on_one_line(tmp_path: Path) -> None:
     """A raw ESC or CR in a key is printed escaped, on one line, exit 2."""
     result = run_cli(
@@ -90,6 +92,7 @@ def test_control_characters_in_a_toml_key_are_escaped_on_one_line(tmp_path: Path
     assert "alerts.x\\x1b[31mred\\rhidden\\nsecond: unknown key" in line
 
 
+@pytest.mark.slow
 def test_control_characters_in_a_receiver_name_are_escaped(tmp_path: Path) -> None:
     """A receiver name with an ESC is refused naming it escaped, exit 2."""
     result = run_cli(

@@ -37,6 +37,9 @@ from alerts.notifiers import (
 from alerts.testing import FakeTimer
 from tests.alerts.receiver_rigs import firing_message
 
+# Each test waits on its stand-in server's shutdown (half a second): left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"
 PAGE = "<!doctype html><html><body>Sign in to continue</body></html>"

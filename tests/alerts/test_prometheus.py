@@ -27,6 +27,7 @@ def scrape(store: Store, tmp_path_factory: pytest.TempPathFactory) -> str:
     return scrape_after_a_run(store, tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_the_shipped_rules_pass_promtool_check_rules() -> None:
     """`promtool check rules` on config/prometheus/memory-watchdog.rules.yml."""
     checked = run_promtool("check", "rules", str(RULES))
@@ -34,6 +35,7 @@ def test_the_shipped_rules_pass_promtool_check_rules() -> None:
     assert f"SUCCESS: {RULES.read_text().count('- alert:')} rules found" in checked.stdout
 
 
+@pytest.mark.slow
 def test_the_shipped_rules_pass_their_unit_tests() -> None:
     """`promtool test rules`: each rule fires on the series that should fire it, and only then."""
     tested = run_promtool("test", "rules", str(RULE_TESTS))

@@ -8,6 +8,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from alerts.pipeline import process
 from alerts.records import alert_states
 from alerts.state import REPLAY, ensure_schema, record_run
@@ -22,6 +24,7 @@ from watchdog.daemon.web import health
 BIN = Path(sys.executable).parent / "memory-watchdog"
 
 
+@pytest.mark.slow
 def test_notify_at_a_future_time_is_refused(tmp_path: Path) -> None:
     """`check --notify --at 2099-...` is exit 2 and records nothing: it would silence every live run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}

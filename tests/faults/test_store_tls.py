@@ -187,6 +187,7 @@ def test_tls_keys_for_a_plain_http_server_are_a_config_error(pki: Pki) -> None:
     assert "pw@" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_the_cli_says_a_missing_ca_file_in_one_line_and_exits_2(tmp_path: Path) -> None:
     """`check` with a config whose `store.ca_file` is missing: one line on stderr, exit 2."""
     config = tmp_path / "watchdog.toml"

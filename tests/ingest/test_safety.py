@@ -18,6 +18,9 @@ from watchdog.daemon.ingest import receiver as receiver_module
 from watchdog.daemon.ingest.service import Ingest
 from watchdog.runner.plugins import PLUGINS
 
+# The tests start `memory-watchdog daemon --otlp` processes: left out of make test-fast.
+pytestmark = pytest.mark.slow
+
 
 def daemon(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`memory-watchdog daemon ARGS` in its own data directory; it must stop at its own error."""

@@ -85,6 +85,7 @@ def test_a_crafted_gzip_body_is_refused_and_nothing_is_stored(
     assert post(receiver.endpoint, logs_request(2)).status == 200
 
 
+@pytest.mark.slow
 def test_a_legitimate_request_at_the_record_limit_is_walked_whole() -> None:
     """The bounds leave real requests alone: max_records records, each with ten attributes,
     are counted exactly by both walks."""

@@ -8,10 +8,10 @@ the caller passes it in, as `watchdog.daemon.serving.Served` takes the daemon).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
-PACKAGES = ("watchdog", "checks", "alerts")
+from tests.lints.base import PACKAGES, Problem, Tree
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -25,7 +25,7 @@ def _modules(root: Path) -> dict[str, Path]:
     return found
 
 
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+def import_graph(root: Path) -> dict[str, set[str]]:
     """Each module of ours -> the modules of ours it imports (any import, anywhere in it)."""
     modules = _modules(root)
     graph: dict[str, set[str]] = {name: set() for name in modules}
@@ -80,18 +80,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_imports_made_only_for_types(tmp_path: Path) -> None:
-    """The scan itself: an import under TYPE_CHECKING or in a function is an edge too."""
-    (tmp_path / "checks").mkdir()
-    (tmp_path / "checks" / "__init__.py").write_text("")
-    (tmp_path / "checks" / "a.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from checks.b import B\n"
-    )
-    (tmp_path / "checks" / "b.py").write_text("def f():\n    from . import a\n")
-    assert cycles(import_graph(tmp_path)) == [["checks.a", "checks.b"]]
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_no_two_modules_know_each_other() -> None:
+def import_cycles(tree: Tree) -> Iterator[Problem]:
     """No module imports one that imports it back, directly or through others."""
-    assert cycles(import_graph()) == []
+    modules = _modules(tree.root)
+    for cycle in cycles(import_graph(tree.root)):
+        yield Problem(
+            str(modules[cycle[0]].relative_to(tree.root)),
+            f"its imports form a cycle ({', '.join(cycle)}); move what they share down a"
+            " layer, or have the caller pass it in",
+        )
