@@ -115,7 +115,9 @@ def test_sigkill_mid_run_judges_that_window_after_restart(rig: Rig) -> None:
     rig.front.set_mode("stall")  # the next window's queries hang
     in_flight = first.judged()[-1][1]  # the window starting where the last judged one ended
     hung = rig.front.accepted
-    first.wait_for(lambda: rig.front.accepted > hung)  # a tick is now stuck mid-run
+    # A tick is now stuck mid-run. The stall may first catch the last run's closing query (the
+    # lease's release), which gives up after store.query_timeout (30s): the next tick follows.
+    first.wait_for(lambda: rig.front.accepted > hung, seconds=90)
     first.kill()
     rig.front.set_mode("pass")
     second = rig.start()
