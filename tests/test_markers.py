@@ -1,6 +1,11 @@
-"""The markers `make test-fast` selects by: `store` is set on every test that uses the store."""
+"""The markers the suite is run by: `store` (set on every test that uses the store) for `make
+test-fast`, and `xdist_group` for `make pytest`'s `--dist loadgroup`."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,3 +22,43 @@ def test_a_test_that_uses_the_store_is_marked_store(
 def test_a_test_without_the_store_is_not_marked_store(request: pytest.FixtureRequest) -> None:
     """A test that asks for no store is left unmarked, in the inner loop."""
     assert request.node.get_closest_marker("store") is None
+
+
+GROUPED = """
+import pytest
+pytestmark = pytest.mark.xdist_group("one")
+def test_a(): pass
+def test_b(): pass
+def test_c(): pass
+def test_d(): pass
+"""
+
+
+@pytest.mark.slow
+def test_loadgroup_runs_a_group_on_one_worker(tmp_path: Path) -> None:
+    """Under `--dist loadgroup` (make pytest) the tests of one `xdist_group` run on one worker,
+    so a group's module fixtures are built once, not on every worker."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    passed = [line for line in done.stdout.splitlines() if " PASSED " in line]
+    assert len(passed) == 4
+    assert len({line.split("]")[0] for line in passed}) == 1, passed  # one worker: [gwN]

@@ -11,7 +11,9 @@ import pytest
 from checks.builtin import BUILTINS
 from tests.ingest.processes import BIN, REPO, clean_env
 
-pytestmark = pytest.mark.slow
+# One worker builds the two demos both tests read (under --dist loadgroup): each worker the
+# module lands on would build them again.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo_otlp")]
 
 AT = "2026-11-28T04:00:00Z"
 
