@@ -17,8 +17,11 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
+from alerts.lease import Guard, Lease, LeaseLost, holder_name
+from alerts.notifiers import build_notifiers
+from alerts.pipeline import ProcessOutcome, process, process_store_error
+from alerts.slo import process_slos, report_judgements
 from alerts.state import LIVE, REPLAY
 from checks.base import Report, Status
 from watchdog.cli.args import (
@@ -39,13 +42,7 @@ from watchdog.core.store import Store, open_configured
 from watchdog.core.times import CLOCK_SKEW, system_clock
 from watchdog.report.text import render_json, render_text
 from watchdog.runner.once import evaluate_once, window_at
-
-if TYPE_CHECKING:
-    from alerts.lease import Guard
-    from alerts.pipeline import ProcessOutcome
-
-# A check imports only what it runs: the page (--format html) and the alert pipeline, its
-# receivers and the lease (--notify) are imported by the run that needs them.
+from watchdog.runner.slo import with_bad_events
 
 FORMATS = ("text", "json", "html")
 
@@ -94,6 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     page = ""
     try:
         if args.format == "html":  # triage and history are read while the store is open
+            # The page and its templates, imported only by the run that renders one (the alert
+            # modules come with the settings registry and the SLO reports of every run anyway).
             from watchdog.report.page import evaluate_page
 
             report, page = evaluate_page(
@@ -150,10 +149,6 @@ def notify_after_check(
     A broken custom template is a ConfigError and does raise (exit 2); the
     watchdog's own tables failing is printed, and `check` keeps its exit code.
     """
-    from alerts.notifiers import build_notifiers
-    from alerts.pipeline import process
-    from alerts.slo import process_slos, report_judgements
-    from watchdog.runner.slo import with_bad_events
 
     def run(store: Store, guard: Guard) -> ProcessOutcome:
         notifiers = build_notifiers(settings, text_stream=sys.stderr)
@@ -195,9 +190,6 @@ def notify_store_error(
     kind: str = LIVE,
 ) -> None:
     """After `check --notify` could not read the source: fire the `store` alert, if we can."""
-    from alerts.notifiers import build_notifiers
-    from alerts.pipeline import process_store_error
-
     window = window_at(settings, at, length)
 
     def run(store: Store, guard: Guard) -> ProcessOutcome:
@@ -234,8 +226,6 @@ def _alert(
 ) -> None:
     """Run the alert pipeline on the store under the alert lease; its summary and errors,
     why it failed, or that it stood by, on stderr."""
-    from alerts.lease import Lease, LeaseLost, holder_name
-
     try:
         with open_configured(settings.store) as store:
             lease = Lease(store, settings, holder_name("check"))
