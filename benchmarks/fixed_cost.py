@@ -21,9 +21,7 @@ from benchmarks.guard import exit_code
 from benchmarks.run import Bench, _cli_command, _config, settings_for
 from checks.source_ddl import create_table_sql
 from checks.state.layout import STATE_TABLE
-from watchdog.core.settings import settings_from_mapping
 from watchdog.core.times import rfc3339
-from watchdog.runner.plugins import PLUGINS
 
 PROCESSES = ("floor", "state", "empty", "open")
 
@@ -37,14 +35,7 @@ def measure(bench: Bench, preset: str, events: int, mix: str) -> dict[str, list[
     store.command(f"DROP TABLE IF EXISTS {empty}")
     store.command(create_table_sql(preset, empty, ttl=False))
     raw = settings_for(bench.url, preset, table)
-    state = settings_from_mapping(
-        {
-            "store": {"url": bench.url},
-            "source": {"preset": preset, "table": table, "state": f"{plan.database}.{STATE_TABLE}"},
-        },
-        plugins=PLUGINS,
-        env={},
-    )
+    state = settings_for(bench.url, preset, table, f"{plan.database}.{STATE_TABLE}")
     at = rfc3339(bench.at)
     seconds: dict[str, list[float]] = {name: [] for name in PROCESSES}
     with tempfile.TemporaryDirectory(prefix="bench-fixed-") as directory:

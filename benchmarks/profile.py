@@ -28,10 +28,9 @@ from benchmarks.guard import exit_code, refuse_errors
 from benchmarks.run import Bench, settings_for
 from checks.evaluate import QueryTimer
 from checks.state.layout import STATE_TABLE
-from watchdog.core.settings import Settings, settings_from_mapping
+from watchdog.core.settings import Settings
 from watchdog.core.store import Store
 from watchdog.runner.once import run_once, window_at
-from watchdog.runner.plugins import PLUGINS
 
 _OURS = ("/checks/", "/alerts/", "/watchdog/")
 
@@ -72,14 +71,7 @@ def each_call_timed(store: Store, seconds: dict[str, list[float]], prefix: str) 
 def _state_settings(bench: Bench, preset: str, table: str, events: int, mix: str) -> Settings:
     """The case's source read with the session state beside it (built unless there)."""
     plan, _ = bench.narrow_table(preset, events, table, mix)
-    return settings_from_mapping(
-        {
-            "store": {"url": bench.url},
-            "source": {"preset": preset, "table": table, "state": f"{plan.database}.{STATE_TABLE}"},
-        },
-        plugins=PLUGINS,
-        env={},
-    )
+    return settings_for(bench.url, preset, table, f"{plan.database}.{STATE_TABLE}")
 
 
 def profile(

@@ -49,13 +49,11 @@ from watchdog.runner.plugins import PLUGINS
 Log = Callable[[str], None]
 
 
-def settings_for(url: str, preset: str, table: str) -> Settings:
-    """Default settings reading `table` with `preset` (no config file needed)."""
-    return settings_from_mapping(
-        {"store": {"url": url}, "source": {"preset": preset, "table": table}},
-        plugins=PLUGINS,
-        env={},
-    )
+def settings_for(url: str, preset: str, table: str, state: str | None = None) -> Settings:
+    """Default settings reading `table` with `preset` (no config file needed), and the session
+    state `state` beside it when given."""
+    source = {"preset": preset, "table": table} | ({"state": state} if state else {})
+    return settings_from_mapping({"store": {"url": url}, "source": source}, plugins=PLUGINS, env={})
 
 
 _MEASURE_CHILD = """
@@ -399,18 +397,7 @@ class Bench:
         table, _ = self.table(preset, events, mix)
         plan, built = self.narrow_table(preset, events, table, mix)
         raw = settings_for(self.url, preset, table)
-        state = settings_from_mapping(
-            {
-                "store": {"url": self.url},
-                "source": {
-                    "preset": preset,
-                    "table": table,
-                    "state": f"{plan.database}.{STATE_TABLE}",
-                },
-            },
-            plugins=PLUGINS,
-            env={},
-        )
+        state = settings_for(self.url, preset, table, f"{plan.database}.{STATE_TABLE}")
         window = window_at(raw, self.at)
         with tempfile.TemporaryDirectory(prefix="bench-state-") as workdir:
             found = self.measure_paths(state, window, Path(workdir), floor=raw)
