@@ -3,6 +3,7 @@ test-fast`, and `xdist_group` for `make pytest`'s `--dist loadgroup`."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,25 +40,39 @@ def test_loadgroup_runs_a_group_on_one_worker(tmp_path: Path) -> None:
     """Under `--dist loadgroup` (make pytest) the tests of one `xdist_group` run on one worker,
     so a group's module fixtures are built once, not on every worker."""
     (tmp_path / "test_grouped.py").write_text(GROUPED)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            "-v",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # The inner run is a session of its own: none of this worker's PYTEST_* variables (worker
+    # id, run id, current test), no stdin, and only the xdist plugin it is about. Its time out is
+    # generous, since it starts three interpreters on a machine the suite already loads; on a
+    # time out the failure shows what the inner run had printed.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "xdist",
+                "-n",
+                "2",
+                "--dist",
+                "loadgroup",
+                "-v",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as stalled:
+        printed = stalled.stdout.decode() if isinstance(stalled.stdout, bytes) else stalled.stdout
+        pytest.fail(f"the inner pytest run stalled; it had printed:\n{printed}")
     assert done.returncode == 0, done.stdout + done.stderr
     passed = [line for line in done.stdout.splitlines() if " PASSED " in line]
     assert len(passed) == 4
