@@ -143,6 +143,26 @@ def test_http_path_gives_the_embedded_verdicts(
     assert {r["status"] for r in got["checks"].values()} >= {"ok", "breached"}
 
 
+def test_the_planning_settings_reach_a_server_that_knows_them_and_no_other(
+    store: Store, ch_server: ClickHouseHTTPServer
+) -> None:
+    """`watchdog.core.store.PLANNING` (the analyzer's AND-chain pass off) is in force for every
+    query, embedded and over HTTP; a server that does not list a setting in system.settings (an older
+    ClickHouse, which would refuse it) is not sent it, and answers with its own default."""
+    asked = "SELECT getSetting('optimize_and_compare_chain')"
+    assert store.query(asked).rows == [(False,)]
+    with open_store(ch_server.url(), query_timeout_s=30) as http_store:
+        assert http_store.query(asked).rows == [(False,)]
+        client = http_store.client
+        older = dict(client.server_settings)
+        del older["optimize_and_compare_chain"]
+        kept, client.server_settings = client.server_settings, older
+        try:
+            assert Store(client, http_store.url).query(asked).rows == [(True,)]
+        finally:
+            client.server_settings = kept
+
+
 def test_http_path_keeps_hostile_strings_byte_for_byte(
     store: Store, ch_server: ClickHouseHTTPServer
 ) -> None:

@@ -33,6 +33,13 @@ from watchdog.core.urls import (
     parse_store_url,
 )
 
+# Settings that cut the engine's work on a query's text before it reads a row, sent where the
+# server knows them (an older one would refuse an unknown setting). The analyzer's AND-chain pass
+# derives `indexHint` comparisons from chains such as `a < b AND b < 5`; the scans' many
+# `x >= lo AND x <= hi` conditions inside lambdas give it no index to prune with, and it was
+# about a third of the CPU of a check on a small table (docs/performance.md#planning-a-query).
+PLANNING: Mapping[str, Any] = {"optimize_and_compare_chain": 0}
+
 
 @dataclass
 class Transfer:
@@ -70,6 +77,8 @@ class Store:
         self.url = url
         self.query_timeout_s = query_timeout_s
         self.transfer = Transfer()
+        known = getattr(client, "server_settings", None) or {}
+        self._planning = {k: v for k, v in PLANNING.items() if k in known}
 
     @property
     def client(self) -> Any:
@@ -83,6 +92,7 @@ class Store:
             # evidence lookup) runs once on the initiator and its set is sent to the
             # shards, instead of being refused as a double-distributed subquery.
             "distributed_product_mode": "global",
+            **self._planning,
         }
 
     def query(
