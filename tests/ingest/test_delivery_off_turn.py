@@ -26,7 +26,7 @@ import clickhouse_connect
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.alerts.http_standin import WebhookStandIn, trickle
+from tests.alerts.http_standin import OK, WebhookStandIn, trickle
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.ingest.processes import Daemon, clean_env, free_port, post_logs, records_request
 
@@ -137,7 +137,11 @@ def loads_go_on_while_delivering(tmp_path: Path, args: tuple[str, ...]) -> None:
             assert loaded == RECORDS and judged(daemon) == [], daemon.log()
             [sending] = hook.requests  # one message, its answer still trickling
             assert sending.status == 0
-            hook.close()  # the answer ends unfinished: the run finishes, the daemon can stop
+            # The answer ends unfinished and the retry is answered at once: the run finishes,
+            # the daemon can stop (closing the stand-in instead left three retries refused,
+            # their backoff 4-5 s of waiting).
+            hook.reply(OK)
+            hook.closed.set()
             assert daemon.stop() == 0, daemon.log()
         finally:
             if daemon.proc is not None and daemon.proc.poll() is None:
