@@ -26,8 +26,8 @@ from tests.cluster import CLUSTERS, distribute
 from tests.exporter import Span, write_otel_logs, write_otel_traces
 from tests.test_cluster import (
     AT,
+    CASES,
     ENDS,
-    LAYOUTS,
     PRESETS,
     Recording,
     Source,
@@ -170,32 +170,60 @@ def test_the_world_lists_events_of_every_listing_check(worlds: dict[str, Any], p
     assert any(window for window in backtest)
 
 
-@pytest.mark.parametrize(("sharding", "cluster"), LAYOUTS, ids=[f"{s}-{c}" for s, c in LAYOUTS])
-@pytest.mark.parametrize("preset", PRESETS)
+class Listed:
+    """One window's run and a backtest (both with triage) on a Distributed table, made once for
+    the tests that judge them: their details, and the queries they sent (for EXPLAIN)."""
+
+    def __init__(self, store: Store, source: Source, table: str) -> None:
+        recording = Recording(store)
+        self.table = table
+        self.run = _run(recording, source, table)
+        self.backtest = _backtest(recording, source, table)
+        self.sent = recording.sent
+
+
+@pytest.fixture(scope="module")
+def listed(store: Store, worlds: dict[str, Any]) -> Any:
+    """`listed(preset, sharding, cluster)`: the world read through a Distributed table, and its
+    run and backtest, made on first use."""
+    made: dict[tuple[str, str, str], Listed] = {}
+
+    def on(preset: str, sharding: str, cluster: str) -> Listed:
+        if (preset, sharding, cluster) not in made:
+            source, _, _ = worlds[preset]
+            key, spread = _rows_by(store, source, sharding)
+            name = f"{source.table}_{sharding}_{cluster}"
+            dist = distribute(store, source.table, cluster, key, spread, name)
+            made[preset, sharding, cluster] = Listed(store, source, dist.table)
+        return made[preset, sharding, cluster]
+
+    return on
+
+
+@pytest.mark.parametrize(("preset", "sharding", "cluster"), CASES, ids=["-".join(c) for c in CASES])
 def test_a_distributed_source_lists_the_single_tables_event_details(
-    store: Store, worlds: dict[str, Any], preset: str, sharding: str, cluster: str
+    store: Store, worlds: dict[str, Any], preset: str, sharding: str, cluster: str, listed: Any
 ) -> None:
     """Each listed event's session, name, latency and error class, every listing check, one
     window (and, rows spread by `rand()`, a backtest's windows): as on one table."""
     source, single, backtest = worlds[preset]
-    key, spread = _rows_by(store, source, sharding)
-    name = f"{source.table}_{sharding}_{cluster}"
-    dist = distribute(store, source.table, cluster, key, spread, name)
-    assert _run(store, source, dist.table) == single
-    if sharding == "rand":
-        assert _backtest(store, source, dist.table) == backtest
+    if sharding != "rand":  # one window only: no backtest to make
+        key, spread = _rows_by(store, source, sharding)
+        name = f"{source.table}_{sharding}_{cluster}"
+        dist = distribute(store, source.table, cluster, key, spread, name)
+        assert _run(store, source, dist.table) == single
+        return
+    found = listed(preset, sharding, cluster)
+    assert found.run == single
+    assert found.backtest == backtest
 
 
 # --- EXPLAIN: the lookup filters and groups on the shards -------------------------------------
 
 
-def _lookups(store: Store, source: Source, table: str) -> list[tuple[str, dict[str, Any]]]:
-    """The details lookups a run and a backtest send (checks/listed.py: grouped by event id)."""
-    recording = Recording(store)
-    settings = source.settings(table)
-    run_once(recording, settings, window_at(settings, AT), triage=True)
-    run_windows(recording, settings, windows_ending(settings, ENDS), triage=True)
-    return [(sql, p) for sql, p in recording.sent if "ev_ids" in p and "GROUP BY event_id" in sql]
+def _lookups(found: Listed) -> list[tuple[str, dict[str, Any]]]:
+    """The details lookups a run and a backtest sent (checks/listed.py: grouped by event id)."""
+    return [(sql, p) for sql, p in found.sent if "ev_ids" in p and "GROUP BY event_id" in sql]
 
 
 def _shard_texts(store: Store, sql: str, params: dict[str, Any]) -> tuple[str, list[str]]:
@@ -224,15 +252,13 @@ def _filters_ids(shard: str, ids: list[str]) -> bool:
 @pytest.mark.parametrize("cluster", list(CLUSTERS))
 @pytest.mark.parametrize("preset", PRESETS)
 def test_the_listed_events_lookup_filters_and_groups_on_the_shards(
-    store: Store, worlds: dict[str, Any], preset: str, cluster: str
+    store: Store, listed: Any, preset: str, cluster: str
 ) -> None:
-    """EXPLAIN of the details lookup: every shard filters by the cited ids and groups its rows
-    by event id; the initiator merges their rows and filters nothing; each shard sends one row
-    per cited id it holds."""
-    source, _, _ = worlds[preset]
-    key, spread = _rows_by(store, source, "rand")
-    dist = distribute(store, source.table, cluster, key, spread, f"{source.table}_{cluster}_x")
-    lookups = _lookups(store, source, dist.table)
+    """EXPLAIN of the details lookup (rows spread by `rand()`): every shard filters by the cited
+    ids and groups its rows by event id; the initiator merges their rows and filters nothing;
+    each shard sends one row per cited id it holds."""
+    found = listed(preset, "rand", cluster)
+    lookups = _lookups(found)
     assert len(lookups) == 2  # one for the run, one for the backtest's windows
     for sql, params in lookups:
         root = plan(store, sql, params)
@@ -251,7 +277,7 @@ def test_the_listed_events_lookup_filters_and_groups_on_the_shards(
         assert all(_filters_ids(text, params["ev_ids"]) for text in texts), texts
         # What the initiator receives: each shard's groups, unmerged (counted, not used).
         sent = store.query(sql + "\nSETTINGS distributed_group_by_no_merge = 1", params).rows
-        rows = store.query(f"SELECT count() FROM {dist.table}").rows[0][0]
+        rows = store.query(f"SELECT count() FROM {found.table}").rows[0][0]
         assert len(params["ev_ids"]) <= len(sent) <= len(params["ev_ids"]) * CLUSTERS[cluster]
         assert len(sent) * 10 < rows
 
