@@ -10,6 +10,9 @@ checks with windows longer than the run's, so that their windows overlap),
 each window's report from the one pass is the report `run_once` gives for
 that window alone: the same verdicts, values, sample sizes, evidence, data
 quality and deviation aggregation, and with triage the same breakdowns.
+
+An example costs its evaluations (one pass, and one run per window), whatever its rows: so
+a world holds 3 to 10 sessions, and 4 examples of up to 3 windows are run.
 """
 
 from __future__ import annotations
@@ -48,13 +51,16 @@ world_sessions = st.lists(
             "turns": st.lists(st.tuples(st.integers(0, 90), st.sampled_from(TURNS)), max_size=3),
         }
     ),
-    max_size=7,
+    min_size=3,
+    max_size=10,
 )
 periods = st.fixed_dictionaries(
     {
         "step_min": st.sampled_from([30, 60, 120, 240]),
         "length_min": st.sampled_from([30, 60, 120, 240]),
-        "windows": st.integers(1, 5),
+        # One window (its own scans) or several (the pass's pieces): three is first, middle
+        # and last, each overlapping or apart from its neighbours as the step and length say.
+        "windows": st.integers(1, 3),
         "first_end_step": st.integers(-8, 40),
         "idle_min": st.sampled_from([60, 180, 360]),
         "extra_lookback_min": st.integers(0, 600),
@@ -120,7 +126,7 @@ def config(period: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@hypothesis_settings(EXAMPLES, max_examples=6)
+@hypothesis_settings(EXAMPLES, max_examples=4)
 @given(sessions=world_sessions, retried=retries, period=periods)
 def test_a_backtest_judges_each_window_as_check_at_its_end(
     store: Store,
