@@ -163,6 +163,20 @@ def test_the_planning_settings_reach_a_server_that_knows_them_and_no_other(
             client.server_settings = kept
 
 
+def test_check_opens_the_store_once(ch_server: ClickHouseHTTPServer) -> None:
+    """`check` with no source configured asks the store for the default source's table and
+    evaluates on the one client it opened: one connection's handshake (the client reads
+    system.settings when it connects), not one for the lookup and another for the run."""
+    before = len(ch_server.requests)
+    done = cli("check", "--store", ch_server.url(), "--at", AT_TEXT)
+    # This store holds neither default table (the tests' tables are their own): the run gets
+    # as far as reading the source's columns, and says which table is missing.
+    assert done.returncode == 3 and "joelclaw.otel_events not found" in done.stderr, done.stderr
+    sent = [r.query for r in ch_server.requests[before:]]
+    assert any("FROM system.tables WHERE" in q for q in sent), sent  # the default table lookup
+    assert sum("system.settings" in q for q in sent) == 1, sent
+
+
 def test_http_path_keeps_hostile_strings_byte_for_byte(
     store: Store, ch_server: ClickHouseHTTPServer
 ) -> None:

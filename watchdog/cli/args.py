@@ -24,7 +24,7 @@ from watchdog.core.logs import LOG_FORMATS, said
 from watchdog.core.logs import PROG as PROG  # the name every command prints
 from watchdog.core.settings import Settings, command_flags, load_settings
 from watchdog.core.settings.load import check_store_tls, check_store_url
-from watchdog.core.store import open_configured
+from watchdog.core.store import Store, open_configured
 from watchdog.core.times import parse_time
 from watchdog.runner.plugins import PLUGINS
 
@@ -137,15 +137,18 @@ def load(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def judged(settings: Settings) -> Settings:
+def judged(settings: Settings, store: Store | None = None) -> Settings:
     """The settings with the source the daemon and every command judge when the config names
     none (`Settings.with_default_source`: the receiver's table when the store holds it).
 
-    A store that cannot be opened leaves them as they are: the command's own use of it says
-    what is wrong, in its words.
+    Asked of `store` when the command has it open already (its errors are the command's);
+    else of the store opened for it, and a store that cannot be opened leaves them as they
+    are: the command's own use of it says what is wrong, in its words.
     """
     if settings.source_named:
         return settings
+    if store is not None:
+        return settings.with_default_source(store.has_table)
     try:
         with open_configured(settings.store) as store:
             return settings.with_default_source(store.has_table)

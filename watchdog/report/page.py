@@ -24,7 +24,7 @@ from checks.kinds import describe_check
 from checks.verdict import format_target, format_value, percent
 from watchdog.core.durations import format_duration
 from watchdog.core.settings import Settings, command_flags
-from watchdog.core.store import open_configured
+from watchdog.core.store import Store, open_configured
 from watchdog.core.times import rfc3339
 from watchdog.report.charts import (
     BREACHING,
@@ -298,14 +298,17 @@ def evaluate_page(
     at: datetime,
     length: timedelta | None,
     recording: datetime | None = None,
+    store: Store | None = None,
 ) -> tuple[Report, str]:
     """`check --format html`: evaluate one window, add triage and history, render the page
-    (`recording`: first judge the SLO buckets, as `evaluate_once` does)."""
-
-    with open_configured(settings.store) as store:
-        if recording is not None:
-            judge_before_run(store, settings, at, recording)
-        report = run_once(store, settings, window_at(settings, at, length), triage=True)
-        history = load_history(store, settings, report)
-        slos = slo_views(store, settings, report)
+    (`recording`: first judge the SLO buckets, as `evaluate_once` does); on `store`, when the
+    caller has it open already, else on the store opened for it."""
+    if store is None:
+        with open_configured(settings.store) as opened:
+            return evaluate_page(settings, at, length, recording, opened)
+    if recording is not None:
+        judge_before_run(store, settings, at, recording)
+    report = run_once(store, settings, window_at(settings, at, length), triage=True)
+    history = load_history(store, settings, report)
+    slos = slo_views(store, settings, report)
     return report, render_page(report, history, settings=settings, slos=slos)

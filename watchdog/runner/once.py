@@ -64,13 +64,19 @@ def evaluate_once(
     *,
     triage: bool = False,
     recording: datetime | None = None,
+    store: Store | None = None,
 ) -> Report:
-    """Open the store, evaluate one window (with its triage breakdown if asked), close it.
+    """Open the store, evaluate one window (with its triage breakdown if asked), close it; on
+    `store`, when the caller has it open already.
 
     `recording` (the wall clock of a recording run, `check --notify`): first judge the SLO
     buckets not judged yet (watchdog.runner.slo.judge_before_run).
     """
-    with open_configured(settings.store) as store:
-        if recording is not None:
-            judge_before_run(store, settings, at, recording)
-        return run_once(store, settings, window_at(settings, at, length), triage=triage)
+    if store is None:
+        with open_configured(settings.store) as opened:
+            return evaluate_once(
+                settings, at, length, triage=triage, recording=recording, store=opened
+            )
+    if recording is not None:
+        judge_before_run(store, settings, at, recording)
+    return run_once(store, settings, window_at(settings, at, length), triage=triage)
