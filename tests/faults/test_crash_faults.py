@@ -125,8 +125,8 @@ def test_tick_kills_in_a_row_keep_every_verdict_and_judge_every_window(rig: Rig)
 
 def test_tick_kills_in_a_row_mid_send_post_each_message_at_most_twice(rig: Rig) -> None:
     """Two ticks killed in a row, each between Slack's OK and the `delivered` mark when a
-    message goes out (both sends a message may take cut short), then ticks that finish:
-    every message is posted at most twice, and none is left behind."""
+    message goes out (two sends cut short, as many as a message may take), then a tick that
+    finishes: every message is posted at most twice, and none is left behind."""
     frozen = freeze_store_when_slack_receives(rig, times=2)
     daemon = rig.start()
     for _ in range(2):
