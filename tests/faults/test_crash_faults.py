@@ -1,4 +1,4 @@
-"""Crashes in a row: tick processes killed one after another, `check --notify` killed at random.
+"""Crashes in a row: tick processes killed one after another, `check --notify` killed at each step of its alerting.
 
 Real processes, real SIGKILLs, against the chdb-backed HTTP server of this
 process (tests/faults/processes.py). What must hold however many crashes
@@ -13,9 +13,9 @@ import collections
 import contextlib
 import itertools
 import os
-import random
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -28,6 +28,7 @@ from tests.alerts.slack_standin import Reply
 from tests.faults.chserver import ClickHouseHTTPServer
 from tests.faults.processes import (
     AT,
+    NO_SLOS,
     Daemon,
     Rig,
     demo_source,
@@ -39,6 +40,8 @@ from watchdog.core.times import rfc3339
 
 pytestmark = pytest.mark.slow
 
+LEASE_TTL = 4.0  # seconds: open_rig's alerts.lease_ttl
+
 
 @pytest.fixture(scope="module")
 def source(store: Store) -> str:
@@ -47,8 +50,9 @@ def source(store: Store) -> str:
 
 @pytest.fixture
 def rig(ch_server: ClickHouseHTTPServer, source: str, tmp_path: Path) -> Iterator[Rig]:
-    """Every 6s: longer than a window's run takes here, so the daemon keeps up between kills."""
-    with open_rig(ch_server, source, tmp_path, every="6s") as opened:
+    """Every 6s: longer than a window's run takes here, so the daemon keeps up between kills;
+    no SLO (these tests judge windows and count messages; SLO buckets are not what they kill)."""
+    with open_rig(ch_server, source, tmp_path, every="6s", extra=NO_SLOS) as opened:
         yield opened
 
 
@@ -72,23 +76,45 @@ def contiguous(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return windows
 
 
+def kill_a_tick_mid_query(rig: Rig, daemon: Daemon) -> None:
+    """Wait for the daemon's next tick process, stall the store under it and SIGKILL it with a
+    query hanging."""
+    daemon.wait_for(lambda: bool(daemon.ticks()))
+    hung = rig.front.accepted
+    rig.front.set_mode("stall")  # drops its connections: its next query comes in stalled
+    daemon.wait_for(lambda: rig.front.accepted > hung, seconds=60)
+    kill_a_tick(daemon, after=0)
+    rig.front.set_mode("pass")
+
+
+def kill_a_tick_once_it_judged(daemon: Daemon) -> None:
+    """Wait for the daemon's next tick process, SIGKILL it as soon as it has judged a window."""
+    daemon.wait_for(lambda: bool(daemon.ticks()))
+    judged = len(daemon.judged())
+    daemon.wait_for(lambda: len(daemon.judged()) > judged, seconds=60)
+    kill_a_tick(daemon, after=0)
+
+
 def test_tick_kills_in_a_row_keep_every_verdict_and_judge_every_window(rig: Rig) -> None:
-    """Five tick processes killed in a row: no judged window turns `error`, every window is
+    """Three tick processes killed in a row, as one starts, with one's query hanging, and once
+    one has judged a window of its catch-up: no judged window turns `error`, every window is
     judged, nothing says the store failed, and the `run` alert fires, then resolves."""
     daemon = rig.start()
-    daemon.wait_for(lambda: len(daemon.judged()) >= 1, seconds=60)
-    pace = random.Random(11)
-    for _ in range(5):  # a window run takes seconds here: kills land before, in and after one
-        kill_a_tick(daemon, after=pace.uniform(0.0, 5.0))
-    before = len(daemon.judged())
+    daemon.wait_for(lambda: bool(daemon.judged() and not daemon.ticks()), seconds=60)
+    kill_a_tick(daemon, after=0)  # the next scheduled tick, before its window run
+    kill_a_tick_mid_query(rig, daemon)  # the run started at once in its place
+    # Two died in a row: the next scheduled tick catches up two windows or more, one by one.
+    kill_a_tick_once_it_judged(daemon)
+    judged = len(daemon.judged())
     daemon.wait_for(
         lambda: (
-            len(daemon.judged()) >= before + 2
+            len(daemon.judged()) >= judged + 2
             and any("runs finish again" in text for text in rig.texts())
         ),
         seconds=60,
     )
     daemon.kill()
+    assert daemon.log().count("the run process died before it finished") == 3  # each kill landed
     runs = rig.status()["runs"]
     assert [r for r in runs if r["status"] == "error" or r["problem"]] == []
     contiguous(runs)
@@ -98,12 +124,12 @@ def test_tick_kills_in_a_row_keep_every_verdict_and_judge_every_window(rig: Rig)
 
 
 def test_tick_kills_in_a_row_mid_send_post_each_message_at_most_twice(rig: Rig) -> None:
-    """Three ticks killed in a row (more than the two sends a message may take), each between
-    Slack's OK and the `delivered` mark when a message goes out: every message is posted at
-    most twice, and none is left behind."""
-    frozen = freeze_store_when_slack_receives(rig, times=3)
+    """Two ticks killed in a row, each between Slack's OK and the `delivered` mark when a
+    message goes out (two sends cut short, as many as a message may take), then a tick that
+    finishes: every message is posted at most twice, and none is left behind."""
+    frozen = freeze_store_when_slack_receives(rig, times=2)
     daemon = rig.start()
-    for _ in range(3):
+    for _ in range(2):
         seen, deadline = frozen(), time.monotonic() + 20
         while frozen() == seen and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -124,37 +150,54 @@ def test_tick_kills_in_a_row_mid_send_post_each_message_at_most_twice(rig: Rig) 
     assert len(counts) == sum(b["delivered"] + b["unconfirmed"] for b in outbox)
 
 
-def test_random_kills_of_check_notify_with_a_slow_slack_post_each_message_at_most_twice(
+def test_kills_of_check_notify_at_each_step_of_a_slow_send_post_each_message_at_most_twice(
     ch_server: ClickHouseHTTPServer, source: str, tmp_path: Path
 ) -> None:
-    """`check --notify` SIGKILLed at random points of its alerting, seven times, while a slow
-    Slack answers: each message is posted at most twice, and every message is delivered."""
-    with open_rig(ch_server, source, tmp_path, proxy=False, alerts='repeat_interval = "1h"') as rig:
+    """`check --notify` SIGKILLed four times in a row while a slow Slack answers: twice with
+    its request at Slack, once as its alerting begins, once more at Slack; each message is
+    posted at most twice, and every message is delivered."""
+    alerts = 'repeat_interval = "1h"'  # a reminder every run: each has something to send
+    with open_rig(ch_server, source, tmp_path, proxy=False, alerts=alerts, extra=NO_SLOS) as rig:
         answer = rig.slack.answer
+        received, killed, killing = threading.Event(), threading.Event(), threading.Event()
+        killing.set()
 
         def slow(handler: Any, reply: Reply) -> None:
-            time.sleep(0.8)  # posted when the request arrived; the answer comes late
+            received.set()  # posted when the request arrived; the answer comes late
+            killed.wait(30 if killing.is_set() else 0.8)  # held for the kill, if one is coming
             answer(handler, reply)
 
         rig.slack.answer = slow  # type: ignore[method-assign]
-        pace = random.Random(23)
-        kills, hour = 0, 0
-        while kills < 7:
+        hour = 0
+
+        def check_notify() -> subprocess.Popen[str]:
+            nonlocal hour
+            received.clear()
+            killed.clear()
             check = rig.popen(["check", "--notify", "--at", rfc3339(AT + timedelta(hours=hour))])
             hour += 1
             assert check.stdout is not None
             check.stdout.readline()  # the report is out: alerting begins
-            try:
-                check.wait(timeout=pace.uniform(0.0, 3.0))
-            except subprocess.TimeoutExpired:
-                os.killpg(check.pid, signal.SIGKILL)
-                kills += 1
+            return check
+
+        for at_slack in (True, True, False, True):
+            check = check_notify()
+            if at_slack:  # its request is at Slack, which has not answered
+                deadline = time.monotonic() + 60
+                while not received.wait(0.05) and check.poll() is None:
+                    assert time.monotonic() < deadline, "it never sent"
+                assert received.is_set(), check.communicate()  # it had something to send
+            os.killpg(check.pid, signal.SIGKILL)
+            killed.set()
             check.communicate()
+            assert check.returncode == -signal.SIGKILL
+            time.sleep(LEASE_TTL + 0.5)  # the killed holder's lease expires: the next one delivers
+        killing.clear()
         for _ in range(10):  # then runs that finish, until nothing is left to send
-            time.sleep(1)  # a killed holder's lease expires (alerts.lease_ttl, 4s)
             finished = rig.run(["check", "--notify", "--at", rfc3339(AT + timedelta(hours=hour))])
             if "standby" not in finished.stderr and not any(b["pending"] for b in rig.outbox()):
                 break
+            time.sleep(1)
         outbox = rig.outbox()
         counts = collections.Counter(rig.texts())
     assert sum(b["pending"] for b in outbox) == 0 and counts
