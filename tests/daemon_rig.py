@@ -37,6 +37,12 @@ from watchdog.runner.plugins import PLUGINS
 
 DELAY = 2 * M  # the schedule's delay: the window ending at h:00 is judged at h:02
 STORE_DOWN = "could not read the source"  # the `store` alert's wording in Slack
+# The built-in SLOs turned off: a fresh watchdog database's first tick then skips the SLO
+# ledger's 30-day catch-up (about 2.5 CPU-s), for the tests that check nothing about SLOs
+# (as tests/faults/processes.py NO_SLOS does for a process's config).
+NO_SLOS: dict[str, Any] = {
+    name: {"enabled": False} for name in ("observe_success", "recall_success", "recall_latency")
+}
 
 
 def end(hour: int) -> datetime:
@@ -148,8 +154,17 @@ def hold_first_answer(slack: SlackStandIn) -> tuple[threading.Event, threading.E
     return received, release
 
 
-def new_rig(store: Store, source: str, slack: SlackStandIn, tmp_path: Path, **schedule: Any) -> Rig:
-    """Hourly windows judged 2m after they end; freshness target 10m; Slack at the stand-in."""
+def new_rig(
+    store: Store,
+    source: str,
+    slack: SlackStandIn,
+    tmp_path: Path,
+    *,
+    slo: dict[str, Any] | None = None,
+    **schedule: Any,
+) -> Rig:
+    """Hourly windows judged 2m after they end; freshness target 10m; Slack at the stand-in;
+    `slo` the `[slo]` table (NO_SLOS: none), the built-in SLOs if left out."""
     settings = settings_from_mapping(
         {
             "store": {"database": f"wd_{uuid.uuid4().hex[:12]}"},
@@ -157,6 +172,7 @@ def new_rig(store: Store, source: str, slack: SlackStandIn, tmp_path: Path, **sc
             "schedule": {"every": "1h", "delay": "2m", "max_catchup": 30, **schedule},
             "checks": {"telemetry_freshness": {"target": 600}},
             "alerts": {"slack": {"webhook_url": slack.webhook_url, "timeout": "5s"}},
+            **({} if slo is None else {"slo": slo}),
         },
         plugins=PLUGINS,
         env={"XDG_DATA_HOME": str(tmp_path / "xdg")},

@@ -27,6 +27,7 @@ from tests.builder import M
 from tests.daemon_rig import (
     DELAY,
     JUDGED,
+    NO_SLOS,
     STORE_DOWN,
     Rig,
     end,
@@ -76,8 +77,9 @@ def slack() -> Iterator[SlackStandIn]:
 
 @pytest.fixture
 def make_rig(store: Store, source: str, slack: SlackStandIn, tmp_path: Path) -> Callable[..., Rig]:
-    """Hourly windows judged 2m after they end; freshness target 10m; Slack at the stand-in."""
-    return lambda **schedule: new_rig(store, source, slack, tmp_path, **schedule)
+    """Hourly windows judged 2m after they end; freshness target 10m; Slack at the stand-in; no
+    SLOs (nothing here is about them: tests/test_slo_daemon.py), so no ledger catch-up."""
+    return lambda **schedule: new_rig(store, source, slack, tmp_path, slo=NO_SLOS, **schedule)
 
 
 @pytest.fixture
