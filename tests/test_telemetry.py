@@ -22,6 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from alerts.testing import FakeTimer, RecordingNotifier
 from tests.builder import T0, H, M, S, Scenario, unique_table
+from tests.daemon_rig import NO_SLOS
 from tests.fakes import LOCKED, MovableClock, StoreOpener
 from tests.otlp_standin import OTLPCollector
 from watchdog.core.schedule import Schedule
@@ -100,6 +101,7 @@ def make_rig(store: Store, tmp_path: Path, **config: Any) -> Rig:
             "source": {"table": table},
             "schedule": {"every": "4h", "delay": "0s", **config},
             "alerts": {"slack": {"webhook_url": f"https://hooks.slack.test/services/{SECRET}"}},
+            "slo": NO_SLOS,  # the SLOs' telemetry: tests/test_slo_metrics.py
         },
         plugins=PLUGINS,
         env={},
