@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -112,13 +113,34 @@ def _same(
     assert state == raw
 
 
+@dataclass(frozen=True)
+class Built:
+    """`every_check` written after the apply with the default config, and its two reports at AT."""
+
+    m: Materialized
+    raw: dict[str, Any]
+    state: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def built(store: Store) -> Built:
+    """One table for the tests that only read it (no test changes it or its `Materialized`)."""
+    m = Materialized(store).apply()
+    m.write(every_check().events)
+    return Built(m, *m.reports(AT))
+
+
 # --- the reports agree ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", [every_check, failure_mix], ids=["every_check", "failures"])
-def test_state_gives_the_raw_report_on_the_builder_scenarios(store: Store, scenario: Any) -> None:
+def test_state_gives_the_raw_report_on_every_check(built: Built) -> None:
     """Every check, the deviation aggregation and data quality: the same from the state."""
-    _same(store, scenario(), AT)
+    assert built.state == built.raw
+
+
+def test_state_gives_the_raw_report_on_the_failure_mix(store: Store) -> None:
+    """The triage builder's failures (tests/test_triage.py): the same from the state."""
+    _same(store, failure_mix(), AT)
 
 
 def test_state_gives_the_raw_report_with_session_filters_and_trivial_messages(
@@ -237,19 +259,17 @@ def test_the_backfill_builds_the_state_of_rows_already_written(store: Store) -> 
     assert state == raw
 
 
-def test_rows_after_at_stay_out_of_the_state_read(store: Store) -> None:
+def test_rows_after_at_stay_out_of_the_state_read(store: Store, built: Built) -> None:
     """Events at or after `at`, in the last bucket or later ones, count for neither read."""
     at = AT + timedelta(milliseconds=random.Random(0).randrange(BUCKET_MS))
     sc = every_check()
     for i, later in enumerate((0, 1, BUCKET_MS, 5 * 3600 * 1000)):
         sc.session("good").recalls(at + timedelta(milliseconds=later), fails=True)
         sc.session(f"new{i}").starts(at + timedelta(milliseconds=later))
-    base = Materialized(store).apply()
-    base.write(every_check().events)
     grown = Materialized(store).apply()
     grown.write(sc.events)
     _, state = grown.reports(at)
-    raw_base, _ = base.reports(at)
+    raw_base = run_once(store, built.m.raw, window_at(built.m.raw, at)).to_json()
     del state["source"], raw_base["source"]
     assert state == raw_base
 
@@ -270,14 +290,12 @@ def _statuses(report: dict[str, Any]) -> dict[str, str]:
     ids=["an event name", "the session filter"],
 )
 def test_a_state_built_for_other_checks_is_an_error_never_a_quiet_verdict(
-    store: Store, changed: dict[str, Any], named: str
+    store: Store, built: Built, changed: dict[str, Any], named: str
 ) -> None:
     """After the config's session rules change, the state's session checks are `error`,
     naming what it does not keep and how to rebuild it; the other checks still judge."""
-    built = Materialized(store).apply()
-    built.write(every_check().events)
-    state = {"state": f"{built.database}.session_state"}
-    now = settings_for(built.table, {**changed, "source": {**changed.get("source", {}), **state}})
+    state = {"state": f"{built.m.database}.session_state"}
+    now = settings_for(built.m.table, {**changed, "source": {**changed.get("source", {}), **state}})
     report = run_once(store, now, window_at(now, AT)).to_json()
     errors = {k: c for k, c in report["checks"].items() if c["status"] == "error"}
     assert "recall_coverage" in errors
@@ -299,13 +317,17 @@ def _judged_by_session_scans(settings: Settings) -> set[str]:
     }
 
 
-def test_a_state_keeping_more_than_a_run_needs_is_read(store: Store) -> None:
+def test_a_state_keeping_more_than_a_run_needs_is_read(store: Store, built: Built) -> None:
     """A check disabled after the apply needs less than the state keeps: the reports agree."""
-    m = Materialized(store).apply()
-    m.write(every_check().events)
-    m.config = {"checks": {"observe_coverage": {"enabled": False}}}
-    m.raw = settings_for(m.table, m.config)
-    raw, state = m.reports(AT)
+    disabled = {"checks": {"observe_coverage": {"enabled": False}}}
+    source = {"source": {"state": f"{built.m.database}.session_state"}}
+    raw, state = (
+        run_once(store, s, window_at(s, AT)).to_json()
+        for s in (
+            settings_for(built.m.table, disabled),
+            settings_for(built.m.table, {**disabled, **source}),
+        )
+    )
     assert state == raw
     assert "error" not in _statuses(state).values()
 
@@ -321,36 +343,31 @@ def _narrow_reader(built: Materialized, config: dict[str, Any] | None = None) ->
 
 
 def test_a_state_built_from_a_raw_source_is_read_with_the_normalized_narrow_table(
-    store: Store,
+    store: Store, built: Built
 ) -> None:
     """A state built with the joelclaw config, read with the normalized preset on its narrow
     table (`source.name` the raw table's): the hours the lookback cuts aggregate the
     dimensions the state keeps from the narrow table's stored ones, and the report is the
     raw table's."""
-    built = Materialized(store).apply()
-    built.write(every_check().events)
-    narrow = _narrow_reader(built, {"name": built.table})
+    narrow = _narrow_reader(built.m, {"name": built.m.table})
     report = run_once(store, narrow, window_at(narrow, AT)).to_json()
-    raw = run_once(store, built.raw, window_at(built.raw, AT)).to_json()
     assert "error" not in _statuses(report).values()
-    assert report["checks"] == raw["checks"]
+    assert report["checks"] == built.raw["checks"]
 
 
 def test_a_state_read_under_another_source_name_is_an_error_naming_the_key(
-    store: Store,
+    store: Store, built: Built
 ) -> None:
     """A state holds the sessions of the source it was built for: read under another name
     (the normalized preset on the narrow table, `source.name` unset), the session checks are
     `error` naming `source.name` and the name to set, never `no_data` from an empty read."""
-    built = Materialized(store).apply()
-    built.write(every_check().events)
-    narrow = _narrow_reader(built)
+    narrow = _narrow_reader(built.m)
     report = run_once(store, narrow, window_at(narrow, AT)).to_json()
     errors = {k: c for k, c in report["checks"].items() if c["status"] == "error"}
     assert "recall_coverage" in errors
     assert set(errors) <= _judged_by_session_scans(narrow)
     summary = errors["recall_coverage"]["summary"]
-    assert "source.name" in summary and built.table in summary
+    assert "source.name" in summary and built.m.table in summary
 
 
 def test_state_names_a_table() -> None:
