@@ -380,12 +380,11 @@ def test_canary_secrets_appear_in_no_output(
     html = tmp_path / "report.html"
     at = [f"2026-11-28T{h:02d}:00:00Z" for h in (4, 8, 12, 16, 20)]
 
-    # --debug prints everything the plain run prints, and the third-party logs besides.
+    # --debug prints everything the plain run prints, and the third-party logs besides: each
+    # report format is written by a run with --debug (text here, JSON and HTML below).
     run_cli(out, env, "check", "--store", url, "--config", webhook, "--at", at[0], "--debug")
-    run_cli(
-        out, env, "check", "--store", url, "--config", webhook, "--at", at[0], "--format", "json"
-    )
-    run_cli(
+    # Alerts: delivered, then Slack failing (500), then a rejected token, each with --debug.
+    sent = run_cli(
         out,
         env,
         "check",
@@ -394,22 +393,33 @@ def test_canary_secrets_appear_in_no_output(
         "--config",
         webhook,
         "--at",
-        at[0],
+        at[1],
+        "--notify",
+        "--debug",
+        "--format",
+        "json",
+    )
+    assert sent.returncode == 1 and slack.delivered(), sent.stderr
+    assert json.loads(sent.stdout)["checks"]  # the JSON report, on stdout
+    slack.default = SERVER_ERROR
+    run_cli(
+        out,
+        env,
+        "check",
+        "--store",
+        url,
+        "--config",
+        failing,
+        "--at",
+        at[2],
+        "--notify",
+        "--debug",
         "--format",
         "html",
         "--output",
         str(html),
     )
     out.add("html report", html.read_text(encoding="utf-8"))
-    # Alerts: delivered, then Slack failing (500), then a rejected token, each with --debug.
-    sent = run_cli(
-        out, env, "check", "--store", url, "--config", webhook, "--at", at[1], "--notify", "--debug"
-    )
-    assert sent.returncode == 1 and slack.delivered(), sent.stderr
-    slack.default = SERVER_ERROR
-    run_cli(
-        out, env, "check", "--store", url, "--config", failing, "--at", at[2], "--notify", "--debug"
-    )
     slack.default = OK
     bad_token = run_cli(
         out, env, "check", "--store", url, "--config", token, "--at", at[3], "--notify", "--debug"
