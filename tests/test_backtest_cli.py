@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checks.base import CheckResult, Comparison, Report, Severity, Status, Unit, Window
-from tests.test_cli import make_store, run
+from tests.test_cli import run, run_shared, shared_store
 from watchdog.report.backtest import (
     WEEKLY,
     allowed_breaches,
@@ -29,8 +29,9 @@ DAY = "--from", "2026-11-27T04:00:00Z", "--to", "2026-11-28T04:00:00Z"
 
 @pytest.fixture(scope="module")
 def breached(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A store whose window ending 04:00 has a cold start (made by a process of its own)."""
-    return make_store(tmp_path_factory.mktemp("backtest"), "breached")
+    """A store whose window ending 04:00 has a cold start (made by a process of its own, once
+    per test process for this module and tests/test_cli.py)."""
+    return shared_store(tmp_path_factory, "breached")
 
 
 def test_a_day_of_windows_in_json_each_the_check_report_of_its_window(breached: str) -> None:
@@ -48,7 +49,7 @@ def test_a_day_of_windows_in_json_each_the_check_report_of_its_window(breached: 
         "2026-11-28T00:00:00Z",
         "2026-11-28T04:00:00Z",
     ]
-    check = run("check", "--store", breached, "--at", ends[-1], "--format", "json")
+    check = run_shared("check", "--store", breached, "--at", ends[-1], "--format", "json")
     assert document["windows"][-1] == json.loads(check.stdout)
     coverage = document["summary"]["recall_coverage"]
     assert (coverage["windows"], coverage["breached"], coverage["max"]) == (6, 1, 1)
@@ -168,9 +169,9 @@ def test_partial_alone_judges_a_period_no_window_ends_in(breached: str) -> None:
     )
 
 
-def test_a_period_without_a_breach_exits_0(tmp_path: Path) -> None:
+def test_a_period_without_a_breach_exits_0(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The one window of a healthy store's period: exit 0."""
-    healthy = make_store(tmp_path / "healthy", "healthy")
+    healthy = shared_store(tmp_path_factory, "healthy")
     result = run(
         "backtest",
         "--store",

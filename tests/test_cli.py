@@ -59,14 +59,37 @@ def make_store(path: Path, kind: str) -> str:
     return url
 
 
+# One store of each kind per test process (so per xdist worker), shared by this module and
+# tests/test_backtest_cli.py, whose commands only read it; writing one costs a process.
+_STORES: dict[str, str] = {}
+
+
+def shared_store(factory: pytest.TempPathFactory, kind: str) -> str:
+    """The `kind` store of this test process, written by the first test that asks for it."""
+    if kind not in _STORES:
+        _STORES[kind] = make_store(factory.mktemp(kind), kind)
+    return _STORES[kind]
+
+
+# The same read-only command on the same shared store, checked by tests of both modules.
+_RUNS: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
+
+
+def run_shared(*args: str) -> subprocess.CompletedProcess[str]:
+    """`run(*args)`, run once per test process: only for a command that writes nothing."""
+    if args not in _RUNS:
+        _RUNS[args] = run(*args)
+    return _RUNS[args]
+
+
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return make_store(tmp_path_factory.mktemp("healthy"), "healthy")
+    return shared_store(tmp_path_factory, "healthy")
 
 
 @pytest.fixture(scope="module")
 def breached(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return make_store(tmp_path_factory.mktemp("breached"), "breached")
+    return shared_store(tmp_path_factory, "breached")
 
 
 def one_line(stderr: str) -> str:
@@ -84,7 +107,7 @@ def test_healthy_store_exits_0(healthy: str) -> None:
 
 def test_breach_exits_1_with_json_report(breached: str) -> None:
     """A breach exits 1; --format json follows docs/spec.md section 6."""
-    result = run("check", "--store", breached, "--at", AT, "--format", "json")
+    result = run_shared("check", "--store", breached, "--at", AT, "--format", "json")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["schema_version"] == 1

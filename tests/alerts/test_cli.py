@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,12 +69,21 @@ timeout = "2s"
     return str(config)
 
 
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store every test starts from, written once per test process (xdist worker) and
+    never opened: each test runs on a copy of its own."""
+    path = tmp_path_factory.mktemp("alerts-cli") / "store"
+    subprocess.run([sys.executable, "-c", SETUP, f"chdb://{path}"], check=True, cwd=ROOT)
+    return path
+
+
 @pytest.fixture
-def setup(tmp_path: Path, slack: SlackStandIn) -> tuple[str, str]:
+def setup(written: Path, tmp_path: Path, slack: SlackStandIn) -> tuple[str, str]:
     """A store holding a cold session named `<!channel>`, and a config pointing at the stand-in."""
-    url = f"chdb://{tmp_path / 'store'}"
-    subprocess.run([sys.executable, "-c", SETUP, url], check=True, cwd=ROOT)
-    return url, write_config(tmp_path, slack)
+    # A copy (its links are relative), so alert state and outbox start empty in every test.
+    copy = shutil.copytree(written, tmp_path / "store", symlinks=True)
+    return f"chdb://{copy}", write_config(tmp_path, slack)
 
 
 def test_check_notify_from_outside(setup: tuple[str, str], slack: SlackStandIn) -> None:
