@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from tests.process_env import clean_env
-from tests.test_readme_after_demo import bash, readme_block_after, shell_of_a_new_user
+from tests.readme_demo import (
+    GROUP,
+    SETUP,
+    SHELL,
+    after_make_demo,
+    bash,
+    copy_of,
+    naming,
+    readme_block_after,
+)
 
 BIN = Path(sys.executable).parent / "memory-watchdog"
 REPO = Path(__file__).parents[1]
@@ -62,8 +71,30 @@ def cli(
 def made_store(path: Path, script: str) -> str:
     """A store written by `script` in a process of its own (this one holds the test store)."""
     url = f"chdb://{path}"
-    subprocess.run([sys.executable, "-c", script, url], check=True, cwd=REPO)
+    env = clean_env(path.parent / f"{path.name}-xdg")
+    subprocess.run([sys.executable, "-c", script, url], check=True, cwd=REPO, env=env)
     return url
+
+
+@pytest.fixture(scope="module")
+def breached_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A BREACHED_STORE, shared by the tests that only read it (`check` without --notify)."""
+    return made_store(tmp_path_factory.mktemp("breached") / "store", BREACHED_STORE)
+
+
+@pytest.fixture(scope="module")
+def notified_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A BREACHED_STORE after `check --notify` at the README's time, no receiver configured:
+    recall_coverage fired (exit 1), nothing sent. Its tests only read it."""
+    store = made_store(tmp_path_factory.mktemp("notified") / "store", BREACHED_STORE)
+    assert cli("check", "--notify", "--at", README_AT, "--store", store).returncode == 1
+    return store
+
+
+@pytest.fixture
+def after_readme(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> dict[str, str]:
+    """A shell of a new user after `make demo` and the README's lines (a copy of its own)."""
+    return copy_of(after_make_demo(tmp_path_factory), tmp_path / "home")
 
 
 def quoted(text: str) -> list[str]:
@@ -74,14 +105,15 @@ def quoted(text: str) -> list[str]:
 # ---- point 2: a way back after `check --notify` at now on the demo store --------------------
 
 
-def test_the_documented_reset_lets_the_readmes_replay_judge_again(tmp_path: Path) -> None:
+@GROUP
+def test_the_documented_reset_lets_the_readmes_replay_judge_again(
+    after_readme: dict[str, str],
+) -> None:
     """The README's demo, then the command `alerts` suggests (`check --notify`, at now): the
     README's `check --notify --at` says "already processed" and names `alerts reset`; after
     `alerts reset --yes` as named, the same command judges the demo's window and fires."""
-    env = shell_of_a_new_user(tmp_path / "home")
-    setup = readme_block_after("### After `make demo`")
-    shell = "\n".join(ln for ln in setup.splitlines() if not ln.startswith("memory-watchdog demo"))
-    hint = bash(f"{setup}\nmemory-watchdog alerts", env)
+    env, shell = after_readme, SHELL
+    hint = bash(f"{shell}\nmemory-watchdog alerts", env)
     assert hint.returncode == 0, hint.stderr
     (suggested,) = quoted(hint.stdout)
     assert " check --notify" in suggested
@@ -98,13 +130,13 @@ def test_the_documented_reset_lets_the_readmes_replay_judge_again(tmp_path: Path
     assert "alerts: fired recall_coverage" in again.stderr, again.stderr
 
 
-def test_the_demo_starts_its_alerts_over(tmp_path: Path) -> None:
+@GROUP
+def test_the_demo_starts_its_alerts_over(after_readme: dict[str, str]) -> None:
     """`check --notify` at now on the demo store, then the demo again: the README's
     `check --notify --at` judges the demo's window (the demo cleared its source's alert state)."""
-    env = shell_of_a_new_user(tmp_path / "home")
-    setup = readme_block_after("### After `make demo`")
+    env = after_readme  # the README's demo ran
     done = bash(
-        f"{setup}\nmemory-watchdog check --notify >/dev/null\n{setup}\n"
+        f"{SHELL}\nmemory-watchdog check --notify >/dev/null\n{SETUP}\n"
         f"memory-watchdog check --notify --at {README_AT} >/dev/null",
         env,
     )
@@ -112,10 +144,9 @@ def test_the_demo_starts_its_alerts_over(tmp_path: Path) -> None:
     assert "alerts: fired recall_coverage" in done.stderr, done.stderr
 
 
-def test_reset_without_yes_clears_nothing(tmp_path: Path) -> None:
+def test_reset_without_yes_clears_nothing(notified_store: str) -> None:
     """`alerts reset` says what it would clear and how to confirm; the states stay."""
-    store = made_store(tmp_path / "store", BREACHED_STORE)
-    assert cli("check", "--notify", "--at", README_AT, "--store", store).returncode == 1
+    store = notified_store
     said = cli("alerts", "reset", "--store", store)
     assert said.returncode == 0, said.stderr
     assert "would clear, of source joelclaw.otel_events" in said.stdout
@@ -124,18 +155,35 @@ def test_reset_without_yes_clears_nothing(tmp_path: Path) -> None:
     assert "recall_coverage" in listed.stdout and "firing" in listed.stdout
 
 
+@GROUP
+def test_a_copy_names_no_path_of_its_template(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """The tests after the README's demo work on a copy of one HOME: no file of the copy names
+    the template's HOME (the demo's pointer names the copy's store), so none reads or writes
+    the template, or another test's state."""
+    template = after_make_demo(tmp_path_factory)
+    assert naming(template.home, template.home)  # the pointer and the pages name it
+    copy_of(template, tmp_path / "home")
+    assert naming(tmp_path / "home", template.home) == []
+    pointer = tmp_path / "home/.local/share/memory-watchdog/last-demo-store"
+    assert pointer.read_text(encoding="utf-8").strip() == (
+        f"chdb://{tmp_path}/home/.local/share/memory-watchdog/demo-store"
+    )
+
+
 # ---- point 3: the README's backtest runs on the demo's data --------------------------------
 
 
-def test_the_readmes_backtest_judges_the_demos_windows(tmp_path: Path) -> None:
+@GROUP
+def test_the_readmes_backtest_judges_the_demos_windows(after_readme: dict[str, str]) -> None:
     """The README's `backtest` line, after its demo: the demo's day, windows with data (not a
     week of windows before and after the data, each a freshness breach)."""
-    env = shell_of_a_new_user(tmp_path / "home")
-    setup = readme_block_after("### After `make demo`")
+    env = after_readme  # the README's demo ran
     block = readme_block_after("### A period at once")
     (line,) = [ln for ln in block.splitlines() if ln.startswith("memory-watchdog backtest")]
     command = line.split("#")[0].strip()
-    done = bash(f"{setup} >/dev/null\n{command}", env)
+    done = bash(f"{SHELL}\n{command}", env)
     assert done.returncode == 1, done.stderr  # the demo breaches
     assert "6 windows ending in" in done.stdout
     (freshness,) = [ln for ln in done.stdout.splitlines() if ln.startswith("telemetry_freshness")]
@@ -167,11 +215,10 @@ def test_an_unresolvable_receiver_host_says_the_name_did_not_resolve(tmp_path: P
     assert "host name could not be resolved" in done.stdout, done.stdout
 
 
-def test_alerts_shows_no_last_notified_when_nothing_was_sent(tmp_path: Path) -> None:
+def test_alerts_shows_no_last_notified_when_nothing_was_sent(notified_store: str) -> None:
     """`check --notify` with no receiver fires an alert and sends nothing: `alerts` shows no
     LAST NOTIFIED time for it (and JSON null)."""
-    store = made_store(tmp_path / "store", BREACHED_STORE)
-    assert cli("check", "--notify", "--at", README_AT, "--store", store).returncode == 1
+    store = notified_store
     listed = cli("alerts", "--store", store).stdout.splitlines()
     header = listed[0]
     (row,) = [line for line in listed if " recall_coverage " in line]
@@ -209,9 +256,9 @@ def test_the_demos_what_next_names_no_file_an_installed_copy_lacks(tmp_path: Pat
 
 
 @pytest.mark.parametrize("given", ["2026-11-28", "2026-11-28T04:00:00", "2026-11-28 04:00"])
-def test_the_example_a_refused_time_gives_is_accepted(tmp_path: Path, given: str) -> None:
+def test_the_example_a_refused_time_gives_is_accepted(breached_store: str, given: str) -> None:
     """A time without its zone is refused with an example; that example is accepted."""
-    store = made_store(tmp_path / "store", BREACHED_STORE)
+    store = breached_store
     refused = cli("check", "--at", given, "--store", store)
     assert refused.returncode == 2
     example = re.search(r"\(e\.g\. (\S+?)\)", refused.stderr)

@@ -24,6 +24,7 @@ from tests.pages import (
     page_of,
     parse,
 )
+from tests.readme_demo import GROUP, after_make_demo, copy_of
 from watchdog.core.links import parse_stamp, report_url, stamp
 from watchdog.core.settings import Settings, settings_from_mapping
 from watchdog.report.charts import Point
@@ -348,29 +349,28 @@ def test_coverage_evidence_lists_its_sessions() -> None:
 
 
 @pytest.mark.slow
-def test_demo_and_check_write_the_page(tmp_path: Path) -> None:
+@GROUP
+def test_demo_and_check_write_the_page(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     """`demo` prints the path of its page; `check --format html --output` writes one."""
-    store = f"chdb://{tmp_path / 'store'}"
-    cli = [sys.executable, "-m", "watchdog"]
-    demo = subprocess.run(
-        [*cli, "demo", "--store", store, "--at", "2026-11-28T04:00:00Z"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    path = Path(demo.stdout.strip().splitlines()[-1].rpartition(": ")[2])
-    assert path == tmp_path / "store-report" / "report.html"
+    done = after_make_demo(tmp_path_factory)  # the README's demo, on WATCHDOG_STORE_URL's store
+    store = done.home / ".local/share/memory-watchdog/demo-store"
+    path = Path(done.readme_block.stdout.strip().splitlines()[-1].rpartition(": ")[2])
+    assert path == store.parent / "demo-store-report" / "report.html"
     demo_page = parse(path.read_text())
     assert len(demo_page.find("li", cls="tile")) == 12
     assert len(demo_page.find("rect", cls="band")) >= 7  # this window's breaches, in the charts
+    env = copy_of(done, tmp_path / "home")  # check on a store of its own
     output = tmp_path / "check.html"
     check = subprocess.run(
         [
-            *cli,
+            sys.executable,
+            "-m",
+            "watchdog",
             "check",
             "--store",
-            store,
+            f"chdb://{tmp_path}/home/.local/share/memory-watchdog/demo-store",
             "--at",
             "2026-11-28T04:00:00Z",
             "--format",
@@ -381,6 +381,7 @@ def test_demo_and_check_write_the_page(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     assert check.returncode == 1, check.stderr
     page = parse(output.read_text())

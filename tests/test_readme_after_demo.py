@@ -9,81 +9,47 @@ missing where a command looks names the store the demo filled last. `--version` 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.process_env import clean_env
-
-BIN = Path(sys.executable).parent / "memory-watchdog"
-REPO = Path(__file__).parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+from tests.readme_demo import (
+    BIN,
+    GROUP,
+    SHELL,
+    after_make_demo,
+    bash,
+    copy_of,
+    readme_example,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def shell_of_a_new_user(home: Path) -> dict[str, str]:
-    """A fresh HOME, no XDG_DATA_HOME, and memory-watchdog not on PATH."""
-    env = clean_env(home / "unused")
-    del env["XDG_DATA_HOME"]
-    env["HOME"] = str(home)
-    env.pop("VIRTUAL_ENV", None)
-    path = [p for p in env.get("PATH", "").split(os.pathsep) if Path(p) != BIN.parent]
-    env["PATH"] = os.pathsep.join(path)
-    return env
-
-
-def bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
-
-
-def readme_block_after(heading: str) -> str:
-    """The first ```sh block after `heading` in the README."""
-    after = README[README.index(heading) :]
-    found = re.search(r"```sh\n(.*?)```", after, re.S)
-    assert found is not None
-    return found.group(1)
-
-
-def readme_example(command: str) -> str:
-    """What the README shows `command` printing (its example block, without the `$` line)."""
-    found = re.search(
-        rf"<!-- example: {re.escape(command)} -->\n```text\n\$ [^\n]*\n(.*?)```", README, re.S
-    )
-    assert found is not None
-    return found.group(1)
-
-
-def test_the_readmes_commands_run_as_written_after_make_demo(tmp_path: Path) -> None:
+@GROUP
+def test_the_readmes_commands_run_as_written_after_make_demo(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     """After `make demo` (.venv/bin/memory-watchdog demo) in a fresh HOME, the README's lines,
     then its `check --at 2026-11-28T00:00:00Z`, print exactly the README's output; and the
     "What next" commands the demo printed run once memory-watchdog is on PATH."""
-    env = shell_of_a_new_user(tmp_path / "home")
-    assert bash("command -v memory-watchdog", env).returncode != 0  # not on PATH
-    demo = bash(".venv/bin/memory-watchdog demo --sessions 100", env)  # what make demo runs
-    assert demo.returncode == 0, demo.stderr
-    setup = readme_block_after("### After `make demo`")
+    done_before = after_make_demo(tmp_path_factory)  # make demo, then the README's lines
+    assert done_before.on_path_before.returncode != 0  # not on PATH
+    assert done_before.make_demo.returncode == 0, done_before.make_demo.stderr
+    assert done_before.readme_block.returncode == 0, done_before.readme_block.stderr
+    env = copy_of(done_before, tmp_path / "home")
     command = "memory-watchdog check --at 2026-11-28T00:00:00Z"
-    done = bash(f"{setup}\n{command}", env)
+    done = bash(f"{SHELL}\n{command}", env)  # in the shell the README's lines left
     assert done.returncode == 0, done.stderr
     # The commands it prints name the user's store where the README's name its example's.
     shown = re.sub(r"chdb://\S*/memory-watchdog/demo-store", "chdb:///tmp/demo/store", done.stdout)
     assert shown.endswith(readme_example(command)), done.stdout
     what_next = [
         line.strip()
-        for line in demo.stdout.splitlines()
+        for line in done_before.make_demo.stdout.splitlines()
         if line.startswith("  memory-watchdog check --at ")
     ]
     assert what_next
