@@ -149,3 +149,32 @@ def test_a_backtest_judges_each_window_as_check_at_its_end(
     for end, report in zip(ends, passed, strict=True):
         alone = run_once(store, settings, window_at(settings, end), triage=triage)
         assert report.to_json() == alone.to_json(), end
+
+
+@pytest.mark.slow
+def test_each_window_of_the_pass_reads_back_only_as_far_as_its_own_lookback(store: Store) -> None:
+    """A session begun before the second window's lookback but within the first's: in the
+    second window it is judged as `check` there reads it (its start unseen), not from the
+    first window's wider read; a pass that read every window from the first's lookback start
+    gives the second window another report."""
+    sc = Scenario()
+    # Started (unrecalled) inside W1's lookback only; active again and ended within W2.
+    sc.session("begun-early").starts(T0 + 150 * M).asks(T0 + 280 * M).answers(T0 + 282 * M).ends(
+        T0 + 300 * M
+    )
+    sc.session("within").starts(T0 + 290 * M).asks(T0 + 291 * M).answers(T0 + 292 * M).ends(
+        T0 + 310 * M
+    )
+    table = unique_table()
+    sc.write(store, table)
+    config = {
+        "window": {"lookback": "300m", "idle_timeout": "60m"},
+        "schedule": {"every": "240m"},
+        "source": {"table": table},
+    }
+    settings = settings_from_mapping(config, plugins=SUITE, env={})
+    ends = [T0 + 240 * M, T0 + 480 * M]  # lookback starts T0 - 60m and T0 + 180m
+    passed = run_windows(store, settings, windows_ending(settings, ends))
+    for end, report in zip(ends, passed, strict=True):
+        alone = run_once(store, settings, window_at(settings, end))
+        assert report.to_json() == alone.to_json(), end
