@@ -101,6 +101,14 @@ def _rows_by(store: Store, source: Source, sharding: str) -> tuple[str, str]:
     return "rand()", whole_row
 
 
+def distributed(store: Store, source: Source, sharding: str, cluster: str) -> str:
+    """`source`'s table read through a Distributed table on `cluster`, its rows spread and its
+    sharding key declared as `sharding` says (`_rows_by`): the Distributed table's name."""
+    key, spread = _rows_by(store, source, sharding)
+    name = f"{source.table}_{sharding}_{cluster}"
+    return distribute(store, source.table, cluster, key, spread, name).table
+
+
 def _json(store: Store, settings: Settings) -> dict[str, Any]:
     document = run_once(store, settings, window_at(settings, AT), triage=True).to_json()
     del document["source"]
@@ -169,10 +177,8 @@ def runs(store: Store, written: dict[str, Any]) -> Any:
     def run(preset: str, sharding: str, cluster: str) -> Run:
         if (preset, sharding, cluster) not in made:
             source, _, _ = written[preset]
-            key, spread = _rows_by(store, source, sharding)
-            name = f"{source.table}_{sharding}_{cluster}"
-            dist = distribute(store, source.table, cluster, key, spread, name)
-            made[preset, sharding, cluster] = _run(store, source.settings(dist.table))
+            table = distributed(store, source, sharding, cluster)
+            made[preset, sharding, cluster] = _run(store, source.settings(table))
         return made[preset, sharding, cluster]
 
     return run

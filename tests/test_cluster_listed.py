@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.builder import T0, H, M, S, Scenario, unique_table
-from tests.cluster import CLUSTERS, distribute
+from tests.cluster import CLUSTERS
 from tests.exporter import Span, write_otel_logs, write_otel_traces
 from tests.test_cluster import (
     AT,
@@ -32,7 +32,7 @@ from tests.test_cluster import (
     Recording,
     Source,
     Step,
-    _rows_by,
+    distributed,
     plan,
     shards_merged_bare,
 )
@@ -191,10 +191,8 @@ def listed(store: Store, worlds: dict[str, Any]) -> Any:
     def on(preset: str, sharding: str, cluster: str) -> Listed:
         if (preset, sharding, cluster) not in made:
             source, _, _ = worlds[preset]
-            key, spread = _rows_by(store, source, sharding)
-            name = f"{source.table}_{sharding}_{cluster}"
-            dist = distribute(store, source.table, cluster, key, spread, name)
-            made[preset, sharding, cluster] = Listed(store, source, dist.table)
+            table = distributed(store, source, sharding, cluster)
+            made[preset, sharding, cluster] = Listed(store, source, table)
         return made[preset, sharding, cluster]
 
     return on
@@ -208,10 +206,7 @@ def test_a_distributed_source_lists_the_single_tables_event_details(
     window (and, rows spread by `rand()`, a backtest's windows): as on one table."""
     source, single, backtest = worlds[preset]
     if sharding != "rand":  # one window only: no backtest to make
-        key, spread = _rows_by(store, source, sharding)
-        name = f"{source.table}_{sharding}_{cluster}"
-        dist = distribute(store, source.table, cluster, key, spread, name)
-        assert _run(store, source, dist.table) == single
+        assert _run(store, source, distributed(store, source, sharding, cluster)) == single
         return
     found = listed(preset, sharding, cluster)
     assert found.run == single
