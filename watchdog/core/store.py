@@ -37,7 +37,7 @@ from watchdog.core.urls import (
 # server knows them (an older one would refuse an unknown setting). The analyzer's AND-chain pass
 # derives `indexHint` comparisons from chains such as `a < b AND b < 5`; the scans' many
 # `x >= lo AND x <= hi` conditions inside lambdas give it no index to prune with, and it was
-# about a third of the CPU of a check on a small table (docs/performance.md#planning-a-query).
+# a third of the CPU of an evaluation on a small table (docs/performance.md#planning-a-query).
 PLANNING: Mapping[str, Any] = {"optimize_and_compare_chain": 0}
 
 
